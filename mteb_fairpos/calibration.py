@@ -1,0 +1,154 @@
+"""The calibration math of SPEC section 1.1-1.3, in the order the SPEC states it.
+
+Two pure functions, shared by the fast attention path (:mod:`mteb_fairpos.attention`) and the
+nnsight reference (:mod:`mteb_fairpos.reference`):
+
+* :func:`basket_layout` (SPEC 1.1-1.2) reads a batch's padding mask once and says, for every
+  key, which content basket it belongs to, which tokens are isolated and which query rows
+  are calibrated;
+* :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities.
+
+Everything is vectorised over batch, heads and rows; left and right padding are handled
+alike because positions are counted among *valid* tokens only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .config import Pooling, SharePolicy
+
+
+@dataclass(frozen=True)
+class BasketLayout:
+    """Where every key of a padded batch sits (SPEC 1.2). Shapes use ``N`` = batch, ``K`` = keys."""
+
+    basket: Tensor
+    """(N, K) long: content basket of each key, -1 for isolated and padded keys."""
+    n_baskets: Tensor
+    """(N,) long: number of content baskets ``n_b`` (at least 1)."""
+    isolated: Tensor
+    """(N, n_iso) long: key index of each isolated token, in the order of ``shares``."""
+    shares: tuple[SharePolicy, ...]
+    """Share policy of each isolated token (SPEC 1.3 step 2)."""
+    active: Tensor
+    """(N,) bool: sequences with at least one full basket of content; the rest stay uncalibrated."""
+    query_rows: Tensor | None
+    """(N,) long: the pooling row for cls/last pooling; ``None`` for mean (every valid row)."""
+    key_valid: Tensor
+    """(N, K) bool: the padding mask."""
+
+    def row_mask(self, rows: Tensor | None = None) -> Tensor:
+        """(N, R) bool: which of the query ``rows`` (default: all K rows) get calibrated."""
+        if rows is None:
+            rows = torch.arange(self.key_valid.shape[1], device=self.key_valid.device)
+        if self.query_rows is None:
+            mask = self.key_valid[:, rows]
+        else:
+            mask = rows[None, :] == self.query_rows[:, None]
+        return mask & self.active[:, None]
+
+
+def first_valid(valid: Tensor) -> Tensor:
+    """(N,) index of the first valid token of each row of a (N, K) bool mask."""
+    return valid.to(torch.int8).argmax(dim=1)
+
+
+def last_valid(valid: Tensor) -> Tensor:
+    """(N,) index of the last valid token of each row of a (N, K) bool mask."""
+    return valid.shape[1] - 1 - valid.flip(1).to(torch.int8).argmax(dim=1)
+
+
+def basket_layout(
+    attention_mask: Tensor,
+    pooling: Pooling,
+    basket_size: int,
+    isolated: Sequence[tuple[str, SharePolicy]],
+) -> BasketLayout:
+    """Cut every sequence's content tokens into baskets of ``basket_size`` (SPEC 1.1-1.2).
+
+    ``attention_mask`` is the tokenizer's (N, K) padding mask (1 = valid), with padding on
+    either side. ``isolated`` lists ``("bos" | "eos", policy)`` pairs, as produced by
+    :meth:`CalibrationConfig.isolated_tokens`.
+    """
+    valid = attention_mask.bool()
+    n, k = valid.shape
+    ends = {"bos": first_valid(valid), "eos": last_valid(valid)}
+    iso_index = torch.stack([ends[name] for name, _ in isolated], dim=1) if isolated else valid.new_zeros((n, 0), dtype=torch.long)
+
+    content = valid.clone()
+    content.scatter_(1, iso_index, False)
+    rank = content.long().cumsum(dim=1) - 1  # position among content tokens
+    basket = torch.where(content, torch.div(rank, basket_size, rounding_mode="floor"), -1)
+    n_content = content.sum(dim=1)
+    n_baskets = torch.div(n_content + basket_size - 1, basket_size, rounding_mode="floor").clamp(min=1)
+
+    query_rows = {"cls": ends["bos"], "last": ends["eos"], "mean": None}[pooling]
+    return BasketLayout(
+        basket=basket,
+        n_baskets=n_baskets,
+        isolated=iso_index,
+        shares=tuple(policy for _, policy in isolated),
+        active=n_content >= basket_size,
+        query_rows=query_rows,
+        key_valid=valid,
+    )
+
+
+def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor) -> Tensor:
+    """Calibrate rows of attention probabilities (SPEC 1.3, steps 1-5).
+
+    Args:
+        probs: (N, H, R, K) softmax output; padded keys are 0.
+        layout: the batch's :class:`BasketLayout`.
+        strength: ``alpha`` in [0, 1].
+        row_mask: (N, R) bool, the rows to calibrate (see :meth:`BasketLayout.row_mask`);
+            other rows are returned unchanged.
+    """
+    n, h, r, k = probs.shape
+    dtype = probs.dtype
+    basket = layout.basket[:, None, None, :].expand(n, h, r, k)
+    is_content = basket >= 0
+    index = basket.clamp(min=0)
+    n_iso = layout.isolated.shape[1]
+    n_total = (layout.n_baskets + n_iso).to(dtype)[:, None, None, None]
+
+    # Step 1: every content basket gets 1 / n_total, split as the original row split it.
+    content_probs = torch.where(is_content, probs, 0)
+    basket_mass = content_probs.new_zeros(n, h, r, int(layout.n_baskets.max())).scatter_add_(-1, index, content_probs)
+    own_mass = basket_mass.gather(-1, index)
+    calibrated = torch.where(own_mass > 0, content_probs / torch.where(own_mass > 0, own_mass, 1), 0) / n_total
+
+    # Step 2: each isolated token's share under its policy.
+    iso_index = layout.isolated[:, None, None, :].expand(n, h, r, n_iso)
+    original_iso = probs.gather(-1, iso_index)
+    shares = torch.stack(
+        [_share(policy, original_iso[..., j], n_total[..., 0]) for j, policy in enumerate(layout.shares)], dim=-1
+    ) if n_iso else original_iso
+
+    # Step 3: unless every share is "equal", content gets exactly what the shares leave.
+    if any(policy != "equal" for policy in layout.shares):
+        content_total = calibrated.sum(-1, keepdim=True)
+        left = 1 - shares.sum(-1, keepdim=True)
+        calibrated = calibrated * left / torch.where(content_total > 0, content_total, 1)
+    calibrated = calibrated.scatter(-1, iso_index, shares)
+
+    # Step 4: normalise (exact arithmetic would already sum to 1).
+    total = calibrated.sum(-1, keepdim=True)
+    calibrated = calibrated / torch.where(total > 0, total, 1)
+
+    # Step 5: blend with the original row; padded keys stay 0 because both terms are 0.
+    blended = strength * calibrated + (1 - strength) * probs
+    return torch.where(row_mask[:, None, :, None], blended, probs)
+
+
+def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:
+    if policy == "equal":
+        return (1 / n_total).expand_as(original)
+    if policy == "original":
+        return original
+    return torch.full_like(original, float(policy))

@@ -1,0 +1,36 @@
+"""The ``mteb-fairpos`` command: one module per subcommand, listed in ``SUBCOMMANDS``.
+
+Each module exposes ``add_parser(subparsers) -> argparse.ArgumentParser`` and sets
+``func=run`` on its parser; ``run(args) -> int`` is the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = [
+    "segments",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mteb-fairpos", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        print(f"mteb-fairpos {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
