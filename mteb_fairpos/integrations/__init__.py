@@ -1,0 +1,1 @@
+"""Integrations of calibrated embeddings with other systems (Qdrant)."""
