@@ -115,7 +115,7 @@ class FairSentenceTransformer(SentenceTransformer):
             full = (mask.sum(dim=1) >= limit).nonzero().flatten().tolist()
             if full:
                 texts = [inputs[i] for i in full]
-                lengths = self.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+                lengths = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
                 prompt = kwargs.get("prompt") or ""
                 extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
                 self._truncated += sum(len(ids) + extra > limit for ids in lengths)

@@ -1,0 +1,34 @@
+"""Options shared by the subcommands that embed text: the model and its calibration."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import CalibrationConfig, LayerSpec
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and calibration options shared by subcommands that embed text."""
+    parser.add_argument("--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    parser.add_argument("--calibration", default=None, metavar="TEXT",
+                        help="a calibration config in text form, e.g. b128_lhalf_a0.5 (overrides the options below)")
+    parser.add_argument("--basket-size", type=int, default=128)
+    parser.add_argument("--layers", default="last_half", help="last_half | last | N (last N) | fraction | i,j,k")
+    parser.add_argument("--strength", type=float, default=0.5)
+    parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
+
+
+def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
+    if args.calibration:
+        return CalibrationConfig.parse(args.calibration)
+    return CalibrationConfig(basket_size=args.basket_size, layers=parse_layers(args.layers),
+                             strength=args.strength, pooling=args.pooling)
+
+
+def parse_layers(text: str) -> LayerSpec:
+    """CLI text of a layer set: 'last_half', 'last', '6' (last 6), '0.5' (fraction) or '6,7,8'."""
+    if text in ("last_half", "last"):
+        return text
+    if "," in text:
+        return tuple(int(i) for i in text.split(",") if i.strip())
+    return float(text) if "." in text else int(text)
