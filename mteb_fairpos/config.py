@@ -139,6 +139,9 @@ class CalibrationConfig:
                 if key in kwargs:
                     raise ValueError(f"{key} given twice")
                 kwargs[key] = _TOKEN_PARSERS[key](value)
+            missing = [key for key in ("basket_size", "layers", "strength") if key not in kwargs]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}")
         except (ValueError, KeyError) as err:
             raise ConfigError(
                 f"cannot parse calibration config {text!r} ({err}). Valid form: "
@@ -189,7 +192,9 @@ def _check_policy(name: str, policy: object) -> SharePolicy:
 
 
 def _num(value: float) -> str:
-    return format(value, "g")
+    """Shortest text that parses back to the same float ("0.5", "1", "0.001953125")."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _layers_text(spec: LayerSpec) -> str:

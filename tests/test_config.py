@@ -1,0 +1,110 @@
+"""CalibrationConfig: validation messages, layer resolution, and the text form round trip."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mteb_fairpos import CalibrationConfig, ConfigError
+
+
+def test_defaults_are_the_retrieval_papers():
+    config = CalibrationConfig()
+    assert (config.basket_size, config.layers, config.strength) == (128, "last_half", 0.5)
+    assert (config.bos_share, config.eos_share) == ("original", "equal")
+    assert str(config) == "b128_lhalf_a0.5"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"basket_size": 0}, "basket_size must be a positive integer"),
+        ({"basket_size": -3}, "basket_size must be a positive integer"),
+        ({"basket_size": 12.5}, "basket_size must be a positive integer"),
+        ({"strength": 1.5}, r"strength must lie in \[0, 1\]"),
+        ({"strength": -0.1}, r"strength must lie in \[0, 1\]"),
+        ({"strength": "high"}, "strength must be a number"),
+        ({"layers": 0}, "must be >= 1"),
+        ({"layers": 1.5}, r"must lie in \(0, 1\]"),
+        ({"layers": [3, -1]}, "non-negative"),
+        ({"layers": [2, 2]}, "must not repeat"),
+        ({"layers": "first"}, "layers must be 'last_half'"),
+        ({"pooling": "max"}, "pooling must be one of"),
+        ({"bos_share": 1.0}, r"float in \[0, 1\)"),
+        ({"eos_share": "half"}, "eos_share must be"),
+        ({"bos_share": 0.6, "eos_share": 0.5}, "leaves no attention mass for the content"),
+    ],
+)
+def test_invalid_settings_say_what_is_allowed(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        CalibrationConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("layers", "num_layers", "expected"),
+    [
+        ("last_half", 12, tuple(range(6, 12))),
+        ("last_half", 7, (4, 5, 6)),
+        ("last", 12, (11,)),
+        (3, 12, (9, 10, 11)),
+        (0.25, 12, (9, 10, 11)),
+        (1.0, 6, tuple(range(6))),
+        ((0, 5), 6, (0, 5)),
+    ],
+)
+def test_layer_sets_resolve_as_spec_1_4(layers, num_layers, expected):
+    assert CalibrationConfig(layers=layers).resolve_layers(num_layers) == expected
+
+
+def test_layers_outside_the_model_are_refused():
+    with pytest.raises(ConfigError, match=r"outside the model, which has layers 0..5"):
+        CalibrationConfig(layers=(2, 6)).resolve_layers(6)
+    with pytest.raises(ConfigError, match="the model has 6"):
+        CalibrationConfig(layers=8).resolve_layers(6)
+
+
+def test_isolated_tokens_follow_the_pooling_table():
+    config = CalibrationConfig()
+    assert config.isolated_tokens("cls") == (("bos", "original"),)
+    assert config.isolated_tokens("last") == (("bos", "original"), ("eos", "equal"))
+    assert config.isolated_tokens("mean") == ()
+    assert CalibrationConfig(isolate_bos=False).isolated_tokens("cls") == ()
+    assert CalibrationConfig(isolate_eos=True, eos_share=0.1).isolated_tokens("mean") == (("eos", 0.1),)
+
+
+configs = st.builds(
+    CalibrationConfig,
+    basket_size=st.integers(1, 4096),
+    layers=st.one_of(
+        st.sampled_from(["last_half", "last"]),
+        st.integers(1, 48),
+        st.floats(0.01, 1.0),
+        st.lists(st.integers(0, 47), min_size=1, max_size=6, unique=True).map(tuple),
+    ),
+    strength=st.floats(0.0, 1.0),
+    pooling=st.sampled_from([None, "cls", "last", "mean"]),
+    isolate_bos=st.sampled_from([None, True, False]),
+    isolate_eos=st.sampled_from([None, True, False]),
+    bos_share=st.one_of(st.sampled_from(["original", "equal"]), st.floats(0.0, 0.49)),
+    eos_share=st.one_of(st.sampled_from(["original", "equal"]), st.floats(0.0, 0.49)),
+)
+
+
+@given(configs)
+def test_text_form_round_trips(config):
+    text = str(config)
+    assert CalibrationConfig.parse(text) == config
+    assert "/" not in text and " " not in text
+
+
+@pytest.mark.parametrize("text", ["", "b128", "b128_lhalf_ax", "b128_lnope_a0.5", "b128_b64_lhalf_a0.5", "hello"])
+def test_bad_text_shows_the_valid_form(text):
+    with pytest.raises(ConfigError, match=r"Valid form: b<basket>_l<layers>_a<strength>"):
+        CalibrationConfig.parse(text)
+
+
+def test_replace_validates_again():
+    assert CalibrationConfig().replace(strength=1.0).strength == 1.0
+    with pytest.raises(ConfigError):
+        CalibrationConfig().replace(basket_size=0)
