@@ -1,0 +1,130 @@
+"""Property tests of the row math (SPEC 1.2-1.3) on random batches with left and right padding."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mteb_fairpos.calibration import basket_layout, calibrate_rows
+from mteb_fairpos.config import CalibrationConfig
+
+policies = st.one_of(st.sampled_from(["original", "equal"]), st.floats(0.0, 0.3))
+
+
+@st.composite
+def batches(draw):
+    """A padded batch of softmax rows plus everything needed to calibrate it."""
+    lengths = draw(st.lists(st.integers(1, 40), min_size=1, max_size=4))
+    width = max(lengths) + draw(st.integers(0, 3))
+    left = draw(st.booleans())
+    mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        if left:
+            mask[i, width - n:] = 1
+        else:
+            mask[i, :n] = 1
+    heads, rows = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    logits = torch.randn(len(lengths), heads, rows, width, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    logits = logits * draw(st.floats(0.1, 6.0))
+    probs = torch.softmax(logits.masked_fill(~mask.bool()[:, None, None, :], float("-inf")), dim=-1)
+    config = CalibrationConfig(
+        basket_size=draw(st.integers(1, 12)),
+        pooling=draw(st.sampled_from(["cls", "last", "mean"])),
+        bos_share=draw(policies),
+        eos_share=draw(policies),
+        strength=draw(st.floats(0.0, 1.0)),
+    )
+    layout = basket_layout(mask, config.pooling, config.basket_size, config.isolated_tokens(config.pooling))
+    return probs, mask.bool(), layout, config
+
+
+def _calibrate(probs, layout, strength):
+    row_mask = layout.active[:, None].expand(probs.shape[0], probs.shape[2])
+    return calibrate_rows(probs, layout, strength, row_mask)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_strength_zero_is_the_identity(batch):
+    probs, _, layout, _ = batch
+    assert torch.equal(_calibrate(probs, layout, 0.0), probs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_rows_sum_to_one_and_padding_stays_zero(batch):
+    probs, valid, layout, config = batch
+    out = _calibrate(probs, layout, config.strength)
+    torch.testing.assert_close(out.sum(-1), torch.ones_like(out.sum(-1)))
+    assert torch.all(out[~valid[:, None, None, :].expand_as(out)] == 0)
+    assert torch.all(out >= 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_full_strength_equalises_baskets_and_gives_isolated_tokens_their_share(batch):
+    probs, _, layout, config = batch
+    out = _calibrate(probs, layout, 1.0)
+    n_iso = layout.isolated.shape[1]
+    for b in range(probs.shape[0]):
+        if not layout.active[b]:
+            continue
+        n_b = int(layout.n_baskets[b])
+        n_total = n_b + n_iso
+        shares = []
+        for j, policy in enumerate(layout.shares):
+            original = probs[b, :, :, layout.isolated[b, j]]
+            share = {"equal": torch.full_like(original, 1 / n_total), "original": original}.get(policy)
+            shares.append(share if share is not None else torch.full_like(original, policy))
+            torch.testing.assert_close(out[b, :, :, layout.isolated[b, j]], shares[-1])
+        content_total = 1 - sum(shares) if shares else torch.ones_like(probs[b, :, :, 0])
+        for basket in range(n_b):
+            in_basket = layout.basket[b] == basket
+            torch.testing.assert_close(out[b][..., in_basket].sum(-1), content_total / n_b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_proportions_inside_a_basket_are_preserved(batch):
+    probs, _, layout, config = batch
+    out = _calibrate(probs, layout, 1.0)
+    for b in range(probs.shape[0]):
+        if not layout.active[b]:
+            continue
+        for basket in range(int(layout.n_baskets[b])):
+            keys = layout.basket[b] == basket
+            before, after = probs[b][..., keys], out[b][..., keys]
+            torch.testing.assert_close(after / after.sum(-1, keepdim=True), before / before.sum(-1, keepdim=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches())
+def test_content_shorter_than_one_basket_is_left_alone(batch):
+    probs, _, layout, config = batch
+    out = _calibrate(probs, layout, config.strength)
+    short = ~layout.active
+    assert torch.equal(out[short], probs[short])
+
+
+def test_baskets_count_valid_tokens_only_on_either_padding_side():
+    right = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0, 0]])
+    left = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1]])
+    isolated = CalibrationConfig().isolated_tokens("last")
+    a = basket_layout(right, "last", 2, isolated)
+    b = basket_layout(left, "last", 2, isolated)
+    assert a.basket.tolist() == [[-1, 0, 0, 1, 1, 2, -1, -1, -1]]
+    assert b.basket.tolist() == [[-1, -1, -1, 0, 0, 1, 1, 2, -1]]
+    assert a.isolated.tolist() == [[0, 6]] and b.isolated.tolist() == [[2, 8]]
+    assert a.query_rows.tolist() == [6] and b.query_rows.tolist() == [8]
+    assert a.n_baskets.tolist() == b.n_baskets.tolist() == [3]
+
+
+def test_a_basket_of_zero_mass_gets_nothing_instead_of_nan():
+    mask = torch.ones(1, 5, dtype=torch.long)
+    probs = torch.tensor([[[[0.5, 0.5, 0.0, 0.0, 0.0]]]], dtype=torch.float64)
+    layout = basket_layout(mask, "mean", 2, ())
+    out = calibrate_rows(probs, layout, 1.0, torch.ones(1, 1, dtype=torch.bool))
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.sum(), torch.tensor(1.0, dtype=torch.float64))
