@@ -12,6 +12,7 @@ import sys
 
 SUBCOMMANDS = [
     "segments",
+    "profile",
 ]
 
 

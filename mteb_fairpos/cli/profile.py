@@ -1,0 +1,61 @@
+"""``mteb-fairpos profile``: where the pooling token's attention goes, per layer (SPEC 1.6).
+
+Prints the attention mass of the pooling query on the first token, on each basket of content
+tokens and on the last token, per layer (averaged over heads and texts), and writes the profile
+as a PNG. A healthy model spreads its mass; the papers found an L-shaped, front-loaded profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..offline import minilm_path
+from .common import parse_layers
+from .segments import read_segments
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("profile", help="attention mass of the pooling token per key basket and layer",
+                                   description=__doc__)
+    parser.add_argument("--text", action="append", default=[], metavar="TEXT", help="a text to profile (repeatable)")
+    parser.add_argument("--file", type=Path, help="texts as a JSON list or JSONL lines (strings or objects with 'text')")
+    parser.add_argument("--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    parser.add_argument("--basket-size", type=int, default=128, help="tokens per content basket (default 128)")
+    parser.add_argument("--layers", default="all", help="all | last_half | last | N (last N) | fraction | i,j,k (0-based)")
+    parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--output", type=Path, default=Path("attention_profile.png"), help="PNG to write")
+    parser.add_argument("--json", type=Path, default=None, help="also write the profile as JSON here")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from sentence_transformers import SentenceTransformer
+
+    from ..profile import attention_profile, format_profile, plot_profile
+
+    texts = list(args.text) + (read_segments(args.file) if args.file else [])
+    if not texts:
+        raise ValueError("give at least one --text or a --file of texts.")
+    if any(not t.strip() for t in texts):
+        raise ValueError("texts must not be empty.")
+    if args.basket_size <= 0:
+        raise ValueError(f"--basket-size must be a positive integer, got {args.basket_size}.")
+    layers = None if args.layers == "all" else parse_layers(args.layers)
+    model = SentenceTransformer(args.model or minilm_path(), device="cpu")
+    profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,
+                                pooling=args.pooling, batch_size=args.batch_size)
+    name = args.model or "all-MiniLM-L6-v2 (offline)"
+    print(f"model: {name}   pooling: {profile.pooling}   basket size: {profile.basket_size}   texts: {profile.n_texts}")
+    print("attention mass of the pooling query (averaged over heads and texts; L<n> = layer n, 1-based):")
+    print(format_profile(profile))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    plot_profile(profile, str(args.output), title=f"{Path(name).name}: pooling-query attention ({profile.pooling}, B={profile.basket_size})")
+    print(f"wrote {args.output}")
+    if args.json:
+        args.json.write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0

