@@ -3,3 +3,8 @@
 from __future__ import annotations
 
 TASKS: list[type] = []
+
+from .posir import PosIR, PosIRCrossLingual  # noqa: E402
+from .posq import FineWebPosQ, FineWebPosQTiny, SQuADPosQ, SQuADPosQTiny  # noqa: E402
+
+TASKS += [SQuADPosQ, SQuADPosQTiny, FineWebPosQ, FineWebPosQTiny, PosIR, PosIRCrossLingual]

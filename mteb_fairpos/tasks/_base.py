@@ -1,0 +1,163 @@
+"""What the position-aware retrieval tasks share: where their data comes from, and the
+retrieval task that adds position-grouped scores to mteb's own.
+
+Data location. Every task loads its Hugging Face dataset by id, or a local copy of it: the same
+files in the same layout (for instance what ``hf download --repo-type dataset ID --local-dir
+DIR`` writes). A local copy is chosen by
+
+* the task argument ``data_dir=`` (the dataset's own folder), or else
+* the environment variable ``MTEB_FAIRPOS_DATA_DIR``: a root folder holding each dataset under
+  its hub id, e.g. ``$MTEB_FAIRPOS_DATA_DIR/rajpurkar/squad_v2``.
+
+Both go through the very same loading code as the hub.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+from mteb.abstasks.retrieval import AbsTaskRetrieval
+from mteb.timing import TimingStack
+
+from .grouped_metrics import per_query_scores, summarize_groups
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR_ENV = "MTEB_FAIRPOS_DATA_DIR"
+"""Root folder of local dataset copies, each under its hub id (``<root>/<org>/<name>``)."""
+
+
+class DatasetSchemaError(ValueError):
+    """A dataset (hub or local copy) lacks a split, file or column the task needs."""
+
+
+def resolve_data_dir(hub_id: str, data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The local copy to read, or ``None`` to read ``hub_id`` from the Hugging Face hub.
+
+    Raises:
+        FileNotFoundError: ``data_dir`` is given but is not a folder, or ``MTEB_FAIRPOS_DATA_DIR``
+            is set but holds no folder for ``hub_id``.
+    """
+    if data_dir is not None:
+        path = Path(data_dir).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"data_dir {str(path)!r} is not a folder (expected a local copy of {hub_id}).")
+        return path
+    root = os.environ.get(DATA_DIR_ENV)
+    if root:
+        path = Path(root).expanduser() / hub_id
+        if not path.is_dir():
+            raise FileNotFoundError(
+                f"{DATA_DIR_ENV}={root!r} is set but {str(path)!r} does not exist: put a copy of the "
+                f"Hugging Face dataset {hub_id} there (same files and layout), or unset {DATA_DIR_ENV} "
+                "to load it from the hub."
+            )
+        return path
+    return None
+
+
+def check_columns(columns: Iterable[str], required: Sequence[str], where: str) -> None:
+    """Raise `DatasetSchemaError` naming every column of ``required`` missing from ``columns``."""
+    present = set(columns)
+    missing = [c for c in required if c not in present]
+    if missing:
+        raise DatasetSchemaError(
+            f"{where} lacks the column(s) {missing}; it has {sorted(present)}. "
+            "Is this the right dataset, in its published schema?"
+        )
+
+
+def retrieval_split(
+    corpus: Mapping[str, str],
+    queries: Mapping[str, str],
+    relevant: Mapping[str, str | Iterable[str]],
+) -> dict[str, Any]:
+    """An mteb ``RetrievalSplitData``: corpus and queries as datasets, binary qrels as a dict."""
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, docs in relevant.items():
+        qrels[qid] = {docs: 1} if isinstance(docs, str) else dict.fromkeys(docs, 1)
+    return {
+        "corpus": Dataset.from_dict({"id": list(corpus), "text": list(corpus.values())}),
+        "queries": Dataset.from_dict({"id": list(queries), "text": list(queries.values())}),
+        "relevant_docs": qrels,
+        "top_ranked": None,
+    }
+
+
+def unique_passages(texts: Iterable[str], prefix: str) -> dict[str, str]:
+    """Every distinct passage once, in sorted order, under a stable id ``<prefix><index>``.
+
+    Returns ``{text: id}``; each passage is embedded once however many queries point at it.
+    """
+    ordered = sorted(set(texts))
+    width = len(str(max(len(ordered) - 1, 0)))
+    return {text: f"{prefix}{i:0{width}d}" for i, text in enumerate(ordered)}
+
+
+class PositionGroupedRetrieval(AbsTaskRetrieval):
+    """mteb's retrieval task plus nDCG@10 per position group, harmonic mean and PSI.
+
+    Subclasses build the data in `_build` and return, besides the split, the groups of each
+    query and the counts of queries they skipped (with the reason as key). Retrieval, search and
+    pytrec_eval scoring are mteb's; `task_specific_scores` adds the grouped figures to the same
+    score dict, so they land in the TaskResult JSON.
+    """
+
+    position_groups: tuple[str, ...] = ()
+    hub_id: str = ""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.data_dir = data_dir
+        self._memberships: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+        self._skipped: dict[tuple[str, str], dict[str, int]] = {}
+
+    # ---------------------------------------------------------------- loading
+    def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
+        raise NotImplementedError
+
+    def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
+        if self.data_loaded:
+            return
+        local = resolve_data_dir(self.hub_id, self.data_dir)
+        source = str(local) if local is not None else self.metadata.dataset["path"]
+        revision = None if local is not None else self.metadata.dataset["revision"]
+        timer = timer or TimingStack()
+        with timer("Data loading", log_message=f"Loading dataset {self.metadata.name} from {source}..."):
+            split, memberships, skipped = self._build(source, revision)
+        for reason, count in skipped.items():
+            if count:
+                logger.warning("%s: skipped %d quer%s (%s).", self.metadata.name, count, "y" if count == 1 else "ies", reason)
+        self.dataset = {"default": {"test": split}}
+        self._memberships[("default", "test")] = memberships
+        self._skipped[("default", "test")] = skipped
+        self.data_loaded = True
+
+    def unload_data(self) -> None:
+        super().unload_data()
+        self._memberships.clear()
+        self._skipped.clear()
+
+    # ---------------------------------------------------------------- scoring
+    def task_specific_scores(
+        self,
+        scores: dict[str, dict[str, float]],
+        qrels: Mapping[str, Mapping[str, int]],
+        results: dict[str, dict[str, float]],
+        hf_split: str,
+        hf_subset: str,
+    ) -> dict[str, Any]:
+        memberships = self._memberships.get((hf_subset, hf_split), {})
+        query_scores, unscored = per_query_scores(scores, qrels.keys())
+        summary = summarize_groups(query_scores, memberships, self.position_groups)
+        if unscored:
+            summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
+        out = summary.to_scores()
+        out["n_queries"] = len(query_scores)
+        out["skipped_queries"] = dict(self._skipped.get((hf_subset, hf_split), {}))
+        return out

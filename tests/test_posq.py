@@ -1,0 +1,170 @@
+"""SQuAD-PosQ and FineWeb-PosQ: loading a local copy -> grouping -> retrieval -> metrics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import mteb
+import pytest
+from retrieval_check import FIXTURES, group_means, own_ndcg_at_10
+
+from mteb_fairpos.tasks import TASKS
+from mteb_fairpos.tasks._base import DATA_DIR_ENV, DatasetSchemaError
+from mteb_fairpos.tasks.posq import FINEWEB_GROUPS, SQUAD_GROUPS, FineWebPosQ, FineWebPosQTiny, SQuADPosQ, SQuADPosQTiny
+
+SQUAD = FIXTURES / "squad_v2"
+FINEWEB = FIXTURES / "fineweb_posq"
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm):
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    return SentenceTransformerEncoderWrapper(minilm)
+
+
+def _split(task):
+    return task.dataset["default"]["test"]
+
+
+def _memberships(task):
+    return task._memberships[("default", "test")]
+
+
+def test_tasks_are_listed():
+    names = {t.metadata.name for t in TASKS}
+    assert {"SQuADPosQ", "SQuADPosQTiny", "FineWebPosQ", "FineWebPosQTiny"} <= names
+    assert SQuADPosQ.metadata.main_score == "harmonic_mean" and SQuADPosQ.metadata.dataset["path"] == "rajpurkar/squad_v2"
+    assert FineWebPosQ.metadata.dataset["path"] == "NovaSearch/FineWeb-PosQ"
+
+
+def test_squad_grouping_from_local_copy():
+    task = SQuADPosQ(data_dir=SQUAD)
+    task.load_data()
+    split, groups = _split(task), _memberships(task)
+    # 12 rows: 2 unanswerable dropped, 1 answer at 3129 is past the last bin [500, 3120]
+    assert task._skipped[("default", "test")] == {"unanswerable": 2, "answer_start_outside_bins": 1, "duplicate_id": 0}
+    assert set(split["queries"]["id"]) == {"sq-t0", "sq-t1", "sq-t2", "sq-t3", "sq-t4", "sq-t5", "sq-v0", "sq-v1", "sq-v2"}
+    assert groups["sq-t0"] == ("0-100",)  # answer_start 0
+    assert groups["sq-t2"] == ("100-200",)  # exactly 100: one group only (half-open bins)
+    assert groups["sq-v1"] == ("100-200",)  # 120
+    assert groups["sq-t1"] == ("200-300",)  # 212
+    assert groups["sq-v0"] == ("500-3120",)  # exactly 500
+    assert groups["sq-v2"] == ("500-3120",)  # exactly 3120: the closed end of the last bin
+    # every distinct context once, unanswerable questions' contexts included
+    assert len(split["corpus"]) == 8 and len(set(split["corpus"]["text"])) == 8
+    text_of = dict(zip(split["corpus"]["id"], split["corpus"]["text"]))
+    assert text_of[next(iter(split["relevant_docs"]["sq-t0"]))].startswith("Chlorophyll gives leaves")
+    assert split["relevant_docs"]["sq-t0"] == split["relevant_docs"]["sq-t1"]  # same context, one passage
+
+
+def test_squad_through_the_environment_variable(tmp_path, monkeypatch):
+    (tmp_path / "rajpurkar").mkdir()
+    shutil.copytree(SQUAD, tmp_path / "rajpurkar" / "squad_v2")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    task = SQuADPosQ()
+    task.load_data()
+    assert len(_split(task)["queries"]) == 9
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="rajpurkar/squad_v2"):
+        SQuADPosQ().load_data()
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        SQuADPosQ(data_dir=tmp_path / "missing").load_data()
+
+
+def test_squad_tiny_is_a_seeded_sample_over_the_full_corpus():
+    assert SQuADPosQTiny.n_queries == 10_000
+    first, second = SQuADPosQTiny(data_dir=SQUAD, n_queries=4), SQuADPosQTiny(data_dir=SQUAD, n_queries=4)
+    first.load_data()
+    second.load_data()
+    assert len(_split(first)["queries"]) == 4
+    assert _split(first)["queries"]["id"] == _split(second)["queries"]["id"]
+    assert len(_split(first)["corpus"]) == 8
+    with pytest.raises(ValueError, match="positive"):
+        SQuADPosQTiny(n_queries=0)
+
+
+def test_squad_end_to_end_with_minilm(encoder, minilm, tmp_path):
+    task = SQuADPosQ(data_dir=SQUAD)
+    task.load_data()
+    own = own_ndcg_at_10(minilm, _split(task))
+    expected = group_means(own, _memberships(task), SQUAD_GROUPS)
+    result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0]
+    scores = result.scores["test"][0]
+    for group in SQUAD_GROUPS:
+        assert scores[f"position_{group}"] == pytest.approx(expected[group], abs=1e-4)
+    values = list(expected.values())
+    assert scores["harmonic_mean"] == pytest.approx(len(values) / sum(1 / v for v in values), abs=1e-4)
+    assert scores["psi"] == pytest.approx(1 - min(values) / max(values), abs=1e-4)
+    assert scores["main_score"] == scores["harmonic_mean"]
+    assert scores["ndcg_at_10"] == pytest.approx(sum(own.values()) / len(own), abs=1e-4)
+    assert scores["position_counts"] == {"0-100": 1, "100-200": 2, "200-300": 2, "300-400": 1, "400-500": 1, "500-3120": 2}
+    assert scores["skipped_queries"]["unanswerable"] == 2
+    result.to_disk(tmp_path / "result.json")  # what `mteb-fairpos compare` reads
+    saved = json.loads((tmp_path / "result.json").read_text())["scores"]["test"][0]
+    assert saved["position_500-3120"] == pytest.approx(expected["500-3120"], abs=1e-4)
+    assert saved["harmonic_mean"] == pytest.approx(scores["harmonic_mean"]) and "psi" in saved
+
+
+def test_fineweb_grouping_two_tags_and_corpus_only_rows():
+    task = FineWebPosQ(data_dir=FINEWEB)
+    task.load_data()
+    split, groups = _split(task), _memberships(task)
+    assert len(split["queries"]) == 8
+    assert len(split["corpus"]) == 4  # bees, volcano, bread + the corpus-only tea passage
+    assert any("Camellia sinensis" in text for text in split["corpus"]["text"])
+    two_tags = [q for q, g in groups.items() if len(g) == 2]
+    assert len(two_tags) == 1 and groups[two_tags[0]] == ("middle", "end")
+    counts = {g: sum(g in v for v in groups.values()) for g in FINEWEB_GROUPS}
+    assert counts == {"begin": 3, "middle": 3, "end": 3}  # the two-tag question counts in both
+
+
+def test_fineweb_end_to_end_with_minilm(encoder, minilm):
+    task = FineWebPosQ(data_dir=FINEWEB)
+    task.load_data()
+    expected = group_means(own_ndcg_at_10(minilm, _split(task)), _memberships(task), FINEWEB_GROUPS)
+    scores = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0].scores["test"][0]
+    for group in FINEWEB_GROUPS:
+        assert scores[f"position_{group}"] == pytest.approx(expected[group], abs=1e-4)
+    assert scores["position_counts"] == {"begin": 3, "middle": 3, "end": 3}
+    assert scores["n_queries"] == 8 and scores["main_score"] == scores["harmonic_mean"]
+
+
+def test_fineweb_tiny_takes_seeded_questions_per_tag():
+    assert FineWebPosQTiny.per_group == 1_000
+    task = FineWebPosQTiny(data_dir=FINEWEB, per_group=1)
+    task.load_data()
+    groups = _memberships(task)
+    assert 2 <= len(groups) <= 3
+    assert all(any(g in v for v in groups.values()) for g in FINEWEB_GROUPS)
+    assert len(_split(task)["corpus"]) == 4
+
+
+# ------------------------------------------------------------------ bad input
+def test_missing_split_is_a_clear_error(tmp_path):
+    copy = tmp_path / "squad"
+    shutil.copytree(SQUAD, copy)
+    (copy / "squad_v2" / "validation-00000-of-00001.parquet").unlink()
+    (copy / "README.md").write_text((copy / "README.md").read_text().replace(
+        "  - split: validation\n    path: squad_v2/validation-*\n", ""))
+    with pytest.raises(DatasetSchemaError, match="validation"):
+        SQuADPosQ(data_dir=copy).load_data()
+
+
+def test_missing_column_is_a_clear_error(tmp_path):
+    rows = [json.loads(line) for line in (FINEWEB / "train.jsonl").read_text().splitlines()]
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps({k: v for k, v in r.items() if k != "span_class"}) for r in rows))
+    with pytest.raises(DatasetSchemaError, match="span_class"):
+        FineWebPosQ(data_dir=tmp_path).load_data()
+
+
+def test_unknown_or_missing_tags_are_counted_skips(tmp_path):
+    rows = [json.loads(line) for line in (FINEWEB / "train.jsonl").read_text().splitlines()]
+    rows[0]["span_class"] = ["somewhere"]
+    rows[1]["span_class"] = []
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    task = FineWebPosQ(data_dir=tmp_path)
+    task.load_data()
+    assert task._skipped[("default", "test")] == {"no_span_class": 1, "unknown_span_class": 1}
+    assert len(_split(task)["queries"]) == 6
