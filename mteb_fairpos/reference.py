@@ -163,21 +163,21 @@ def calibrate_softmax(probs: Tensor, layout: BasketLayout, strength: float) -> T
 
     cls/last pooling: only the one pooling row of each sequence is taken out, calibrated and
     written back. mean pooling: every valid row, in tiles of query rows to bound memory.
+    The rows are rewritten in place (the eager function only multiplies the tensor with ``V``
+    afterwards), which spares a copy of the ``N x H x K x K`` probabilities.
     """
     n, h, r, k = probs.shape
-    edited = probs.clone()
     if layout.query_rows is not None:
         batch = torch.arange(n, device=probs.device)
         rows = layout.query_rows
-        picked = probs[batch, :, rows, :].unsqueeze(2)  # (N, H, 1, K)
-        calibrated = calibrate_rows(picked, layout, strength, layout.active[:, None])
-        edited[batch, :, rows, :] = calibrated[:, :, 0]
-        return edited
+        picked = probs[batch, :, rows, :].unsqueeze(2)  # (N, H, 1, K), a copy
+        probs[batch, :, rows, :] = calibrate_rows(picked, layout, strength, layout.active[:, None])[:, :, 0]
+        return probs
     tile = max(1, ROW_TILE_ELEMENTS // max(1, n * h * k))
     for start in range(0, r, tile):
         rows = torch.arange(start, min(start + tile, r), device=probs.device)
-        edited[:, :, start : start + len(rows)] = calibrate_rows(probs[:, :, rows], layout, strength, layout.row_mask(rows))
-    return edited
+        probs[:, :, start : start + len(rows)] = calibrate_rows(probs[:, :, rows], layout, strength, layout.row_mask(rows))
+    return probs
 
 
 # ---------------------------------------------------------------------------------- pooling

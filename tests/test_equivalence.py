@@ -146,6 +146,21 @@ def test_mean_pooling_in_query_tiles(transformers_modules, monkeypatch, architec
     assert (tiled - reference).abs().max().item() <= TOLERANCE
 
 
+def test_document_prompt_is_applied_like_encode_document(transformers_modules):
+    """encode_document prepends the model's "document" prompt; the reference must embed the same text."""
+    from sentence_transformers import SentenceTransformer
+
+    base = st_model(transformers_modules["gte"], "cls", "right")
+    model = SentenceTransformer(modules=list(base), device="cpu", prompts={"document": "passage: the chess club "})
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
+    fair = FairSentenceTransformer(model, config)
+    fast = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    reference = reference_embeddings(fair, TEXTS, config, batch_size=3)
+    assert (fast - reference).abs().max().item() <= TOLERANCE
+    unprompted = reference_embeddings(fair, TEXTS, config, batch_size=3, prompt="")
+    assert (unprompted - reference).abs().max().item() > 1e-3
+
+
 def test_strength_zero_and_plain_reference_are_the_plain_model(transformers_modules):
     model = st_model(transformers_modules["qwen3"], "last", "left")
     plain = model.encode_document(TEXTS, convert_to_tensor=True)
