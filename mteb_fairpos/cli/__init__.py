@@ -11,6 +11,7 @@ import importlib
 import sys
 
 SUBCOMMANDS = [
+    "demo",
     "segments",
     "profile",
 ]

@@ -8,3 +8,7 @@ from .posir import PosIR, PosIRCrossLingual  # noqa: E402
 from .posq import FineWebPosQ, FineWebPosQTiny, SQuADPosQ, SQuADPosQTiny  # noqa: E402
 
 TASKS += [SQuADPosQ, SQuADPosQTiny, FineWebPosQ, FineWebPosQTiny, PosIR, PosIRCrossLingual]
+
+from .permutation import PERMUTATION_TASKS  # noqa: E402
+
+TASKS += PERMUTATION_TASKS

@@ -1,0 +1,65 @@
+"""The permutation fairness probe of the first paper (SPEC section 2).
+
+Documents are built from ``n`` segments on distinct topics in every order; how similar the
+document embedding stays to each segment's standalone embedding (sigma), and for mean-pooled
+models how much of each segment survives inside the document (tau), is regressed on position.
+The mteb tasks are in :mod:`mteb_fairpos.tasks.permutation`; ``mteb-fairpos demo`` runs it offline.
+"""
+
+from .access import ModelAccess, find_sentence_transformer
+from .corpus import (
+    HF_DATASET,
+    SAMPLE_PATH,
+    ComparableCorpus,
+    CorpusError,
+    Topic,
+    build_corpus,
+    corpus_from_splits,
+    load_corpus_file,
+    load_hf_corpus,
+    sample_corpus,
+)
+from .instances import Document, Instance, LanguageConfig, assemble, build_instance, draw_sets, orders
+from .probe import ConfigResult, Observations, ProbeSession, ProbeSettings
+from .selection import SelectionSettings, build_pool, count_tokens, eligible_topics
+from .spans import DocumentTokens, assign_tokens, document_tokens
+from .stats import language_effect, lead_contrast, position_fairness, position_means, position_model, profile_scores
+
+__all__ = [
+    "HF_DATASET",
+    "SAMPLE_PATH",
+    "ComparableCorpus",
+    "ConfigResult",
+    "CorpusError",
+    "Document",
+    "DocumentTokens",
+    "Instance",
+    "LanguageConfig",
+    "ModelAccess",
+    "Observations",
+    "ProbeSession",
+    "ProbeSettings",
+    "SelectionSettings",
+    "Topic",
+    "assemble",
+    "assign_tokens",
+    "build_corpus",
+    "build_instance",
+    "build_pool",
+    "corpus_from_splits",
+    "count_tokens",
+    "document_tokens",
+    "draw_sets",
+    "eligible_topics",
+    "find_sentence_transformer",
+    "language_effect",
+    "lead_contrast",
+    "load_corpus_file",
+    "load_hf_corpus",
+    "orders",
+    "position_fairness",
+    "position_means",
+    "position_model",
+    "profile_scores",
+    "sample_corpus",
+]

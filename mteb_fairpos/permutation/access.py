@@ -1,0 +1,240 @@
+"""How the probe reaches a model: embeddings, token embeddings, tokenizer, maximum length.
+
+Two routes:
+
+* **direct**, whenever a ``SentenceTransformer`` is reachable (the model itself, or the
+  ``.model`` of an mteb wrapper such as ``SentenceTransformerEncoderWrapper``): documents go
+  through ``encode_document`` with the document prompt the wrapper would use, and for
+  mean-pooled models the same single forward pass also returns the token vectors needed for
+  late chunking (tau). Standalone segments are the reference for what each segment says, so
+  they are embedded with the *plain* model: a :class:`~mteb_fairpos.FairSentenceTransformer`'s
+  calibration is switched off for them (documents stay calibrated);
+* **protocol**, for any other mteb encoder: ``model.encode`` with ``prompt_type=document`` for
+  segments and documents; tau is then N/A (no token vectors), and the tokenizer is loaded from
+  the model metadata's name.
+
+Every call sorts its inputs by length (longest first) and restores the order afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def find_sentence_transformer(model: Any) -> Any | None:
+    """The ``SentenceTransformer`` behind ``model`` (itself or an mteb wrapper's ``.model``), else None."""
+    from sentence_transformers import SentenceTransformer
+
+    for candidate in (model, getattr(model, "model", None), getattr(model, "_model", None)):
+        if isinstance(candidate, SentenceTransformer):
+            return candidate
+    return None
+
+
+def _normalize(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.maximum(norms, 1e-12)
+
+
+class ModelAccess:
+    """Embeddings of segments and documents from one model (see the module docstring).
+
+    Args:
+        model: a ``SentenceTransformer`` (plain or fair), an mteb wrapper around one, or any
+            mteb encoder.
+        task_metadata / hf_split / hf_subset: passed to ``model.encode`` on the protocol route.
+        encode_kwargs: mteb encode kwargs (``batch_size``, ``show_progress_bar``).
+    """
+
+    def __init__(self, model: Any, *, task_metadata: Any = None, hf_split: str = "test", hf_subset: str = "default",
+                 encode_kwargs: dict[str, Any] | None = None) -> None:
+        self.model = model
+        self.task_metadata = task_metadata
+        self.hf_split = hf_split
+        self.hf_subset = hf_subset
+        self.encode_kwargs = dict(encode_kwargs or {})
+        self.batch_size = int(self.encode_kwargs.get("batch_size", 32))
+        self.show_progress = bool(self.encode_kwargs.get("show_progress_bar", False))
+        self.st = find_sentence_transformer(model)
+        self.encoded_texts = 0
+        """How many texts this object sent through the model (segments + documents)."""
+        if self.st is not None:
+            self.tokenizer = self.st.tokenizer
+            self.max_length = int(self.st.max_seq_length or self.tokenizer.model_max_length)
+            self.pooling = _pooling_of(self.st)
+            self.prompt = self._document_prompt()
+        else:
+            self.tokenizer, self.max_length = _tokenizer_from_meta(model)
+            self.pooling = None
+            self.prompt = ""
+        self.tau_status = self._tau_status()
+
+    # ------------------------------------------------------------------ setup
+    def _document_prompt(self) -> str:
+        """The prompt text the document side uses (``''`` when none)."""
+        st = self.st
+        prompt_for = getattr(self.model, "prompt_for", None)  # mteb_fairpos' own FairEncoder
+        if callable(prompt_for) and self.task_metadata is not None:
+            from mteb.types import PromptType
+
+            prompt = prompt_for(self.task_metadata, PromptType.document)
+            if prompt is not None:
+                return prompt
+        prompts = getattr(self.model, "model_prompts", None)
+        if prompts and self.task_metadata is not None:
+            from mteb.models.abs_encoder import get_prompt_name
+            from mteb.types import PromptType
+
+            name = get_prompt_name(prompts, self.task_metadata, PromptType.document)
+            if name and prompts.get(name) is not None:
+                return prompts[name]
+        for name in ("document", "passage", "corpus"):  # what encode_document picks by itself
+            if st.prompts.get(name):
+                return st.prompts[name]
+        if st.default_prompt_name:
+            return st.prompts.get(st.default_prompt_name) or ""
+        return ""
+
+    def _tau_status(self) -> str | None:
+        if self.st is None:
+            return "n/a: the model exposes no token embeddings (not a sentence-transformers model)"
+        if self.pooling != "mean":
+            return f"n/a: late chunking is defined for mean pooling only; this model pools with {self.pooling}"
+        if not getattr(self.tokenizer, "is_fast", False):
+            return "n/a: the tokenizer gives no character offsets (not a fast tokenizer)"
+        return None
+
+    @property
+    def route(self) -> str:
+        return "direct" if self.st is not None else "protocol"
+
+    @property
+    def special_tokens(self) -> int:
+        return int(self.tokenizer.num_special_tokens_to_add(pair=False))
+
+    @property
+    def prompt_tokens(self) -> int:
+        if not self.prompt:
+            return 0
+        return len(self.tokenizer(self.prompt, add_special_tokens=False)["input_ids"])
+
+    # ------------------------------------------------------------------ encoding
+    def encode_segments(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalized standalone embeddings of ``texts`` (plain model on the direct route)."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if self.st is not None:
+            with _plain(self.st):
+                return self._sorted(texts, lambda batch: self._st_encode(batch))
+        return self._sorted(texts, self._protocol_encode)
+
+    def encode_documents(
+        self,
+        texts: Sequence[str],
+        on_tokens: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
+        chunk_size: int | None = None,
+    ) -> np.ndarray:
+        """Normalized document embeddings; with ``on_tokens`` also the token vectors.
+
+        ``on_tokens(index, input_ids, token_vectors)`` is called once per document (valid tokens
+        only, in order) as chunks of documents are encoded, so token vectors never pile up.
+        """
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if on_tokens is None or self.tau_status is not None:
+            if self.st is not None:
+                return self._sorted(texts, self._st_encode)
+            return self._sorted(texts, self._protocol_encode)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        chunk = chunk_size or max(self.batch_size * 2, 1)  # token vectors of one chunk at a time
+        out: list[np.ndarray] = [None] * len(texts)  # type: ignore[list-item]
+        for begin in range(0, len(order), chunk):
+            indices = [int(i) for i in order[begin:begin + chunk]]
+            rows = self._st_encode([texts[i] for i in indices], output_value=None)
+            for index, row in zip(indices, rows):
+                mask = row["attention_mask"].bool()
+                ids = row["input_ids"][mask].cpu().numpy().astype(np.int64)
+                vectors = row["token_embeddings"][mask].float().cpu().numpy()
+                on_tokens(index, ids, vectors)
+                out[index] = row["sentence_embedding"].float().cpu().numpy()
+        return _normalize(np.stack(out))
+
+    def _st_encode(self, batch: list[str], output_value: str | None = "sentence_embedding") -> Any:
+        from ..model import TruncationWarning
+
+        self.encoded_texts += len(batch)
+        with warnings.catch_warnings():  # the probe reports truncated segments itself
+            warnings.simplefilter("ignore", TruncationWarning)
+            return self.st.encode_document(batch, prompt=self.prompt, batch_size=self.batch_size,
+                                           show_progress_bar=self.show_progress, output_value=output_value,
+                                           convert_to_numpy=output_value == "sentence_embedding")
+
+    def _protocol_encode(self, batch: list[str]) -> np.ndarray:
+        from datasets import Dataset
+        from mteb.types import PromptType
+        from torch.utils.data import DataLoader
+
+        if self.task_metadata is None:
+            raise ValueError("encoding through the mteb protocol needs the task metadata; run the probe through its mteb task.")
+        self.encoded_texts += len(batch)
+        loader = DataLoader(Dataset.from_dict({"text": list(batch)}), batch_size=self.batch_size)
+        embeddings = self.model.encode(loader, task_metadata=self.task_metadata, hf_split=self.hf_split,
+                                       hf_subset=self.hf_subset, prompt_type=PromptType.document, **self.encode_kwargs)
+        return np.asarray(embeddings.cpu() if hasattr(embeddings, "cpu") else embeddings, dtype=np.float32)
+
+    def _sorted(self, texts: Sequence[str], encode: Callable[[list[str]], Any]) -> np.ndarray:
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        embedded = np.asarray(encode([texts[int(i)] for i in order]), dtype=np.float32)
+        result = np.empty_like(embedded)
+        result[order] = embedded
+        return _normalize(result)
+
+
+@contextlib.contextmanager
+def _plain(st: Any) -> Iterator[None]:
+    """Switch a FairSentenceTransformer's calibration off inside the block (no-op for other models)."""
+    plan = getattr(st, "plan", None)
+    if plan is None:
+        yield
+        return
+    st.plan = None
+    try:
+        yield
+    finally:
+        st.plan = plan
+
+
+def _pooling_of(st: Any) -> str | None:
+    from ..config import ConfigError
+    from ..model import model_pooling
+
+    try:
+        return model_pooling(st)
+    except ConfigError:
+        return None
+
+
+def _tokenizer_from_meta(model: Any) -> tuple[Any, int]:
+    meta = getattr(model, "mteb_model_meta", None)
+    name = getattr(meta, "name", None)
+    if not name:
+        raise ValueError(
+            "the permutation probe needs the model's tokenizer: pass a sentence-transformers model (or an mteb "
+            "wrapper with .model), or a model whose mteb_model_meta names a Hugging Face tokenizer."
+        )
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name, revision=getattr(meta, "revision", None))
+    max_length = getattr(meta, "max_tokens", None) or tokenizer.model_max_length
+    if not max_length or max_length > 1_000_000:
+        raise ValueError(f"cannot tell the maximum input length of {name}; set max_tokens in its ModelMeta.")
+    return tokenizer, int(max_length)

@@ -1,0 +1,288 @@
+"""Comparable corpora: the same topics written independently in several languages (SPEC 2.1).
+
+A :class:`ComparableCorpus` is a list of topics, each with one text per language it exists in.
+Three sources:
+
+* the Hugging Face dataset :data:`HF_DATASET` (one split per language, rows aligned across
+  splits by ``aligned_id``), read by :func:`load_hf_corpus`;
+* a local JSONL or Parquet file with **one row per topic**, read by :func:`load_corpus_file`::
+
+      {"id": "lighthouse", "texts": {"en": "A lighthouse is ...", "de": "Ein Leuchtturm ist ..."}}
+
+  ``id`` (string or integer) is unique per file; ``texts`` maps a language code (``en``,
+  ``de``, ``pt-br`` ...) to that topic's text in that language. Instead of ``texts`` a row may
+  carry one column per language named ``text_<lang>`` (handy for Parquet). Other fields
+  (``title`` ...) are ignored. A missing or empty text means the topic does not exist in that
+  language;
+* the small sample bundled with the package, :func:`sample_corpus` (see :data:`SAMPLE_PATH`).
+
+Problems in the data are errors (:class:`CorpusError`, naming the file and line) when the input
+is malformed, and reported skips (:attr:`ComparableCorpus.skipped`) when a text is merely
+unusable: a text identical to an earlier topic's text in the same language is dropped, so no
+segment set can ever contain the same segment twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+HF_DATASET = "impresso-project/wiki_comparable_corpus_en_de_hi_it_ko_zh"
+"""The paper's comparable Wikipedia corpus on the Hugging Face hub."""
+HF_LANGUAGES = ("en", "de", "hi", "it", "ko", "zh")
+HF_REQUIRED_COLUMNS = ("aligned_id", "text")
+HF_EXPECTED_COLUMNS = ("wiki_pageid", "language", "url", "title", "text", "aligned_id", "id")
+"""The columns the authors' build script writes (SPEC 2.1); only ``aligned_id`` and ``text`` are read."""
+
+SAMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "comparable_sample.jsonl"
+"""The bundled sample: short encyclopedic texts on everyday topics in en, de, fr and it,
+written for this project (not Wikipedia, not translations of any published text)."""
+
+_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$")
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be used as given; the message says what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One topic and its text in each language it exists in."""
+
+    id: str
+    texts: Mapping[str, str]
+
+
+@dataclass
+class ComparableCorpus:
+    """Topics with parallel (comparable) texts in several languages."""
+
+    topics: list[Topic]
+    source: str = "<memory>"
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Reported skips at load time, by reason (e.g. ``duplicate_text:de``)."""
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for topic in self.topics:
+            if topic.id in seen:
+                raise CorpusError(f"{self.source}: topic id {topic.id!r} occurs more than once; ids must be unique.")
+            seen.add(topic.id)
+        self._by_id = {topic.id: topic for topic in self.topics}
+
+    def __len__(self) -> int:
+        return len(self.topics)
+
+    def __iter__(self) -> Iterator[Topic]:
+        return iter(self.topics)
+
+    def topic(self, topic_id: str) -> Topic:
+        return self._by_id[topic_id]
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Every language that at least one topic has, sorted."""
+        return tuple(sorted({lang for topic in self.topics for lang in topic.texts}))
+
+    def coverage(self) -> dict[str, int]:
+        """Number of topics with a text, per language."""
+        counts = Counter(lang for topic in self.topics for lang in topic.texts)
+        return {lang: counts[lang] for lang in sorted(counts)}
+
+    def require_languages(self, languages: Iterable[str]) -> None:
+        """Raise :class:`CorpusError` if any of ``languages`` has no text at all in this corpus."""
+        missing = [lang for lang in dict.fromkeys(languages) if lang not in self.coverage()]
+        if missing:
+            raise CorpusError(
+                f"{self.source}: no topic has a text in {missing}; the corpus covers {list(self.languages)}."
+            )
+
+
+def build_corpus(rows: Iterable[tuple[str, Mapping[str, str]]], source: str = "<memory>") -> ComparableCorpus:
+    """A corpus from ``(topic_id, {language: text})`` pairs, with the load-time checks.
+
+    Texts are stripped of surrounding whitespace; empty texts count as missing; a text equal to
+    an earlier topic's text in the same language is dropped and reported as
+    ``duplicate_text:<lang>`` in :attr:`ComparableCorpus.skipped`.
+    """
+    topics: list[Topic] = []
+    skipped: Counter[str] = Counter()
+    seen_texts: dict[str, dict[str, str]] = {}
+    for topic_id, texts in rows:
+        kept: dict[str, str] = {}
+        for lang, text in texts.items():
+            text = text.strip()
+            if not text:
+                skipped[f"empty_text:{lang}"] += 1
+                continue
+            first = seen_texts.setdefault(lang, {}).setdefault(text, topic_id)
+            if first != topic_id:
+                skipped[f"duplicate_text:{lang}"] += 1
+                logger.warning("%s: topic %r repeats the %s text of topic %r; dropped.", source, topic_id, lang, first)
+                continue
+            kept[lang] = text
+        topics.append(Topic(id=topic_id, texts=kept))
+    return ComparableCorpus(topics=topics, source=source, skipped=dict(skipped))
+
+
+# --------------------------------------------------------------------------- local files
+def load_corpus_file(path: str | Path) -> ComparableCorpus:
+    """Read a local comparable corpus: ``.jsonl`` (one JSON object per line) or ``.parquet``.
+
+    See the module docstring for the row format. Raises :class:`CorpusError` naming the line
+    (JSONL) or row (Parquet) of the first malformed row.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file {path} does not exist.")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        records = _jsonl_records(path)
+    elif suffix == ".parquet":
+        records = _parquet_records(path)
+    else:
+        raise CorpusError(f"{path}: unknown corpus format {suffix!r}; use .jsonl or .parquet (one row per topic).")
+    return build_corpus(records, source=str(path))
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CorpusError(f"{where}: not valid JSON ({err.msg} at column {err.colno}).") from None
+            yield _parse_row(row, where)
+
+
+def _parquet_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    for number, row in enumerate(table.to_pylist(), start=1):
+        if isinstance(row.get("texts"), list):  # a Parquet map column arrives as [(key, value), ...]
+            row = {**row, "texts": dict(row["texts"])}
+        yield _parse_row(row, f"{path}: row {number}")
+
+
+def _parse_row(row: Any, where: str) -> tuple[str, dict[str, str]]:
+    if not isinstance(row, dict):
+        raise CorpusError(f"{where}: expected an object like {{\"id\": ..., \"texts\": {{\"en\": ...}}}}, got {type(row).__name__}.")
+    topic_id = row.get("id")
+    if isinstance(topic_id, bool) or not isinstance(topic_id, (str, int)) or (isinstance(topic_id, str) and not topic_id.strip()):
+        raise CorpusError(f"{where}: missing or invalid 'id' (a non-empty string or an integer), got {topic_id!r}.")
+    texts: dict[str, Any] = {}
+    if "texts" in row and row["texts"] is not None:
+        if not isinstance(row["texts"], dict):
+            raise CorpusError(f"{where}: 'texts' must map language codes to texts, got {type(row['texts']).__name__}.")
+        texts.update(row["texts"])
+    for key, value in row.items():
+        if key.startswith("text_") and value is not None:
+            texts[key[len("text_"):]] = value
+    if not texts:
+        raise CorpusError(f"{where}: no texts; give 'texts': {{\"en\": ..., ...}} or columns 'text_<lang>'.")
+    clean: dict[str, str] = {}
+    for lang, text in texts.items():
+        if not isinstance(lang, str) or not _LANGUAGE_CODE.match(lang):
+            raise CorpusError(f"{where}: {lang!r} is not a language code (lowercase, like 'en', 'de' or 'pt-br').")
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            raise CorpusError(f"{where}: the {lang!r} text must be a string, got {type(text).__name__}.")
+        clean[lang] = text
+    return str(topic_id), clean
+
+
+def sample_corpus() -> ComparableCorpus:
+    """The small comparable sample bundled with the package (offline demo and tests)."""
+    return load_corpus_file(SAMPLE_PATH)
+
+
+# --------------------------------------------------------------------------- Hugging Face
+def load_hf_corpus(
+    path: str = HF_DATASET,
+    *,
+    revision: str | None = None,
+    languages: Iterable[str] | None = None,
+    **load_kwargs: Any,
+) -> ComparableCorpus:
+    """Read the comparable corpus from the Hugging Face hub (needs network or a local hub cache).
+
+    The dataset must have one split per language and the columns ``aligned_id`` and ``text``
+    (SPEC 2.1); anything else is a :class:`CorpusError` listing what was expected and found.
+    """
+    from datasets import load_dataset
+
+    dataset = load_dataset(path, revision=revision, **load_kwargs)
+    return corpus_from_splits(dataset, languages=languages, source=f"{path}@{revision or 'main'}")
+
+
+def corpus_from_splits(
+    dataset: Mapping[str, Any],
+    *,
+    languages: Iterable[str] | None = None,
+    source: str = HF_DATASET,
+) -> ComparableCorpus:
+    """A corpus from a ``DatasetDict``-like mapping ``{language: split}``, validated (see :func:`load_hf_corpus`)."""
+    if not isinstance(dataset, Mapping):
+        raise CorpusError(
+            f"{source}: expected one split per language (a DatasetDict), got {type(dataset).__name__}; "
+            f"the expected layout has splits {list(HF_LANGUAGES)}."
+        )
+    available = list(dataset.keys())
+    wanted = list(dict.fromkeys(languages)) if languages is not None else available
+    missing = [lang for lang in wanted if lang not in dataset]
+    if missing:
+        raise CorpusError(
+            f"{source}: no split for language(s) {missing}. The dataset has splits {available}; "
+            f"expected one split per language such as {list(HF_LANGUAGES)}."
+        )
+    by_topic: dict[str, dict[str, str]] = {}
+    skipped: Counter[str] = Counter()
+    for lang in wanted:
+        split = dataset[lang]
+        columns = list(getattr(split, "column_names", None) or [])
+        absent = [c for c in HF_REQUIRED_COLUMNS if c not in columns]
+        if absent:
+            raise CorpusError(
+                f"{source}: split {lang!r} lacks column(s) {absent}. Expected the columns {list(HF_EXPECTED_COLUMNS)} "
+                f"(rows aligned across languages by 'aligned_id'), found {columns}."
+            )
+        unexpected = [c for c in HF_EXPECTED_COLUMNS if c not in columns]
+        if unexpected:
+            logger.warning("%s: split %r has no column(s) %s (not needed, but the schema differs from SPEC 2.1).",
+                           source, lang, unexpected)
+        ids = split["aligned_id"]
+        texts = split["text"]
+        if "language" in columns:
+            codes = set(split["language"])
+            if codes and codes != {lang}:
+                raise CorpusError(
+                    f"{source}: split {lang!r} holds rows whose 'language' is {sorted(map(str, codes))[:5]}; "
+                    "expected every row of a split to be in that split's language."
+                )
+        for number, (aligned_id, text) in enumerate(zip(ids, texts)):
+            if aligned_id is None or not isinstance(text, str):
+                raise CorpusError(f"{source}: split {lang!r} row {number}: 'aligned_id' is {aligned_id!r} and "
+                                  f"'text' is {type(text).__name__}; expected an id and a string.")
+            slot = by_topic.setdefault(str(aligned_id), {})
+            if lang in slot:
+                skipped[f"duplicate_aligned_id:{lang}"] += 1
+                continue
+            slot[lang] = text
+    corpus = build_corpus(((tid, texts) for tid, texts in by_topic.items()), source=source)
+    for reason, count in skipped.items():
+        logger.warning("%s: %d row(s) skipped (%s): only the first row of an aligned_id is used.", source, count, reason)
+        corpus.skipped[reason] = corpus.skipped.get(reason, 0) + count
+    return corpus

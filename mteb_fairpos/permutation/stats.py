@@ -1,0 +1,145 @@
+"""Statistics of the permutation probe (SPEC 2.3), with statsmodels.
+
+* :func:`position_model`: OLS ``y ~ beta_0 + sum_{p>=2} beta_p 1[i = p]`` (position 1 the
+  baseline) with standard errors clustered by segment set; beta, SE, p-value (H0: beta = 0)
+  and 95 % confidence interval per coefficient.
+* :func:`position_means`: the mean of ``y`` at each position with a cluster-robust 95 % CI
+  (the same regression without intercept, one dummy per position).
+* ``position_fairness = min_p mean_p / max_p mean_p`` (1 = fair; ``1 - PSI``).
+* :func:`lead_contrast` (mixed configurations): position 1 (lead language) against the later
+  positions (later language) pooled; :func:`language_effect`: the lead language's effect net
+  of position, estimated when monolingual observations of the same ``n`` are pooled in.
+
+Inference uses t distributions with ``G - 1`` degrees of freedom for ``G`` clusters
+(statsmodels ``use_t=True``), honest for the few clusters of small runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import statsmodels.api as sm
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    estimate: float
+    se: float
+    pvalue: float
+    ci_low: float
+    ci_high: float
+
+    def as_scores(self, key: str) -> dict[str, float | None]:
+        return {
+            key: _num(self.estimate),
+            f"{key}_se": _num(self.se),
+            f"{key}_pvalue": _num(self.pvalue),
+            f"{key}_ci_low": _num(self.ci_low),
+            f"{key}_ci_high": _num(self.ci_high),
+        }
+
+
+def _num(value: float) -> float | None:
+    """A JSON-safe float: NaN (undefined, e.g. a zero standard error) becomes None."""
+    value = float(value)
+    return None if np.isnan(value) else value
+
+
+def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int) -> np.ndarray:
+    if not (len(values) == len(positions) == len(clusters)):
+        raise ValueError("values, positions and clusters must have the same length.")
+    present = set(np.unique(positions).tolist())
+    if present != set(range(1, n + 1)):
+        raise ValueError(f"observations must cover positions 1..{n}; got {sorted(present)}.")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("values contain NaN or infinity; drop unmeasured observations first.")
+    codes = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)[1]
+    if codes.max() < 1:
+        raise ValueError("cluster-robust standard errors need at least two segment sets (clusters).")
+    return codes
+
+
+def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray):
+    return sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True)
+
+
+def _coefficients(fit, index: int) -> Coefficient:
+    with np.errstate(invalid="ignore", divide="ignore"):  # a perfect fit has zero (or -0 rounded) variance
+        ci = np.asarray(fit.conf_int(alpha=0.05))
+        return Coefficient(float(fit.params[index]), float(fit.bse[index]), float(fit.pvalues[index]),
+                           float(ci[index, 0]), float(ci[index, 1]))
+
+
+def position_model(values, positions, clusters, n: int) -> dict[int, Coefficient]:
+    """beta_0 (key 0) and beta_p for p = 2..n (keys p); cluster-robust by ``clusters``."""
+    y = np.asarray(values, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.int64)
+    codes = _check(y, pos, clusters, n)
+    x = np.column_stack([np.ones_like(y)] + [(pos == p).astype(np.float64) for p in range(2, n + 1)])
+    fit = _fit(y, x, codes)
+    out = {0: _coefficients(fit, 0)}
+    out.update({p: _coefficients(fit, p - 1) for p in range(2, n + 1)})
+    return out
+
+
+def position_means(values, positions, clusters, n: int) -> dict[int, Coefficient]:
+    """Mean per position (keys 1..n) with cluster-robust SE and 95 % CI."""
+    y = np.asarray(values, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.int64)
+    codes = _check(y, pos, clusters, n)
+    x = np.column_stack([(pos == p).astype(np.float64) for p in range(1, n + 1)])
+    fit = _fit(y, x, codes)
+    return {p: _coefficients(fit, p - 1) for p in range(1, n + 1)}
+
+
+def position_fairness(means: Sequence[float]) -> float:
+    """``min / max`` of the per-position means (1 = fair); NaN when the largest mean is not positive."""
+    arr = np.asarray(means, dtype=np.float64)
+    top = arr.max()
+    return float(arr.min() / top) if top > 0 else float("nan")
+
+
+def lead_contrast(values, positions, clusters) -> Coefficient:
+    """Mean at position 1 minus the mean at positions >= 2 (pooled), cluster-robust."""
+    y = np.asarray(values, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.int64)
+    codes = _check(y, pos, clusters, int(pos.max()))
+    x = np.column_stack([np.ones_like(y), (pos == 1).astype(np.float64)])
+    return _coefficients(_fit(y, x, codes), 1)
+
+
+def language_effect(values, positions, clusters, is_lead_language, n: int) -> Coefficient:
+    """Effect of a segment being written in the lead language, net of position.
+
+    OLS ``y ~ C(position) + 1[lead language]``, clustered. Identified when the observations mix
+    the mixed configuration (lead language only at position 1) with a monolingual one of the
+    same ``n`` (one language at every position).
+    """
+    y = np.asarray(values, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.int64)
+    lead = np.asarray(is_lead_language, dtype=np.float64)
+    codes = _check(y, pos, clusters, n)
+    x = np.column_stack([np.ones_like(y)] + [(pos == p).astype(np.float64) for p in range(2, n + 1)] + [lead])
+    if np.linalg.matrix_rank(x) < x.shape[1]:
+        raise ValueError("the lead-language effect is not identified: pool a monolingual configuration of the same n.")
+    return _coefficients(_fit(y, x, codes), x.shape[1] - 1)
+
+
+def profile_scores(values, positions, clusters, n: int, prefix: str = "") -> dict[str, float | None]:
+    """The flat score entries of one measure: per-position means, fairness, betas.
+
+    Keys (``prefix`` in front of each): ``position_fairness``, ``position_<p>`` (+ ``_se``,
+    ``_pvalue``, ``_ci_low``, ``_ci_high``) and ``beta_0``, ``beta_<p>`` for p >= 2 (same suffixes).
+    """
+    means = position_means(values, positions, clusters, n)
+    betas = position_model(values, positions, clusters, n)
+    scores: dict[str, float | None] = {f"{prefix}position_fairness": _num(position_fairness([means[p].estimate for p in means]))}
+    for p, coef in means.items():
+        entry = coef.as_scores(f"{prefix}position_{p}")
+        entry.pop(f"{prefix}position_{p}_pvalue")  # H0 "mean = 0" is meaningless for a cosine
+        scores.update(entry)
+    for p, coef in betas.items():
+        scores.update(coef.as_scores(f"{prefix}beta_{p}"))
+    return scores

@@ -1,0 +1,286 @@
+"""The permutation fairness probe (SPEC 2) as mteb tasks with their own evaluation.
+
+Each hf subset is one experiment instance ``(n, L)``, named ``n3_de`` (monolingual) or
+``n3_en-de`` (lead ``en`` at position 1, ``de`` at positions 2..n). The scores of a subset are
+flat: ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair),
+``position_<p>`` (mean sigma at position p, with ``_se``, ``_ci_low``, ``_ci_high``),
+``beta_0`` and ``beta_<p>`` (OLS with position dummies, SE clustered by segment set, with
+``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high``), the same with a ``tau_`` prefix for
+mean-pooled models (``tau_status`` says why it is N/A otherwise), ``lead_vs_later`` and
+``language_effect`` for mixed instances, and the run's counts (documents, unique segments,
+truncated segments, excluded topics by reason ...).
+
+Tasks:
+
+* :class:`PermutationFairness`: the paper's Wikipedia corpus, n in {3, 4}, the six
+  monolingual instances and the mixed ones with later language en or de (32 subsets,
+  about 6,700 documents); sized for one GPU and a 300M model in well under an hour.
+* :class:`PermutationFairnessPaper`: paper scale, n in {3, 4, 5, 6}, all 6 monolingual and
+  30 mixed configurations, 1,002 / 1,008 / 1,080 / 10,080 documents per instance.
+* :class:`PermutationFairnessSample`: the small sample bundled with the package (en, de, fr,
+  it), offline; used by ``mteb-fairpos demo`` and the tests.
+
+Every task takes keyword arguments to override the corpus (a local JSONL/Parquet file or a
+:class:`~mteb_fairpos.permutation.ComparableCorpus`), the number of segment sets, the orders per
+set, the segment window, the maximum document length, the selection mode and the seed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mteb.abstasks.abstask import AbsTask
+from mteb.abstasks.task_metadata import TaskMetadata
+
+from ..permutation.corpus import HF_DATASET, ComparableCorpus, load_corpus_file, load_hf_corpus, sample_corpus
+from ..permutation.instances import LanguageConfig
+from ..permutation.probe import ProbeSession, ProbeSettings
+from ..permutation.selection import SelectionSettings
+
+logger = logging.getLogger(__name__)
+
+LANGUAGE_SCRIPTS = {
+    "en": "eng-Latn", "de": "deu-Latn", "fr": "fra-Latn", "it": "ita-Latn", "es": "spa-Latn",
+    "hi": "hin-Deva", "ko": "kor-Hang", "zh": "zho-Hans",
+}
+PAPER_REFERENCE = "https://arxiv.org/abs/2601.16934"
+PAPER_BIBTEX = r"""@misc{schuhmacher2026fairness,
+  title = {Information Representation Fairness in Long-Document Embeddings: The Peculiar Interaction of Positional and Language Bias},
+  author = {Schuhmacher, Elias and Michail, Andrianos and Opitz, Juri and Sennrich, Rico and Clematide, Simon},
+  year = {2026},
+  eprint = {2601.16934},
+  archivePrefix = {arXiv},
+}"""
+
+
+def subset_names(ns: Sequence[int], languages: Sequence[str], later_languages: Sequence[str] | None = None) -> list[str]:
+    """Subset names: for each n, the monolingual instances, then the mixed ones.
+
+    ``later_languages`` lists the later-position languages of the mixed instances (each paired
+    with every other language as lead); ``None`` means all ordered pairs.
+    """
+    names: list[str] = []
+    later_languages = list(languages) if later_languages is None else list(later_languages)
+    for n in ns:
+        names += [LanguageConfig.monolingual(n, lang).name for lang in languages]
+        names += [LanguageConfig(n, lead, later).name for later in later_languages for lead in languages if lead != later]
+    return names
+
+
+def eval_langs(names: Sequence[str]) -> dict[str, list[str]]:
+    out = {}
+    for name in names:
+        config = LanguageConfig.parse(name)
+        out[name] = [LANGUAGE_SCRIPTS[lang] for lang in dict.fromkeys((config.lead, config.later))]
+    return out
+
+
+class AbsTaskPermutationFairness(AbsTask):
+    """Base class: loads a comparable corpus and evaluates each subset with a :class:`ProbeSession`.
+
+    Subclasses set ``metadata`` and the class defaults below.
+
+    Args:
+        seed: draws the segment sets and sampled orders.
+        corpus: a local JSONL/Parquet path or a ``ComparableCorpus`` instead of the task's own.
+        num_sets: segment sets per instance, one number or ``{n: sets}``.
+        orders_per_set: sample this many orders per set instead of all ``n!``.
+        segment_window: ``(low, high)`` segment tokens; default scaled to the model's maximum length.
+        max_document_tokens: longest document; default the model's maximum length.
+        segment_mode: ``"filter"`` (the paper) or ``"lead"`` (cut long texts to leading sentences).
+        length_tolerance: the +/-70 % cross-language length rule (0.7).
+    """
+
+    default_num_sets: ClassVar[Mapping[int, int]] = {3: 10, 4: 3}
+    corpus_source: ClassVar[str] = "sample"
+    _support_cross_encoder = False
+    _support_search = False
+
+    def __init__(
+        self,
+        seed: int = 42,
+        *,
+        corpus: str | Path | ComparableCorpus | None = None,
+        num_sets: int | Mapping[int, int] | None = None,
+        orders_per_set: int | None = None,
+        segment_window: tuple[int, int] | None = None,
+        max_document_tokens: int | None = None,
+        segment_mode: str = "filter",
+        length_tolerance: float = 0.7,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(seed=seed, **kwargs)
+        self.corpus_override = corpus
+        self.probe_settings = ProbeSettings(
+            num_sets=dict(self.default_num_sets) if num_sets is None else num_sets,
+            orders_per_set=orders_per_set,
+            seed=seed,
+            selection=SelectionSettings(
+                segment_window=tuple(segment_window) if segment_window is not None else None,  # type: ignore[arg-type]
+                max_document_tokens=max_document_tokens,
+                length_tolerance=length_tolerance,
+                mode=segment_mode,  # type: ignore[arg-type]
+            ),
+        )
+        self.session: ProbeSession | None = None
+
+    # ------------------------------------------------------------------ data
+    @property
+    def corpus_languages(self) -> list[str]:
+        langs: dict[str, None] = {}
+        for name in self.hf_subsets:
+            config = LanguageConfig.parse(name)
+            langs.update({config.lead: None, config.later: None})
+        return list(langs)
+
+    def load_corpus(self) -> ComparableCorpus:
+        if isinstance(self.corpus_override, ComparableCorpus):
+            return self.corpus_override
+        if self.corpus_override is not None:
+            return load_corpus_file(self.corpus_override)
+        if self.corpus_source == "sample":
+            return sample_corpus()
+        return load_hf_corpus(self.metadata.dataset["path"], revision=self.metadata.dataset["revision"],
+                              languages=self.corpus_languages)
+
+    def load_data(self, num_proc: int | None = None, *, timer: Any = None, **kwargs: Any) -> None:
+        if self.data_loaded:
+            return
+        corpus = self.load_corpus()
+        corpus.require_languages(self.corpus_languages)
+        self.dataset = {name: {split: corpus for split in self.eval_splits} for name in self.hf_subsets}  # type: ignore[misc]
+        self.data_loaded = True
+
+    def unload_data(self) -> None:
+        super().unload_data()
+        self.session = None
+
+    # ------------------------------------------------------------------ evaluation
+    def _session_for(self, model: Any, corpus: ComparableCorpus, hf_split: str, encode_kwargs: Mapping[str, Any]) -> ProbeSession:
+        session = self.session
+        if session is None or session.model is not model or session.corpus is not corpus:
+            session = ProbeSession(corpus, model, self.probe_settings, task_metadata=self.metadata,
+                                   hf_split=hf_split, encode_kwargs=dict(encode_kwargs))
+            self.session = session
+        return session
+
+    def _evaluate_subset(self, model: Any, data_split: Any, *, hf_split: str, hf_subset: str, encode_kwargs: Any,
+                         prediction_folder: Path | None = None, num_proc: int | None = None, timer: Any = None,
+                         **kwargs: Any) -> dict[str, Any]:
+        session = self._session_for(model, data_split, hf_split, encode_kwargs)
+        result = session.run(hf_subset)
+        logger.info("%s %s: position_fairness=%.4f (%d documents, %.1f s)", self.metadata.name, hf_subset,
+                    result.scores["position_fairness"] or float("nan"), result.scores["num_documents"], result.seconds)
+        if prediction_folder is not None:
+            obs = result.observations
+            self._save_task_predictions(
+                {"position": obs.position.tolist(), "segment_set": obs.cluster.tolist(),
+                 "sigma": obs.sigma.tolist(), "tau": [None if t != t else t for t in obs.tau.tolist()]},
+                model, prediction_folder, hf_split=hf_split, hf_subset=hf_subset,
+            )
+        return dict(result.scores)
+
+    def _calculate_descriptive_statistics_from_split(self, split: str, *, hf_subset: str | None = None,
+                                                     compute_overall: bool = False, num_proc: int | None = None) -> dict[str, Any]:
+        if not self.data_loaded:
+            self.load_data()
+        names = [hf_subset] if hf_subset else list(self.hf_subsets)
+        corpus: ComparableCorpus = self.dataset[names[0]][split]  # type: ignore[index]
+        languages = Counter()
+        for name in names:
+            config = LanguageConfig.parse(name)
+            languages.update({config.lead: 1, config.later: 1})
+        texts = [t.texts[lang] for t in corpus for lang in languages if lang in t.texts]
+        return {
+            "num_samples": len(corpus),
+            "number_of_characters": sum(len(t) for t in texts),
+            "num_texts": len(texts),
+            "topics_per_language": {lang: n for lang, n in corpus.coverage().items() if lang in languages},
+        }
+
+
+def _metadata(name: str, description: str, dataset: dict[str, str], names: Sequence[str], *, sample: bool) -> TaskMetadata:
+    return TaskMetadata(
+        name=name,
+        description=description,
+        reference=PAPER_REFERENCE,
+        dataset=dataset,
+        type="STS",
+        category="t2t",
+        modalities=["text"],
+        eval_splits=["test"],
+        eval_langs=eval_langs(names),
+        main_score="position_fairness",
+        date=("2026-01-01", "2026-06-30") if sample else None,
+        domains=["Encyclopaedic", "Written"],
+        task_subtypes=None,
+        license="apache-2.0" if sample else "not specified",
+        annotations_creators="derived",
+        dialect=[],
+        sample_creation="created" if sample else "found",
+        bibtex_citation=PAPER_BIBTEX,
+    )
+
+
+WIKI_LANGUAGES = ("en", "de", "hi", "it", "ko", "zh")
+SAMPLE_LANGUAGES = ("en", "de", "fr", "it")
+
+
+class PermutationFairness(AbsTaskPermutationFairness):
+    """The permutation probe on the paper's comparable Wikipedia corpus, GPU-hour sized."""
+
+    corpus_source = "hf"
+    default_num_sets = {3: 30, 4: 10}
+    metadata = _metadata(
+        "PermutationFairness",
+        "Permutation-based positional fairness of long-document embeddings (Schuhmacher et al.): documents of n "
+        "Wikipedia articles in every order; how well the document embedding represents the segment at each position "
+        "(sigma, main score position_fairness = min/max of the per-position mean) and, for mean-pooled models, how much "
+        "of each segment survives in context (tau). n in {3, 4}; monolingual and mixed (later language en or de) "
+        "instances, 30 segment sets x 6 orders (n=3) and 10 x 24 (n=4) per instance.",
+        {"path": HF_DATASET, "revision": "main"},
+        subset_names((3, 4), WIKI_LANGUAGES, later_languages=("en", "de")),
+        sample=False,
+    )
+
+
+class PermutationFairnessPaper(AbsTaskPermutationFairness):
+    """Paper scale: n in {3..6}, all 36 language configurations, ~1,000 documents per instance (n=6: 10,080)."""
+
+    corpus_source = "hf"
+    default_num_sets = {3: 167, 4: 42, 5: 9, 6: 14}
+    metadata = _metadata(
+        "PermutationFairnessPaper",
+        "Paper-scale permutation fairness probe on the comparable Wikipedia corpus: n in {3, 4, 5, 6}, all monolingual "
+        "and mixed-language configurations of en, de, hi, it, ko, zh, with 1,002 / 1,008 / 1,080 / 10,080 documents per "
+        "instance (167 / 42 / 9 / 14 segment sets in all n! orders).",
+        {"path": HF_DATASET, "revision": "main"},
+        subset_names((3, 4, 5, 6), WIKI_LANGUAGES),
+        sample=False,
+    )
+
+
+class PermutationFairnessSample(AbsTaskPermutationFairness):
+    """The probe on the small sample bundled with the package (offline)."""
+
+    corpus_source = "sample"
+    default_num_sets = {3: 10, 4: 3}
+    metadata = _metadata(
+        "PermutationFairnessSample",
+        "Permutation fairness probe on a small comparable sample bundled with mteb-fairpos (short encyclopedic texts "
+        "on everyday topics in en, de, fr, it, written for the package): a smoke test and offline demo, not a benchmark.",
+        {"path": "mteb-fairpos/comparable-sample", "revision": "1"},
+        subset_names((3, 4), SAMPLE_LANGUAGES, later_languages=("en", "de")),
+        sample=True,
+    )
+
+
+PERMUTATION_TASKS: list[type[AbsTaskPermutationFairness]] = [
+    PermutationFairness,
+    PermutationFairnessPaper,
+    PermutationFairnessSample,
+]

