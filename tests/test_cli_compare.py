@@ -1,0 +1,124 @@
+"""`mteb-fairpos compare` on a hand-made mteb results folder: tables, profiles, plots, issues."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+import fairpos_tiny_tasks
+from mteb_fairpos.cli import main
+from mteb_fairpos.cli.compare import collect, position_profiles, profile_psi
+
+TASK = "FairPosTinyRetrieval"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _entry(main_score, profile=None, **extra):
+    entry = {"hf_subset": "default", "languages": ["eng-Latn"], "main_score": main_score, "ndcg_at_10": main_score}
+    entry.update({f"position_{k}": v for k, v in (profile or {}).items()})
+    entry.update(extra)
+    return entry
+
+
+def _write(root: Path, model: str, revision: str, task: str, scores: dict, *, meta: bool = True) -> Path:
+    folder = root / "results" / model.replace("/", "__") / revision
+    folder.mkdir(parents=True, exist_ok=True)
+    if meta:
+        (folder / "model_meta.json").write_text(json.dumps({"name": model, "revision": revision, "loader": "FairEncoder"}))
+    path = folder / f"{task}.json"
+    path.write_text(json.dumps({"dataset_revision": "1", "task_name": task, "mteb_version": "2.26.24",
+                                "scores": scores, "evaluation_time": 1.0, "kg_co2_emissions": None}))
+    return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tasks():
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    fairpos_tiny_tasks.register()
+
+
+@pytest.fixture
+def results(tmp_path):
+    root = tmp_path / "run"
+    off = {"begin": 0.9, "middle": 0.7, "end": 0.6}
+    fair = {"begin": 0.85, "middle": 0.8, "end": 0.78}
+    _write(root, "fair-off/all-MiniLM-L6-v2", "off", TASK, {"test": [_entry(0.72, off, psi=0.3333)]})
+    _write(root, "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", TASK, {"test": [_entry(0.81, fair, psi=0.0824)]})
+    # a task mteb does not know, for the calibrated model only (the twin then misses it)
+    _write(root, "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", "PrivateTask", {"test": [_entry(0.5)]})
+    # partial: the task's split "test" is absent
+    _write(root, "fair/bge-m3", "b128_lhalf_a0.5", TASK, {"dev": [_entry(0.6, {"begin": 0.7, "end": 0.5})]}, meta=False)
+    # foreign and corrupt files
+    folder = root / "results" / "fair__all-MiniLM-L6-v2" / "b128_lhalf_a0.5"
+    (folder / "Notes.json").write_text(json.dumps({"hello": "world"}))
+    (folder / "Broken.json").write_text('{"task_name": "Broken", "scores": ')
+    (root / "results" / "README.txt").write_text("not results")
+    return root
+
+
+def test_tables_plots_and_issues(results, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(results), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+
+    table = (out / "main_scores.md").read_text()
+    assert "| fair/all-MiniLM-L6-v2 [b128_lhalf_a0.5] | 0.8100 | 0.5000 |" in table
+    assert "| fair-off/all-MiniLM-L6-v2 [off] | 0.7200 | — |" in table
+    assert "0.6000 (partial)" in table
+    profiles = (out / "profiles.md").read_text()
+    assert "| model | begin | middle | end | PSI | main |" in profiles
+    assert "| fair/bge-m3 [b128_lhalf_a0.5] | 0.7000 |  | 0.5000 | 0.2857 | 0.6000 |" in profiles  # PSI from the profile
+
+    rows = list(csv.DictReader((out / "main_scores.csv").open()))
+    by = {(r["model"], r["task"]): r for r in rows}
+    assert by[("fair-off/all-MiniLM-L6-v2", "PrivateTask")]["status"] == "missing"
+    assert by[("fair/bge-m3", TASK)]["status"] == "partial"
+    assert float(by[("fair/all-MiniLM-L6-v2", TASK)]["psi"]) == pytest.approx(0.0824)
+    long = list(csv.DictReader((out / "profiles.csv").open()))
+    assert {(r["model"], r["label"]) for r in long if r["task"] == TASK} >= {("fair/all-MiniLM-L6-v2", "end")}
+
+    for name in (f"profile_{TASK}.png", "psi_vs_score.png"):
+        assert (out / name).read_bytes()[:8] == PNG, name
+
+    for needle in ("[corrupt] fair__all-MiniLM-L6-v2/b128_lhalf_a0.5/Broken.json",
+                   "[foreign] fair__all-MiniLM-L6-v2/b128_lhalf_a0.5/Notes.json",
+                   "[foreign] README.txt",
+                   "[missing] fair-off/all-MiniLM-L6-v2 [off]: no results for PrivateTask",
+                   "[partial] fair/bge-m3 [b128_lhalf_a0.5]",
+                   "missing split test",
+                   "[unchecked]",
+                   "[no-meta] fair__bge-m3/b128_lhalf_a0.5",
+                   "[no-twin] fair/bge-m3"):
+        assert needle in printed, needle
+    assert "## Issues" in (out / "main_scores.md").read_text()
+
+
+def test_filters_and_empty_folders(results, tmp_path, capsys):
+    found = collect(results, tasks=[TASK], models=["fair/all-MiniLM-L6-v2", "fair-off/all-MiniLM-L6-v2"])
+    assert found.tasks == [TASK]
+    assert [m.name for m in found.models] == ["fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2"]  # twin first
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["compare", str(empty), "--out", str(tmp_path / "o"), "--no-plots"]) == 1
+    assert "no readable mteb results" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_position_convention():
+    entry = {
+        "main_score": 0.9, "position_fairness": 0.8, "position_1": 0.9, "position_1_se": 0.01, "position_1_ci_low": 0.8,
+        "position_1_ci_high": 1.0, "position_2": 0.72, "position_3": None, "tau_position_1": 0.5, "tau_position_2": 0.4,
+        "position_counts": {"1": 10}, "beta_2": -0.1,
+    }
+    profiles = position_profiles(entry)
+    assert profiles == {"": {"1": 0.9, "2": 0.72, "3": None}, "tau": {"1": 0.5, "2": 0.4}}
+    assert position_profiles({"positions": {"begin": 0.5, "end": 0.25}, "tau_positions": {"a": 1}}) == {
+        "": {"begin": 0.5, "end": 0.25}, "tau": {"a": 1.0}}
+    assert profile_psi({"a": 0.5, "b": 0.25, "c": None}) == pytest.approx(0.5)
+    assert profile_psi({"a": 0.0, "b": 0.0}) is None

@@ -1,0 +1,66 @@
+"""`mteb-fairpos sweep`: the grid, a small real sweep, resuming from mteb's cache, bad input."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+import fairpos_tiny_tasks
+from mteb_fairpos.cli import main
+from mteb_fairpos.cli.sweep import grid
+
+TASK = "FairPosTinyRetrieval"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tasks():
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    fairpos_tiny_tasks.register()
+
+
+def test_default_grid_is_the_papers():
+    configs = [str(c) for c in grid((128, 256, 512), ("last", "last_half"), (0.5, 1.0))]
+    assert len(configs) == 12
+    assert configs[:4] == ["b128_llast_a0.5", "b128_llast_a1", "b128_lhalf_a0.5", "b128_lhalf_a1"]
+    assert configs[-1] == "b512_lhalf_a1"
+    assert [str(c) for c in grid([64], ["half", "2"], [1])] == ["b64_lhalf_a1", "b64_ln2_a1"]
+
+
+def test_sweep_runs_and_resumes(tmp_path, capsys, monkeypatch):
+    args = ["sweep", "-m", "fair/all-MiniLM-L6-v2", "-t", TASK, "--baskets", "64", "--layers", "last", "last_half",
+            "--strengths", "1", "--output-folder", str(tmp_path), "--batch-size", "4", "--device", "cpu", "--quiet",
+            "--csv", str(tmp_path / "sweep.csv")]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "[1/3] fair-off/all-MiniLM-L6-v2 off: running" in first
+    assert "[3/3] fair/all-MiniLM-L6-v2 b64_lhalf_a1: running" in first
+    table = first[first.index(f"### {TASK}"):]
+    assert "| config | B | layers | alpha | begin | middle | end | main | Δmain | PSI | ΔPSI |" in table
+    assert "| uncalibrated | — | — | 0 |" in table and "| b64_llast_a1 | 64 | last | 1 |" in table
+    for folder in ("fair-off__all-MiniLM-L6-v2/off", "fair__all-MiniLM-L6-v2/b64_llast_a1", "fair__all-MiniLM-L6-v2/b64_lhalf_a1"):
+        assert (tmp_path / "results" / folder / f"{TASK}.json").is_file(), folder
+    rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
+    assert [r["revision"] for r in rows] == ["off", "b64_llast_a1", "b64_lhalf_a1"]
+    assert rows[0]["delta_main"] == "" and rows[1]["delta_main"] != ""
+
+    # resumed: everything comes from mteb's cache, no model is loaded
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the sweep loaded a model although every result was cached")
+
+    monkeypatch.setattr("mteb_fairpos.mteb_models._load_sentence_transformer", no_loading)
+    assert main(args) == 0
+    second = capsys.readouterr().out
+    assert second.count(": cached") == 3
+    assert second[second.index(f"### {TASK}"):] == table
+
+
+def test_bad_input(tmp_path, capsys):
+    assert main(["sweep", "-t", TASK, "--configs", "b128_half_a0.5", "--output-folder", str(tmp_path)]) == 2
+    assert "Valid form: b<basket>_l<layers>_a<strength>" in capsys.readouterr().err
+    assert main(["sweep", "-t", "FairPosTinyRetreival", "--output-folder", str(tmp_path)]) == 2
+    assert "Did you mean: 'FairPosTinyRetrieval'" in capsys.readouterr().err
+    assert main(["sweep", "-m", "fair/nonexistent", "-t", TASK, "--output-folder", str(tmp_path)]) == 2
+    assert "not an mteb-fairpos model" in capsys.readouterr().err

@@ -1,0 +1,133 @@
+"""The mteb encoder: calibrated documents, uncalibrated queries, prompts, pass-through, remote code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fairpos_tiny_tasks
+
+LONG = [fairpos_tiny_tasks._document(topic, group) for topic, group in zip(fairpos_tiny_tasks.TOPICS, ("begin", "end"))]
+SHORT = ["Which pastry won the baker a prize?", "How old is the pear tree?", "Who measured the glacier?"]
+
+
+@pytest.fixture(scope="module")
+def encoders():
+    import mteb
+
+    from mteb_fairpos.mteb_models import shared_weights
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    fairpos_tiny_tasks.register()
+    with shared_weights():  # one copy of the weights for both
+        fair = mteb.get_model("fair/all-MiniLM-L6-v2", device="cpu")
+        twin = mteb.get_model("fair-off/all-MiniLM-L6-v2", device="cpu")
+    return fair, twin
+
+
+def _loader(texts):
+    from datasets import Dataset
+    from torch.utils.data import DataLoader
+
+    return DataLoader(Dataset.from_dict({"text": texts}), batch_size=2)
+
+
+def _encode(encoder, texts, prompt_type, **kwargs):
+    from mteb.types import PromptType
+
+    meta = fairpos_tiny_tasks.FairPosTinyRetrieval.metadata
+    kind = {"query": PromptType.query, "document": PromptType.document, None: None}[prompt_type]
+    kwargs.setdefault("show_progress_bar", False)
+    return np.asarray(encoder.encode(_loader(texts), task_metadata=meta, hf_split="test", hf_subset="default",
+                                     prompt_type=kind, **kwargs))
+
+
+def test_loaded_through_the_same_code_path(encoders):
+    fair, twin = encoders
+    assert type(fair) is type(twin) and type(fair.model) is type(twin.model)
+    assert fair.mteb_model_meta.revision == "b128_lhalf_a0.5" and twin.mteb_model_meta.revision == "off"
+    assert str(fair.calibration) == "b128_lhalf_a0.5" and twin.calibration is None
+    assert fair.calibrated_sides == {"document", "other"} and twin.calibrated_sides == frozenset()
+    assert fair.model.max_seq_length == twin.model.max_seq_length == 256
+
+
+def test_documents_calibrated_queries_not(encoders):
+    fair, twin = encoders
+    docs_fair, docs_twin = _encode(fair, LONG, "document"), _encode(twin, LONG, "document")
+    assert docs_fair.shape == docs_twin.shape == (2, 384)
+    assert np.abs(docs_fair - docs_twin).max() > 1e-3
+    # long queries too: they are never calibrated, so fair and twin agree
+    np.testing.assert_allclose(_encode(fair, LONG, "query"), _encode(twin, LONG, "query"), atol=1e-5)
+    np.testing.assert_allclose(_encode(fair, SHORT, "query"), _encode(twin, SHORT, "query"), atol=1e-5)
+    # inputs without a prompt type (STS, clustering, the permutation probe) count as documents
+    assert np.abs(_encode(fair, LONG, None) - docs_twin).max() > 1e-3
+    # inputs shorter than a basket are left as they are (SPEC 1.3)
+    np.testing.assert_allclose(_encode(fair, SHORT, "document"), _encode(twin, SHORT, "document"), atol=1e-5)
+
+
+def test_calibrated_sides_are_configurable():
+    import mteb
+
+    from mteb_fairpos.mteb_models import shared_weights
+
+    with shared_weights():
+        twin = mteb.get_model("fair-off/all-MiniLM-L6-v2", device="cpu")
+        queries_too = mteb.get_model("fair/all-MiniLM-L6-v2", device="cpu", calibrate_queries=True, calibrate_other=False)
+    assert queries_too.calibrated_sides == {"document", "query"}
+    assert queries_too.mteb_model_meta.experiment_kwargs == {"calibrate_queries": True, "calibrate_other": False}
+    assert np.abs(_encode(queries_too, LONG, "query") - _encode(twin, LONG, "query")).max() > 1e-3
+    np.testing.assert_allclose(_encode(queries_too, LONG, None), _encode(twin, LONG, None), atol=1e-5)
+
+
+def test_prompts_and_pass_through(encoders, monkeypatch):
+    from mteb.types import PromptType
+
+    from mteb_fairpos.mteb_models import FairEncoder
+
+    fair, _ = encoders
+    meta = fairpos_tiny_tasks.FairPosTinyRetrieval.metadata
+    e5_style = FairEncoder("fair/test", "b128_lhalf_a0.5", device="cpu", offline_weights=True,
+                           model_prompts={"query": "query: ", "document": "passage: ", "FairPosTinyRetrieval-query": "q: "})
+    assert e5_style.prompt_for(meta, PromptType.document) == "passage: "
+    assert e5_style.prompt_for(meta, PromptType.query) == "q: "  # task-specific prompt wins (mteb's order)
+    expected = e5_style.model.encode_query(["q: " + SHORT[0]], show_progress_bar=False)
+    np.testing.assert_allclose(_encode(e5_style, SHORT[:1], "query"), expected, atol=1e-6)
+
+    qwen_style = FairEncoder("fair/test", "off", device="cpu", offline_weights=True, instructions="qwen3")
+    assert qwen_style.prompt_for(meta, PromptType.query).startswith("Instruct: ")
+    assert qwen_style.prompt_for(meta, PromptType.query).endswith("\nQuery:")
+    assert qwen_style.prompt_for(meta, PromptType.document) == ""
+
+    seen = {}
+    original = fair.model.encode_document
+
+    def spy(texts, **kwargs):
+        seen.update(kwargs, count=len(texts))
+        return original(texts, **kwargs)
+
+    monkeypatch.setattr(fair.model, "encode_document", spy)
+    _encode(fair, LONG, "document", batch_size=3, show_progress_bar=False)
+    assert seen["batch_size"] == 3 and seen["show_progress_bar"] is False and seen["count"] == 2
+
+
+def test_remote_code_needs_explicit_opt_in(monkeypatch):
+    from mteb_fairpos.mteb_models import ENV_TRUST_REMOTE_CODE, FairEncoder, RemoteCodeRefused
+
+    monkeypatch.delenv(ENV_TRUST_REMOTE_CODE, raising=False)
+    with pytest.raises(RemoteCodeRefused, match=ENV_TRUST_REMOTE_CODE):
+        FairEncoder("fair/test", "off", offline_weights=True, trust_remote_code=True)
+    with pytest.raises(RemoteCodeRefused):
+        FairEncoder("fair/test", "off", offline_weights=True, model_kwargs={"trust_remote_code": True})
+    monkeypatch.setenv(ENV_TRUST_REMOTE_CODE, "1")
+    assert FairEncoder("fair/test", "off", device="cpu", offline_weights=True, trust_remote_code=True).calibration is None
+
+
+def test_shared_weights_share_one_model():
+    from mteb_fairpos.mteb_models import FairEncoder, shared_weights
+
+    with shared_weights():
+        a = FairEncoder("fair/test", "b64_llast_a1", device="cpu", offline_weights=True)
+        b = FairEncoder("fair/test", "off", device="cpu", offline_weights=True)
+    assert a.model[0] is b.model[0]
+    assert a.model.plan is not None and b.model.plan is None

@@ -1,0 +1,306 @@
+"""Registration with mteb: in-process, through the .pth hook of built wheels, and the real `mteb run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import fairpos_tiny_tasks
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+PLUGIN_MODELS = [f"{org}/{key}" for key in ("gte-multilingual-base", "bge-m3", "Qwen3-Embedding-0.6B",
+                                            "multilingual-e5-base", "all-MiniLM-L6-v2") for org in ("fair", "fair-off")]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MTEB_FAIRPOS_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg",
+               PYTHONPATH=os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.update(extra)
+    return env
+
+
+def _mteb_command() -> list[str]:
+    script = Path(sys.executable).parent / "mteb"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "mteb"]
+
+
+@pytest.fixture(scope="module")
+def registered():
+    import mteb
+
+    from mteb_fairpos.mteb_plugin import register
+
+    report = register()
+    fairpos_tiny_tasks.register()
+    return mteb, report
+
+
+# ---------------------------------------------------------------------------------- in process
+def test_models_are_registered(registered):
+    mteb, report = registered
+    from mteb.models.model_implementations import MODEL_REGISTRY
+
+    for name in PLUGIN_MODELS:
+        assert name in MODEL_REGISTRY, name
+    assert mteb.get_model_meta("fair/all-MiniLM-L6-v2").revision == "b128_lhalf_a0.5"
+    assert mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").revision == "off"
+    assert set(PLUGIN_MODELS) <= set(report.models) or set(PLUGIN_MODELS) <= set(MODEL_REGISTRY)
+    names = {m.name for m in mteb.get_model_metas(frameworks=["Sentence Transformers"])}
+    assert "fair/Qwen3-Embedding-0.6B" in names
+
+
+def test_tasks_are_registered(registered):
+    mteb, _ = registered
+    from mteb_fairpos.tasks import TASKS
+
+    task = mteb.get_task("FairPosTinyRetrieval")
+    assert type(task).__name__ == "FairPosTinyRetrieval"
+    listed = {t.metadata.name for t in mteb.get_tasks(task_types=["Retrieval"], languages=["eng"])}
+    assert "FairPosTinyRetrieval" in listed  # TASK_LIST, used by the filters
+    for cls in TASKS:
+        assert mteb.get_task(cls.metadata.name).metadata.name == cls.metadata.name
+
+
+def test_benchmark_groups_the_plugin_tasks(registered):
+    mteb, _ = registered
+    from mteb_fairpos import mteb_plugin
+    from mteb_fairpos.tasks import TASKS
+
+    try:
+        assert mteb_plugin.register_benchmark(["FairPosTinyRetrieval"]) == "FairPos"
+        bench = mteb.get_benchmark("FairPos")
+        assert [t.metadata.name for t in bench.tasks] == ["FairPosTinyRetrieval"]
+        assert "FairPos" in {b.name for b in mteb.get_benchmarks()}
+    finally:
+        module = sys.modules["mteb.benchmarks.benchmarks"]
+        module.__dict__.pop("MTEB_FAIRPOS_BENCHMARK", None)
+        mteb_plugin.register_benchmark([cls.metadata.name for cls in TASKS])
+        cache = sys.modules["mteb.benchmarks.get_benchmark"]
+        cache._build_registry.cache_clear()
+        cache._build_aliases_registry.cache_clear()
+    if TASKS:
+        assert [t.metadata.name for t in mteb.get_benchmark("FairPos").tasks] == [c.metadata.name for c in TASKS]
+
+
+def test_register_is_idempotent(registered):
+    mteb, _ = registered
+    from mteb.models.model_implementations import MODEL_REGISTRY
+
+    from mteb_fairpos.mteb_plugin import register
+
+    registry = sys.modules["mteb.get_tasks"]
+    sizes = (len(MODEL_REGISTRY), len(registry._TASKS_REGISTRY), len(registry.TASK_LIST))
+    register()
+    fairpos_tiny_tasks.register()
+    assert (len(MODEL_REGISTRY), len(registry._TASKS_REGISTRY), len(registry.TASK_LIST)) == sizes
+    names = [t.metadata.name for t in registry.TASK_LIST]
+    assert len(names) == len(set(names))
+
+
+def test_foreign_names_are_not_overwritten(registered):
+    mteb, _ = registered
+    from mteb_fairpos.mteb_plugin import Registration, register_models, register_tasks
+
+    original = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2")
+    impostor = original.model_copy(update={"revision": "x"})
+    report = Registration()
+    assert register_models([impostor], report) == []
+    assert mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2") is original
+    sts = type(mteb.get_task("STSBenchmark"))
+    clone = type("STSBenchmark", (sts,), {"__module__": "somewhere_else"})
+    assert register_tasks([clone], report) == []
+    assert type(mteb.get_task("STSBenchmark")) is sts
+    assert len(report.skipped) == 2
+
+
+def test_unknown_names_keep_mtebs_did_you_mean(registered):
+    mteb, _ = registered
+    with pytest.raises(KeyError, match="Did you mean: 'fair/all-MiniLM-L6-v2'"):
+        mteb.get_model_meta("fair/all-MiniLM-L6-v3")
+    with pytest.raises(KeyError, match="Did you mean: 'FairPosTinyRetrieval'"):
+        mteb.get_task("FairPosTinyRetreival")
+
+
+def test_metadata_agrees_with_mtebs_own_entries(registered):
+    from mteb.models.model_implementations import MODEL_REGISTRY
+
+    from mteb_fairpos.mteb_models import BASE_MODELS, fair_model_meta
+
+    for base in BASE_MODELS:
+        meta = fair_model_meta(base.key, "b128_lhalf_a0.5")
+        upstream = MODEL_REGISTRY[base.upstream]
+        for field in ("embed_dim", "max_tokens", "n_parameters", "license", "release_date", "languages", "memory_usage_mb"):
+            assert getattr(meta, field) == getattr(upstream, field), (base.key, field)
+        assert meta.similarity_fn_name == upstream.similarity_fn_name
+        assert meta.adapted_from == base.upstream
+        assert meta.loader_kwargs.get("trust_remote_code") is None
+    qwen = fair_model_meta("Qwen3-Embedding-0.6B", None)
+    assert qwen.loader_kwargs["padding_side"] == "left" and qwen.revision == "off"
+    assert fair_model_meta("gte-multilingual-base").loader_kwargs["hub_id"] == "alibaba-nlp-community/gte-multilingual-base"
+
+
+def test_calibration_from_environment(monkeypatch):
+    from mteb_fairpos.config import ConfigError
+    from mteb_fairpos.mteb_models import ENV_CALIBRATION, fair_model_meta, model_metas
+
+    monkeypatch.setenv(ENV_CALIBRATION, "b256_llast_a1.0")
+    metas = {m.name: m for m in model_metas()}
+    assert metas["fair/bge-m3"].revision == "b256_llast_a1"  # normalised text form
+    assert metas["fair-off/bge-m3"].revision == "off"
+    monkeypatch.setenv(ENV_CALIBRATION, "b128_lbogus")
+    broken = {m.name: m for m in model_metas()}["fair/all-MiniLM-L6-v2"]
+    with pytest.raises(ConfigError, match="Valid form: b<basket>_l<layers>_a<strength>"):
+        broken.load_model(device="cpu")
+    with pytest.raises(ConfigError, match="example: b128_lhalf_a0.5"):
+        fair_model_meta("fair/all-MiniLM-L6-v2", "basket128")
+    with pytest.raises(KeyError, match="not an mteb-fairpos model"):
+        fair_model_meta("fair/unknown-model")
+
+
+# ---------------------------------------------------------------------------------- fresh processes
+def _hook_installed() -> bool:
+    return any((Path(p) / "mteb_fairpos_hook.pth").is_file() for p in site.getsitepackages())
+
+
+def test_fresh_process_importing_the_plugin_first():
+    """Registration waits for half-executed plugin modules that import mteb themselves; then
+    mteb's own CLI code (`mteb available-tasks`) lists the plugin's tasks."""
+    if not _hook_installed():
+        pytest.skip("the .pth hook is not installed here: pip install -e . (the wheel test below still runs)")
+    code = textwrap.dedent("""
+        import sys
+        assert "mteb_fairpos" not in sys.modules and "mteb" not in sys.modules
+        import mteb_fairpos.tasks  # imports mteb while mteb_fairpos.tasks is still executing
+        import mteb
+        from mteb_fairpos.tasks import TASKS
+        assert all(mteb.get_task(cls.metadata.name) for cls in TASKS)
+        from mteb.models.model_implementations import MODEL_REGISTRY
+        print(mteb.get_model_meta("fair/all-MiniLM-L6-v2").revision, "fair-off/bge-m3" in MODEL_REGISTRY,
+              mteb.get_task("FairPosTinyRetrieval").metadata.name)
+        from mteb.cli import main
+        sys.argv = ["mteb", "available-tasks", "-t", "FairPosTinyRetrieval"]
+        main()
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=_env(MTEB_FAIRPOS_EXTRA_TASKS="fairpos_tiny_tasks"),
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["b128_lhalf_a0.5", "True", "FairPosTinyRetrieval"]
+    assert any("FairPosTinyRetrieval" in line for line in lines[1:])  # the available-tasks table
+
+
+def test_python_without_mteb_does_not_load_the_plugin():
+    code = "import sys; print(sorted(m for m in sys.modules if m.startswith(('mteb', 'torch'))))"
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def _build(tmp_path: Path) -> dict[str, Path]:
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "_mteb_fairpos_hook.py", "mteb_fairpos_hook.pth"):
+        shutil.copy2(REPO / name, source / name)
+    shutil.copytree(REPO / "mteb_fairpos", source / "mteb_fairpos", ignore=shutil.ignore_patterns("__pycache__"))
+    dist = tmp_path / "dist"
+    code = (
+        "from setuptools import build_meta as b; import sys; "
+        f"print(b.build_wheel({str(dist)!r})); print(b.build_editable({str(dist)!r}))"
+    )
+    dist.mkdir()
+    out = subprocess.run([sys.executable, "-c", code], cwd=source, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    wheels = {("editable" if "editable" in p.name else "regular"): p for p in dist.glob("*.whl")}
+    assert set(wheels) == {"regular", "editable"}
+    return wheels
+
+
+def test_wheels_ship_the_hook_and_it_registers(tmp_path):
+    wheels = _build(tmp_path)
+    pth_line = (REPO / "mteb_fairpos_hook.pth").read_text().strip()
+    with zipfile.ZipFile(wheels["editable"]) as editable:
+        assert editable.read("mteb_fairpos_hook.pth").decode().strip() == pth_line
+        finder = next(n for n in editable.namelist() if n.endswith("_finder.py"))
+        assert "'_mteb_fairpos_hook'" in editable.read(finder).decode()
+        assert sorted(n for n in editable.namelist() if n.endswith(".pth"))[-1] == "mteb_fairpos_hook.pth"  # after the finder's
+    unpacked = tmp_path / "site"
+    with zipfile.ZipFile(wheels["regular"]) as regular:
+        assert regular.read("mteb_fairpos_hook.pth").decode().strip() == pth_line
+        regular.extractall(unpacked)
+    # A Python without site processing, whose only processed site dir is the unpacked wheel: the
+    # wheel's .pth alone must arm the hook, and the wheel's package is the one registered.
+    deps = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    code = textwrap.dedent(f"""
+        import sys, site
+        sys.path.extend({[str(p) for p in dict.fromkeys(deps)]!r})
+        site.addsitedir({str(unpacked)!r})
+        assert "_mteb_fairpos_hook" in sys.modules and "mteb" not in sys.modules
+        import mteb, mteb_fairpos
+        assert mteb_fairpos.__file__.startswith({str(unpacked)!r}), mteb_fairpos.__file__
+        print(mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").revision)
+    """)
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=_env(), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "off"
+
+
+def test_mteb_run_end_to_end_and_results_load_back(tmp_path, registered, monkeypatch):
+    """The real `mteb run` command, offline; then another config and the twin next to it; ResultCache reads all."""
+    if not _hook_installed():
+        pytest.skip("the .pth hook is not installed here: pip install -e .")
+    mteb, _ = registered
+    task = "FairPosTinyRetrieval"
+    command = [*_mteb_command(), "run", "-m", "fair/all-MiniLM-L6-v2", "-t", task, "--output-folder", str(tmp_path),
+               "--batch-size", "4", "--no-co2-tracker", "-v", "1"]
+    out = subprocess.run(command, env=_env(MTEB_FAIRPOS_EXTRA_TASKS="fairpos_tiny_tasks"), capture_output=True,
+                         text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-4000:]
+    folder = tmp_path / "results" / "fair__all-MiniLM-L6-v2" / "b128_lhalf_a0.5"
+    assert (folder / f"{task}.json").is_file(), sorted(str(p) for p in tmp_path.rglob("*"))
+    meta = json.loads((folder / "model_meta.json").read_text())
+    assert meta["revision"] == "b128_lhalf_a0.5" and meta["loader"] == "FairEncoder"
+    settings = [json.loads(line) for line in (folder / "run_settings.jsonl").read_text().splitlines()]
+    assert settings[-1]["encode_kwargs"]["batch_size"] == 4
+
+    # MTEB_FAIRPOS_CALIBRATION as `mteb run` sees it (read when the plugin registers), and the twin
+    from mteb_fairpos.mteb_plugin import register
+
+    cache = mteb.ResultCache(tmp_path)
+    monkeypatch.setenv("MTEB_FAIRPOS_CALIBRATION", "b64_llast_a1")
+    try:
+        register()
+        other = mteb.get_model_meta("fair/all-MiniLM-L6-v2")
+        assert other.revision == "b64_llast_a1"
+        mteb.evaluate(other, [mteb.get_task(task)], cache=cache, show_progress_bar=False)
+    finally:
+        monkeypatch.delenv("MTEB_FAIRPOS_CALIBRATION")
+        register()
+    mteb.evaluate(mteb.get_model_meta("fair-off/all-MiniLM-L6-v2"), [mteb.get_task(task)], cache=cache,
+                  show_progress_bar=False)
+    assert (tmp_path / "results" / "fair__all-MiniLM-L6-v2" / "b64_llast_a1" / f"{task}.json").is_file()
+
+    loaded = cache.load_results(models=["fair/all-MiniLM-L6-v2", "fair-off/all-MiniLM-L6-v2"], tasks=[task],
+                                include_remote=False)
+    revisions = {(r["model_name"], r["revision"]) for r in loaded.model_revisions}
+    assert revisions == {("fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5"), ("fair/all-MiniLM-L6-v2", "b64_llast_a1"),
+                         ("fair-off/all-MiniLM-L6-v2", "off")}
+    aggregated = loaded.get_aggregated_scores()
+    assert set(aggregated) == {"fair/all-MiniLM-L6-v2", "fair-off/all-MiniLM-L6-v2"}
+    for scores in aggregated.values():
+        assert 0.0 <= scores["Mean(Task)"] <= 1.0
+    result = cache.load_task_result(task, mteb.get_model_meta("fair/all-MiniLM-L6-v2"))
+    entry = result.scores["test"][0]
+    assert {"position_begin", "position_middle", "position_end", "psi"} <= set(entry)
