@@ -12,6 +12,9 @@ import sys
 
 SUBCOMMANDS = [
     "demo",
+    "index",
+    "search",
+    "discoverability",
     "segments",
     "profile",
 ]

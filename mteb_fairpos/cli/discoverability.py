@@ -1,0 +1,52 @@
+"""``mteb-fairpos discoverability``: can every segment find its own document, at every position?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..integrations.qdrant import _cli
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "discoverability",
+        help="recall@k and MRR of each segment's parent document, by segment position",
+        description="Use every indexed segment (or the queries of --queries) as a query and report, by position, how "
+        "often its document is found: calibrated vs. uncalibrated vectors, as a table, JSON and a PNG plot.",
+    )
+    _cli.add_connection_arguments(parser)
+    parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
+    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--queries", default=None, help="JSONL of {doc_id, position, query} (default: the segments themselves)")
+    source.add_argument("--input", default=None, help="the indexed documents, if the collection stores no text")
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
+    parser.add_argument("--depth", type=int, default=100, help="ranks searched for MRR (default 100)")
+    parser.add_argument("--out", default=None, help="output folder (default fairpos-output/discoverability-<collection>)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..integrations.qdrant import FairQdrantIndex, read_documents, read_queries
+
+        queries = read_queries(args.queries) if args.queries else None
+        documents = read_documents(args.input)[0] if args.input else None
+        client = _cli.connect_from(args)
+        try:
+            model, name = _cli.model_for_collection(args, client, calibrated=False)
+            index = FairQdrantIndex(model, args.collection, client, model_name=name)
+            report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth)
+        finally:
+            client.close()
+        out = Path(args.out or Path("fairpos-output") / f"discoverability-{args.collection}")
+        paths = report.save(out)
+    except _cli.ERRORS as err:
+        return _cli.fail("discoverability", err)
+    print(f"collection {report.collection!r} ({report.model}, calibration {report.calibration})")
+    print(report.table())
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0

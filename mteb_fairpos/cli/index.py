@@ -1,0 +1,73 @@
+"""``mteb-fairpos index``: index multi-segment documents into Qdrant with position payloads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from ..integrations.qdrant import _cli
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "index",
+        help="index documents (JSONL/Parquet) into a Qdrant collection",
+        description="Embed every document with calibrated (and uncalibrated) attention and upsert it into Qdrant "
+        "with its segment layout. Re-running the same command writes nothing new and resumes a killed run.",
+    )
+    parser.add_argument("input", help="JSONL or Parquet file of documents (see the README for the record format)")
+    _cli.add_connection_arguments(parser)
+    parser.add_argument("--model", default=None,
+                        help="model name or path (default: the collection's model, else sentence-transformers/all-MiniLM-L6-v2)")
+    parser.add_argument("--calibration", default=None,
+                        help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default: the collection's, else b128_lhalf_a0.5)")
+    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
+    parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_const", const=False, default=None,
+                        help="store only the calibrated document vector (default: both, or as the collection has it)")
+    parser.add_argument("--late-chunks", dest="late_chunks", action="store_const", const=True, default=None,
+                        help="also store one late-chunking point per segment (mean-pooled models)")
+    parser.add_argument("--format", choices=("jsonl", "parquet"), default=None, help="input format (default: from the suffix)")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="skip invalid records and report them instead of stopping at the first one")
+    parser.add_argument("--no-store-text", dest="store_text", action="store_false",
+                        help="do not store document / segment text in the payload")
+    parser.add_argument("--batch-size", type=int, default=32, help="documents embedded per batch (default 32)")
+    parser.add_argument("--upsert-batch-size", type=int, default=256, help="points per upsert request (default 256)")
+    parser.add_argument("--retries", type=int, default=3, help="retries of a failed upsert (default 3)")
+    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
+    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
+    parser.add_argument("--write-consistency-factor", type=int, default=None, help="write consistency of a new collection (server)")
+    parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.getLogger("mteb_fairpos.integrations.qdrant").setLevel(logging.ERROR)  # truncation is in the summary
+    try:
+        # validate the whole input before connecting, loading the model or writing anything
+        from ..integrations.qdrant import FairQdrantIndex, read_documents
+
+        docs, problems = read_documents(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
+        client = _cli.connect_from(args)
+        try:
+            model, name = _cli.model_for_collection(args, client, calibrated=True)
+            index = FairQdrantIndex(model, args.collection, client, model_name=name)
+            report = index.index(
+                docs, invalid=problems, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
+                store_text=args.store_text, batch_size=args.batch_size, upsert_batch_size=args.upsert_batch_size,
+                retries=args.retries, show_progress=not args.quiet, shard_number=args.shard_number,
+                replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
+            )
+        finally:
+            client.close()
+    except _cli.ERRORS as err:
+        return _cli.fail("index", err)
+    print(report.summary())
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return 0

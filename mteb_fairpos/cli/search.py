@@ -1,0 +1,69 @@
+"""``mteb-fairpos search``: query a collection built by ``mteb-fairpos index``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..integrations.qdrant import _cli
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "search",
+        help="search a Qdrant collection, optionally restricted by segment position or language",
+        description="Encode the query (uncalibrated, as queries always are) and rank the collection's documents "
+        "(or segments, with --segments) by their calibrated or uncalibrated vectors.",
+    )
+    parser.add_argument("query", help="query text")
+    _cli.add_connection_arguments(parser)
+    parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
+    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
+    parser.add_argument("--limit", type=int, default=10, help="number of results (default 10)")
+    parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default="calibrated",
+                        help="which document vectors to rank (default calibrated)")
+    parser.add_argument("--position", type=int, nargs="+", default=None,
+                        help="keep documents with a segment at this position (or these positions)")
+    parser.add_argument("--language", nargs="+", default=None,
+                        help="keep documents with a segment in this language (with --position: the same segment)")
+    parser.add_argument("--segments", action="store_true", help="rank late-chunk segment points instead of documents")
+    parser.add_argument("--json", action="store_true", help="print the hits as JSON lines")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..integrations.qdrant import FairQdrantIndex
+
+        client = _cli.connect_from(args)
+        try:
+            model, name = _cli.model_for_collection(args, client, calibrated=False)
+            index = FairQdrantIndex(model, args.collection, client, model_name=name)
+            position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
+            language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)
+            hits = index.search(args.query, limit=args.limit, vector=args.vector, position=position, language=language,
+                                level="segment" if args.segments else "document", with_text=True)
+        finally:
+            client.close()
+    except _cli.ERRORS as err:
+        return _cli.fail("search", err)
+    if args.json:
+        for hit in hits:
+            print(json.dumps(hit.to_dict(), ensure_ascii=False))
+        return 0
+    if not hits:
+        print("no results")
+    for rank, hit in enumerate(hits, start=1):
+        where = f" segment {hit.position}/{hit.n_segments}" if hit.position is not None else f" ({hit.n_segments} segments)"
+        print(f"{rank:>3}. {hit.score:.4f}  {hit.doc_id}{where}")
+        layout = ", ".join(
+            f"{s['position']}:{s.get('language') or '?'}[{s['char_span'][0]}:{s['char_span'][1]}]"
+            + ("" if s.get("coverage", "full") == "full" else f"({s['coverage']})")
+            for s in hit.segments
+        )
+        print(f"     layout {layout}")
+        if hit.text:
+            snippet = " ".join(hit.text.split())
+            print(f"     {snippet[:160]}{'...' if len(snippet) > 160 else ''}")
+    return 0

@@ -1,0 +1,64 @@
+"""Shared pieces of the ``index``, ``search`` and ``discoverability`` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ...config import CalibrationConfig
+from ...offline import MINILM_HUB_ID
+from . import store
+from .encoding import resolve_model_path
+from .records import InputError
+
+DEFAULT_PATH = "qdrant-local"
+ERRORS = (store.QdrantIndexError, InputError, ValueError, TypeError, FileNotFoundError)
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--collection", required=True, help="Qdrant collection name")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--path", default=None,
+                       help=f"folder of the embedded local Qdrant (default: ./{DEFAULT_PATH}; ':memory:' keeps nothing)")
+    where.add_argument("--url", default=None, help="Qdrant server or cluster URL, e.g. http://localhost:6333")
+    parser.add_argument("--api-key", default=None,
+                        help="API key for --url (default: the QDRANT_API_KEY environment variable)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
+
+
+def connect_from(args: argparse.Namespace):
+    """A client for the parsed connection arguments (probing a server before anything else)."""
+    if args.url is not None:
+        api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
+        return store.connect(url=args.url, api_key=api_key, timeout=args.timeout)
+    if args.api_key is not None:
+        raise ValueError("--api-key applies to a server; give --url as well.")
+    return store.connect(args.path or DEFAULT_PATH)
+
+
+def load_model(name: str, calibration: str | None, device: str | None = None):
+    """A FairSentenceTransformer for ``name`` (offline MiniLM for its Hub id) with ``calibration`` text."""
+    from ...model import FairSentenceTransformer
+
+    config = None if calibration in (None, "none") else CalibrationConfig.parse(calibration)
+    kwargs: dict[str, Any] = {}
+    if device:
+        kwargs["device"] = device
+    return FairSentenceTransformer(resolve_model_path(name), config, **kwargs)
+
+
+def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):
+    """The model named by ``--model`` or, by default, the one stored with the collection; with its name."""
+    spec = store.read_spec(client, args.collection)
+    name = args.model or (spec.model if spec else MINILM_HUB_ID)
+    calibration = None
+    if calibrated:
+        calibration = args.calibration or (spec.calibration if spec else str(CalibrationConfig()))
+    return load_model(name, calibration, getattr(args, "device", None)), name
+
+
+def fail(command: str, err: BaseException) -> int:
+    print(f"mteb-fairpos {command}: error: {err}", file=sys.stderr)
+    return 2

@@ -1,0 +1,249 @@
+"""Discoverability by position (SPEC 4): can each segment find its own document?
+
+Every indexed segment (or a supplied query about it) is used as a query, encoded uncalibrated;
+the rank of its parent document among the document points is recorded, once for the
+``calibrated`` and once for the ``uncalibrated`` vectors. Grouped by the segment's position:
+recall@k (parent within the top k) and MRR (reciprocal rank, 0 beyond ``depth``). A fair index
+has the same recall at every position; ``PSI = 1 - min/max`` of MRR over positions summarises
+the spread (lower is fairer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qdrant_client import models
+
+from . import store
+from .records import Document, InputError
+from .search import checked_spec
+
+if TYPE_CHECKING:
+    from .index import FairQdrantIndex
+
+
+@dataclass(frozen=True)
+class PositionQuery:
+    """A query whose answer is document ``doc_id``, about its segment at ``position``."""
+
+    doc_id: str
+    position: int
+    text: str
+
+
+@dataclass
+class DiscoverabilityReport:
+    """Per-vector, per-position recall@k and MRR, with the raw ranks."""
+
+    collection: str
+    model: str
+    calibration: str
+    ks: tuple[int, ...]
+    depth: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    ranks: dict[str, list[tuple[str, int, int | None]]] = field(default_factory=dict)
+
+    @property
+    def vectors(self) -> list[str]:
+        return list(self.ranks)
+
+    def metric(self, vector: str, name: str) -> dict[int, float]:
+        """``{position: value}`` of one metric (``"recall@5"``, ``"mrr"``) for one vector."""
+        return {r["position"]: r[name] for r in self.rows if r["vector"] == vector and r["position"] != "all"}
+
+    def psi(self, vector: str, name: str = "mrr") -> float:
+        values = list(self.metric(vector, name).values())
+        if not values or max(values) == 0:
+            return float("nan")
+        return 1.0 - min(values) / max(values)
+
+    def table(self) -> str:
+        """A Markdown table: one row per vector and position, plus an overall row per vector."""
+        heads = ["vector", "position", "n"] + [f"recall@{k}" for k in self.ks] + ["MRR"]
+        lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+        for r in self.rows:
+            cells = [r["vector"], str(r["position"]), str(r["n"])]
+            cells += [f"{r[f'recall@{k}']:.3f}" for k in self.ks] + [f"{r['mrr']:.3f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append("PSI of MRR over positions (1 - min/max, lower is fairer): "
+                     + ", ".join(f"{v} {self.psi(v):.3f}" for v in self.vectors))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection, "model": self.model, "calibration": self.calibration,
+            "ks": list(self.ks), "depth": self.depth, "rows": self.rows,
+            "psi_mrr": {v: self.psi(v) for v in self.vectors},
+            "ranks": {v: [{"doc_id": d, "position": p, "rank": r} for d, p, r in ranks] for v, ranks in self.ranks.items()},
+        }
+
+    def save(self, folder: str | Path) -> dict[str, Path]:
+        """Write ``discoverability.md``, ``discoverability.json`` and ``discoverability.png`` into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {"table": folder / "discoverability.md", "json": folder / "discoverability.json",
+                 "plot": folder / "discoverability.png"}
+        paths["table"].write_text(self.table() + "\n", encoding="utf-8")
+        paths["json"].write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        self.plot(paths["plot"])
+        return paths
+
+    def plot(self, path: str | Path) -> Path:
+        """A PNG: one panel per metric, x = segment position, one line per vector (matplotlib Agg)."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        names = [f"recall@{k}" for k in self.ks] + ["mrr"]
+        fig = Figure(figsize=(3.2 * len(names), 3.2), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, len(names), squeeze=False)[0]
+        styles = {store.VECTOR_CALIBRATED: dict(color="tab:blue", linestyle="-", marker="o"),
+                  store.VECTOR_UNCALIBRATED: dict(color="tab:orange", linestyle="--", marker="s")}
+        for ax, name in zip(axes, names):
+            for vector in self.vectors:
+                values = self.metric(vector, name)
+                xs = sorted(values)
+                ax.plot(xs, [values[x] for x in xs], label=vector, **styles.get(vector, {}))
+            ax.set_title("MRR" if name == "mrr" else name)
+            ax.set_xlabel("segment position")
+            ax.set_ylim(0, 1.02)
+            positions = sorted({r["position"] for r in self.rows if r["position"] != "all"})
+            ax.set_xticks(positions)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("share of segments finding their document")
+        axes[-1].legend(loc="lower left")
+        fig.suptitle(f"Discoverability by position: {self.collection} ({self.model}, {self.calibration})", fontsize=9)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+        return path
+
+
+def discoverability(
+    index: FairQdrantIndex,
+    *,
+    queries: Iterable[PositionQuery | dict] | None = None,
+    documents: Sequence[Document] | None = None,
+    ks: Sequence[int] = (1, 5, 10),
+    depth: int = 100,
+    vectors: Sequence[str] | None = None,
+    batch_size: int = 64,
+    show_progress: bool = False,
+) -> DiscoverabilityReport:
+    """Rank of each segment's parent document, grouped by position, per vector.
+
+    Queries: ``queries`` if given (``{"doc_id", "position", "query"}``), else every segment of
+    ``documents``, else every segment of the indexed documents (their stored text).
+    """
+    ks = tuple(sorted(set(int(k) for k in ks)))
+    if not ks or ks[0] < 1:
+        raise ValueError(f"ks must be positive integers, got {ks}.")
+    depth = max(depth, ks[-1])
+    spec = checked_spec(index)
+    names = list(vectors) if vectors is not None else [v for v in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) if v in spec.vectors]
+    for name in names:
+        if name not in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) or name not in spec.vectors:
+            raise ValueError(f"cannot rank documents by vector {name!r}; the collection's document vectors are "
+                             f"{[v for v in spec.vectors if v in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED)]}.")
+    if queries is not None:
+        items = [_as_query(q, i) for i, q in enumerate(queries, start=1)]
+    elif documents is not None:
+        items = [PositionQuery(d.doc_id, s.position, d.segment_text(s)) for d in documents for s in d.segments]
+    else:
+        items = stored_segment_queries(index)
+    if not items:
+        raise ValueError("there are no queries: the collection has no documents and none were given.")
+    report = DiscoverabilityReport(index.collection, spec.model, spec.calibration, ks, depth)
+    encoded = index.model.encode_query([q.text for q in items], batch_size=batch_size, show_progress_bar=show_progress)
+    for name in names:
+        ranks = []
+        for begin in range(0, len(items), batch_size):
+            chunk = items[begin:begin + batch_size]
+            requests = [models.QueryRequest(query=vec.tolist(), using=name, limit=depth, with_payload=["doc_id"])
+                        for vec in encoded[begin:begin + batch_size]]
+            responses = index.client.query_batch_points(index.collection, requests=requests)
+            for q, response in zip(chunk, responses):
+                hits = [p.payload.get("doc_id") for p in response.points]
+                ranks.append((q.doc_id, q.position, hits.index(q.doc_id) + 1 if q.doc_id in hits else None))
+        report.ranks[name] = ranks
+        report.rows.extend(_rows(name, ranks, ks))
+    return report
+
+
+def stored_segment_queries(index: FairQdrantIndex) -> list[PositionQuery]:
+    """Every segment of every indexed document, its text cut from the stored document text."""
+    items: list[PositionQuery] = []
+    flt = models.Filter(must=[models.FieldCondition(key="kind", match=models.MatchValue(value=store.KIND_DOCUMENT))])
+    offset = None
+    while True:
+        points, offset = index.client.scroll(index.collection, scroll_filter=flt, limit=256, offset=offset,
+                                             with_payload=["doc_id", "text", "segments"], with_vectors=False)
+        for p in points:
+            payload = p.payload or {}
+            text = payload.get("text")
+            if text is None:
+                raise ValueError(f"collection {index.collection!r} stores no document text (indexed with store_text=False); "
+                                 "pass the input documents or a queries file.")
+            for seg in payload.get("segments", []):
+                start, end = seg["char_span"]
+                items.append(PositionQuery(str(payload["doc_id"]), int(seg["position"]), text[start:end]))
+        if offset is None:
+            break
+    items.sort(key=lambda q: (q.doc_id, q.position))
+    return items
+
+
+def read_queries(path: str | Path) -> list[PositionQuery]:
+    """A JSONL file of ``{"doc_id", "position", "query"}`` lines; a bad line raises naming the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"queries file {str(path)!r} does not exist.")
+    items = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name} line {number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{where}: malformed JSON ({err.msg} at column {err.colno}).") from None
+            items.append(_as_query(record, where))
+    return items
+
+
+def _as_query(item: PositionQuery | dict, where: Any) -> PositionQuery:
+    if isinstance(item, PositionQuery):
+        return item
+    label = where if isinstance(where, str) else f"query {where}"
+    if not isinstance(item, dict):
+        raise InputError(f"{label}: expected an object with 'doc_id', 'position' and 'query'.")
+    doc_id, position, text = item.get("doc_id"), item.get("position"), item.get("query")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise InputError(f"{label}: 'doc_id' must be a string or integer, got {doc_id!r}.")
+    if isinstance(position, bool) or not isinstance(position, int) or position < 1:
+        raise InputError(f"{label}: 'position' must be a 1-based integer, got {position!r}.")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{label}: 'query' must be a non-empty string.")
+    return PositionQuery(str(doc_id), position, text)
+
+
+def _rows(vector: str, ranks: list[tuple[str, int, int | None]], ks: tuple[int, ...]) -> list[dict[str, Any]]:
+    groups: dict[Any, list[int | None]] = defaultdict(list)
+    for _, position, rank in ranks:
+        groups[position].append(rank)
+    rows = []
+    for position in sorted(groups) + ["all"]:
+        values = [r for _, _, r in ranks] if position == "all" else groups[position]
+        row: dict[str, Any] = {"vector": vector, "position": position, "n": len(values)}
+        for k in ks:
+            row[f"recall@{k}"] = sum(1 for r in values if r is not None and r <= k) / len(values)
+        row["mrr"] = sum(1.0 / r for r in values if r is not None) / len(values)
+        rows.append(row)
+    return rows

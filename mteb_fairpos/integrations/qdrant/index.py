@@ -1,0 +1,478 @@
+"""`FairQdrantIndex`: multi-segment documents as calibrated vectors with position payloads (SPEC 4).
+
+Each document becomes one point (id from collection, document id and position 0) with the
+named vectors ``calibrated`` and, optionally, ``uncalibrated``; its payload lists every
+segment's position, character span, token span in the model input, language and id, plus the
+model name and the calibration text. With ``late_chunks=True`` (mean-pooled models) every
+segment that reached the model also becomes a point (position 1..n) holding its
+late-chunking vector(s) ``late_chunk`` / ``late_chunk_uncalibrated``.
+
+Writes are idempotent and resumable: before embedding a batch, the index looks up its
+document points; a document whose stored ``content_hash`` matches is skipped (nothing is
+written), and since a document's point is upserted after its segment points, a document point
+exists only once the document is complete. A killed run therefore resumes where it stopped
+and ends with exactly one point per record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+from sentence_transformers import SentenceTransformer
+
+from . import store
+from .encoding import (
+    EncodedDocument,
+    Truncation,
+    calibration_text,
+    encode_documents,
+    model_name,
+    pooling_of,
+)
+from .records import Document, OnError, Problem, parse_documents, read_documents
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexReport:
+    """What an indexing run did."""
+
+    collection: str
+    documents: int = 0
+    written: int = 0
+    unchanged: int = 0
+    points_written: int = 0
+    stale_points_deleted: int = 0
+    created_collection: bool = False
+    invalid: list[Problem] = field(default_factory=list)
+    truncated: list[Truncation] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        lines = [
+            f"collection {self.collection!r}: {self.documents} valid document(s); {self.written} written "
+            f"({self.points_written} points), {self.unchanged} unchanged and skipped"
+            + (", collection created" if self.created_collection else "")
+            + f" [{self.seconds:.1f} s]"
+        ]
+        if self.stale_points_deleted:
+            lines.append(f"{self.stale_points_deleted} stale segment point(s) of changed documents deleted")
+        if self.invalid:
+            lines.append(f"{len(self.invalid)} invalid record(s) skipped:")
+            lines.extend(f"  {p}" for p in self.invalid)
+        if self.truncated:
+            lines.append(f"{len(self.truncated)} document(s) truncated to the model's maximum length:")
+            lines.extend(f"  {t}" for t in self.truncated)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "documents": self.documents,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "points_written": self.points_written,
+            "stale_points_deleted": self.stale_points_deleted,
+            "created_collection": self.created_collection,
+            "invalid": [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid],
+            "truncated": [{"doc_id": t.doc_id, "n_tokens": t.n_tokens, "max_tokens": t.max_tokens,
+                           "partial_positions": list(t.partial), "cut_positions": list(t.cut)} for t in self.truncated],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class FairQdrantIndex:
+    """A Qdrant collection of position-aware, calibrated document embeddings.
+
+    Args:
+        model: a :class:`~mteb_fairpos.FairSentenceTransformer` (``encode_document`` calibrates,
+            ``encode_query`` does not) or any SentenceTransformer (then "calibrated" is the
+            plain model and the stored calibration is ``"none"``).
+        collection: the collection name.
+        client: a ready ``QdrantClient``; otherwise one is made from ``path`` (local mode,
+            default in memory) or ``url`` + ``api_key`` (server / cluster).
+        model_name: the name stored in the collection (default: the model's Hub id or path).
+        **client_kwargs: passed to :func:`store.connect`.
+    """
+
+    def __init__(
+        self,
+        model: SentenceTransformer,
+        collection: str,
+        client: QdrantClient | None = None,
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        model_name: str | None = None,
+        **client_kwargs: Any,
+    ) -> None:
+        if not isinstance(collection, str) or not collection.strip():
+            raise ValueError(f"collection must be a non-empty name, got {collection!r}.")
+        self.model = model
+        self.collection = collection
+        self.model_name = model_name or _model_name(model)
+        if client is None:
+            client = store.connect(path, url=url, api_key=api_key, timeout=timeout, **client_kwargs)
+            self._owns_client = True
+        else:
+            if path is not None or url is not None:
+                raise ValueError("give either a client or a path/url, not both.")
+            store.check_reachable(client)
+            self._owns_client = False
+        self.client = client
+        self._prepared: store.CollectionSpec | None = None
+        self._search_spec: store.CollectionSpec | None = None  # set by the first search
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close the client if this index opened it (local mode releases its folder lock)."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> FairQdrantIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ schema
+    def spec_for(self, *, uncalibrated: bool, late_chunks: bool) -> store.CollectionSpec:
+        """The collection spec this model and these options produce."""
+        vectors = [store.VECTOR_CALIBRATED]
+        if uncalibrated:
+            vectors.append(store.VECTOR_UNCALIBRATED)
+        if late_chunks:
+            vectors.append(store.VECTOR_LATE)
+            if uncalibrated:
+                vectors.append(store.VECTOR_LATE_UNCALIBRATED)
+        return store.CollectionSpec(
+            model=self.model_name,
+            calibration=calibration_text(self.model),
+            pooling=pooling_of(self.model),
+            dimension=int(self.model.get_embedding_dimension()),
+            distance=store.distance_for(getattr(self.model, "similarity_fn_name", None)),
+            vectors=tuple(vectors),
+            max_tokens=int(self.model.max_seq_length),
+        )
+
+    def stored_spec(self) -> store.CollectionSpec | None:
+        """The spec stored with the collection, ``None`` if the collection does not exist."""
+        return store.read_spec(self.client, self.collection)
+
+    def prepare(
+        self,
+        *,
+        uncalibrated: bool | None = None,
+        late_chunks: bool | None = None,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
+        on_disk_payload: bool | None = None,
+    ) -> tuple[store.CollectionSpec, bool]:
+        """Create the collection, or check that the existing one matches; returns ``(spec, created)``.
+
+        Options left as ``None`` follow an existing collection (defaults: uncalibrated vectors on,
+        late chunks off). Raises :class:`store.CollectionMismatchError` before anything is written.
+        """
+        stored = self.stored_spec()
+        if uncalibrated is None:
+            uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True
+        if late_chunks is None:
+            late_chunks = store.VECTOR_LATE in stored.vectors if stored else False
+        if late_chunks and pooling_of(self.model) != "mean":
+            raise ValueError(
+                f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); {self.model_name} pools "
+                f"with {pooling_of(self.model)!r}. Index without late chunks."
+            )
+        wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
+        if stored is not None:
+            store.check_compatible(self.collection, stored, wanted)
+            store.ensure_payload_indexes(self.client, self.collection)
+            self._prepared = self._search_spec = stored
+            return stored, False
+        store.create_collection(self.client, self.collection, wanted, shard_number=shard_number,
+                                replication_factor=replication_factor,
+                                write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
+        self._prepared = self._search_spec = wanted
+        return wanted, True
+
+    # ------------------------------------------------------------------ indexing
+    def index(
+        self,
+        documents: Iterable[Document | dict],
+        *,
+        uncalibrated: bool | None = None,
+        late_chunks: bool | None = None,
+        store_text: bool = True,
+        batch_size: int = 32,
+        upsert_batch_size: int = 256,
+        on_error: OnError = "raise",
+        retries: int = 3,
+        backoff: float = 0.5,
+        show_progress: bool = True,
+        invalid: Sequence[Problem] = (),
+        **collection_options: Any,
+    ) -> IndexReport:
+        """Index documents (:class:`Document` objects or records as in :mod:`.records`).
+
+        Every record is validated before the collection is touched. ``collection_options``
+        (``shard_number``, ``replication_factor``, ...) apply when the collection is created.
+        """
+        start = time.perf_counter()
+        docs, problems = _as_documents(documents, on_error)
+        report = IndexReport(self.collection, documents=len(docs), invalid=list(invalid) + problems)
+        spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
+                                                       **collection_options)
+        writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
+                         retries=retries, backoff=backoff)
+        progress = _progress(len(docs), f"indexing into {self.collection}", show_progress)
+        try:
+            for begin in range(0, len(docs), batch_size):
+                chunk = docs[begin:begin + batch_size]
+                previous = writer.lookup(chunk)
+                todo = [d for d in chunk if not writer.unchanged(d, previous)]
+                report.unchanged += len(chunk) - len(todo)
+                if todo:
+                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=store.VECTOR_UNCALIBRATED in spec.vectors,
+                                               late_chunks=store.VECTOR_LATE in spec.vectors, batch_size=batch_size)
+                    for enc in encoded:
+                        if enc.truncation is not None:
+                            report.truncated.append(enc.truncation)
+                            logger.warning("truncated: %s", enc.truncation)
+                    writer.write(encoded, previous, report)
+                progress.update(len(chunk))
+        finally:
+            progress.close()
+            report.seconds = time.perf_counter() - start
+        return report
+
+    def index_file(self, path: str | Path, *, format: str | None = None, on_error: OnError = "raise", **options: Any) -> IndexReport:
+        """Index a JSONL or Parquet file (every record is validated before anything is written)."""
+        docs, problems = read_documents(path, on_error=on_error, format=format)
+        return self.index(docs, invalid=problems, **options)
+
+    def write_encoded(self, encoded: Sequence[EncodedDocument], *, store_text: bool = True, upsert_batch_size: int = 256,
+                      retries: int = 3, backoff: float = 0.5) -> IndexReport:
+        """Write already embedded documents (skipping unchanged ones); the benchmark times this path."""
+        start = time.perf_counter()
+        spec = self._prepared
+        if spec is None:
+            raise store.QdrantIndexError(f"call prepare() before write_encoded() (collection {self.collection!r}).")
+        writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
+                         retries=retries, backoff=backoff)
+        report = IndexReport(self.collection, documents=len(encoded))
+        previous = writer.lookup([e.document for e in encoded])
+        todo = [e for e in encoded if not writer.unchanged(e.document, previous)]
+        report.unchanged = len(encoded) - len(todo)
+        writer.write(todo, previous, report)
+        report.seconds = time.perf_counter() - start
+        return report
+
+    # ------------------------------------------------------------------ reading
+    def count(self, kind: str | None = None) -> int:
+        """Number of points (all, or only ``"document"`` / ``"segment"`` points)."""
+        flt = None if kind is None else models.Filter(must=[models.FieldCondition(key="kind", match=models.MatchValue(value=kind))])
+        return self.client.count(self.collection, count_filter=flt, exact=True).count
+
+    def get_document(self, doc_id: str) -> dict[str, Any] | None:
+        """The payload of a document point, or ``None``."""
+        found = self.client.retrieve(self.collection, [store.point_id(self.collection, str(doc_id), 0)], with_payload=True)
+        return dict(found[0].payload or {}) if found else None
+
+    def search(self, query: str, **options: Any):
+        """See :func:`mteb_fairpos.integrations.qdrant.search.search`."""
+        from .search import search
+
+        return search(self, query, **options)
+
+    def discoverability(self, **options: Any):
+        """See :func:`mteb_fairpos.integrations.qdrant.discoverability.discoverability`."""
+        from .discoverability import discoverability
+
+        return discoverability(self, **options)
+
+
+def index_documents(model: SentenceTransformer, documents: Iterable[Document | dict], collection: str,
+                    client: QdrantClient | None = None, **options: Any) -> IndexReport:
+    """One-call indexing; ``options`` are split between :class:`FairQdrantIndex` and :meth:`FairQdrantIndex.index`."""
+    connect_keys = {"path", "url", "api_key", "timeout", "model_name"}
+    connect = {k: options.pop(k) for k in list(options) if k in connect_keys}
+    with FairQdrantIndex(model, collection, client, **connect) as index:
+        return index.index(documents, **options)
+
+
+# ---------------------------------------------------------------------------- internals
+def _model_name(model: SentenceTransformer) -> str:
+    return model_name(model)
+
+
+def _as_documents(documents: Iterable[Document | dict], on_error: OnError) -> tuple[list[Document], list[Problem]]:
+    items = list(documents)
+    if all(isinstance(d, Document) for d in items):
+        seen: set[str] = set()
+        for d in items:
+            if d.doc_id in seen:
+                raise ValueError(f"duplicate document id {d.doc_id!r}; every document needs its own id.")
+            seen.add(d.doc_id)
+        return items, []  # type: ignore[return-value]
+    if any(isinstance(d, Document) for d in items):
+        raise TypeError("pass either Document objects or records (dicts), not a mix.")
+    return parse_documents(items, on_error=on_error)
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="doc", disable=not enabled)
+
+
+def _point(pid: str, vectors: dict[str, list[float]], payload: dict[str, Any]) -> models.PointStruct:
+    """A point built from values this module made itself (a UUID string, float lists, JSON payload).
+
+    pydantic validation is skipped: it would only re-check what was just constructed, and it is
+    the largest per-point cost of the writer. qdrant-client serialises the point as usual.
+    """
+    return models.PointStruct.model_construct(id=pid, vector=vectors, payload=payload)
+
+
+class _Writer:
+    """Builds points for encoded documents and upserts them in batches (segment points first)."""
+
+    def __init__(self, index: FairQdrantIndex, spec: store.CollectionSpec, *, store_text: bool, upsert_batch_size: int,
+                 retries: int, backoff: float) -> None:
+        if upsert_batch_size < 1:
+            raise ValueError(f"upsert_batch_size must be >= 1, got {upsert_batch_size}.")
+        self.client = index.client
+        self.collection = index.collection
+        self.spec = spec
+        self.store_text = store_text
+        self.upsert_batch_size = upsert_batch_size
+        self.retries = retries
+        self.backoff = backoff
+        self.late = store.VECTOR_LATE in spec.vectors
+        self.uncalibrated = store.VECTOR_UNCALIBRATED in spec.vectors
+        self._salt = json.dumps([spec.model, spec.calibration, list(spec.vectors), store_text]).encode("utf-8")
+        self._hashes: dict[str, tuple[Document, str]] = {}
+        self._doc_ids: dict[str, str] = {}
+
+    def content_hash(self, doc: Document) -> str:
+        """Hash of everything a document's points are built from (text, layout, metadata, collection settings)."""
+        cached = self._hashes.get(doc.doc_id)
+        if cached is not None and cached[0] is doc:
+            return cached[1]
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(self._salt)
+        digest.update(f"{len(doc.doc_id)}:{doc.doc_id}{len(doc.text)}:".encode("utf-8"))
+        digest.update(doc.text.encode("utf-8"))
+        digest.update(repr([(s.start, s.end, s.language, s.segment_id) for s in doc.segments]).encode("utf-8"))
+        if doc.metadata:
+            digest.update(json.dumps(doc.metadata, sort_keys=True, default=str).encode("utf-8"))
+        value = digest.hexdigest()
+        self._hashes[doc.doc_id] = (doc, value)
+        return value
+
+    def lookup(self, docs: Sequence[Document]) -> dict[str, dict]:
+        """Stored ``content_hash`` / ``n_segments`` of the documents' points, keyed by document id."""
+        if not docs:
+            return {}
+        ids = {store.point_id(self.collection, d.doc_id, 0): d.doc_id for d in docs}
+        found = store.with_retries(
+            lambda: self.client.retrieve(self.collection, list(ids), with_payload=["content_hash", "n_segments"],
+                                         with_vectors=False),
+            what="lookup of existing points", retries=self.retries, backoff=self.backoff)
+        self._doc_ids = {doc_id: pid for pid, doc_id in ids.items()}
+        return {ids[str(p.id)]: dict(p.payload or {}) for p in found}
+
+    def unchanged(self, doc: Document, previous: dict[str, dict]) -> bool:
+        old = previous.get(doc.doc_id)
+        return old is not None and old.get("content_hash") == self.content_hash(doc)
+
+    def write(self, encoded: Sequence[EncodedDocument], previous: dict[str, dict], report: IndexReport) -> None:
+        stale: list[str] = []
+        points: list[models.PointStruct] = []
+        for enc in encoded:
+            doc_points = self.points(enc)
+            old = previous.get(enc.document.doc_id)
+            if old is not None and self.late:  # a changed document: drop segment points that will not be rewritten
+                written = {str(p.id) for p in doc_points}
+                n_old = int(old.get("n_segments") or 0)
+                for position in range(1, max(n_old, len(enc.document.segments)) + 1):
+                    pid = store.point_id(self.collection, enc.document.doc_id, position)
+                    if pid not in written:
+                        stale.append(pid)
+            points.extend(doc_points)
+        if stale:
+            store.with_retries(lambda: self.client.delete(self.collection, points_selector=models.PointIdsList(points=stale), wait=True),
+                               what="delete of stale segment points", retries=self.retries, backoff=self.backoff)
+            report.stale_points_deleted += len(stale)
+        for begin in range(0, len(points), self.upsert_batch_size):
+            batch = points[begin:begin + self.upsert_batch_size]
+            try:
+                store.upsert_points(self.client, self.collection, batch, retries=self.retries, backoff=self.backoff)
+            except Exception as err:
+                raise store.UpsertFailedError(
+                    f"writing to collection {self.collection!r} failed after {self.retries} retries ({store._short(err)}). "
+                    f"{report.written} document(s) of this run were written completely before the failure; points of "
+                    "unfinished documents are not marked done. Re-run the same command to resume: finished documents "
+                    "are skipped, nothing is duplicated."
+                ) from err
+            report.points_written += len(batch)
+            report.written += sum(1 for p in batch if p.payload["kind"] == store.KIND_DOCUMENT)
+
+    def points(self, enc: EncodedDocument) -> list[models.PointStruct]:
+        doc = enc.document
+        spec = self.spec
+        digest = self.content_hash(doc)
+        doc_pid = self._doc_ids.get(doc.doc_id) or store.point_id(self.collection, doc.doc_id, 0)
+        n = len(doc.segments)
+        layout = []
+        for seg, lay in zip(doc.segments, enc.layout):
+            layout.append({
+                "position": seg.position,
+                "char_span": [seg.start, seg.end],
+                "token_span": None if lay.token_span is None else [lay.token_span[0], lay.token_span[1]],
+                "language": seg.language,
+                "segment_id": seg.segment_id,
+                "coverage": lay.coverage,
+            })
+        points = []
+        if self.late:
+            for entry, seg in zip(layout, doc.segments):
+                vector = (enc.late_chunks or {}).get(seg.position)
+                if vector is None:
+                    continue  # cut by truncation: no token, no contextual vector
+                vectors = {store.VECTOR_LATE: vector.tolist()}
+                if self.uncalibrated and enc.late_chunks_uncalibrated is not None:
+                    vectors[store.VECTOR_LATE_UNCALIBRATED] = enc.late_chunks_uncalibrated[seg.position].tolist()
+                payload = {"kind": store.KIND_SEGMENT, "doc_id": doc.doc_id, "parent_id": doc_pid, "n_segments": n,
+                           **entry, "model": spec.model, "calibration": spec.calibration, "content_hash": digest}
+                if self.store_text:
+                    payload["text"] = doc.segment_text(seg)
+                points.append(_point(store.point_id(self.collection, doc.doc_id, seg.position),
+                                     vectors, payload))
+        vectors = {store.VECTOR_CALIBRATED: enc.calibrated.tolist()}
+        if self.uncalibrated:
+            if enc.uncalibrated is None:
+                raise ValueError(f"document {doc.doc_id!r} was encoded without its uncalibrated vector, "
+                                 "which this collection stores.")
+            vectors[store.VECTOR_UNCALIBRATED] = enc.uncalibrated.tolist()
+        payload = {"kind": store.KIND_DOCUMENT, "doc_id": doc.doc_id, "n_segments": n, "segments": layout,
+                   "n_tokens": enc.n_tokens, "max_tokens": enc.max_tokens, "truncated": enc.n_tokens > enc.max_tokens,
+                   "model": spec.model, "calibration": spec.calibration, "content_hash": digest}
+        if self.store_text:
+            payload["text"] = doc.text
+        if doc.metadata:
+            payload["metadata"] = dict(doc.metadata)
+        points.append(_point(doc_pid, vectors, payload))
+        return points

@@ -1,0 +1,271 @@
+"""Input documents for the Qdrant index: parsing, validation and file readers.
+
+A record is a mapping with an ``id`` and its segments in one of two forms:
+
+* an ordered list of segments, each a string or ``{"text", "language"?, "id"?}``; the document
+  text is the segments joined with a single space (SPEC notation);
+* a ``text`` plus segment character spans, either ``"segments": [{"start", "end",
+  "language"?, "id"?}]`` or the shorthand ``"spans": [[start, end], ...]``; spans are
+  half-open, in document order and must not overlap.
+
+Optional top-level keys: ``language`` (default language of the segments) and ``metadata``
+(a JSON object copied into the payload). The position of a segment is its 1-based index in
+the list. Everything is validated before anything is embedded or written; a bad record raises
+:class:`InputError` naming its line (JSONL) or row (Parquet), or with ``on_error="skip"`` is
+left out and reported as a :class:`Problem`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+OnError = Literal["raise", "skip"]
+
+
+class InputError(ValueError):
+    """A record (or input file) that cannot be indexed; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of a document: its 1-based position and character span in the document text."""
+
+    position: int
+    start: int
+    end: int
+    language: str | None = None
+    segment_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A validated document: the text that is embedded and its ordered segments."""
+
+    doc_id: str
+    text: str
+    segments: tuple[Segment, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def segment_text(self, segment: Segment) -> str:
+        return self.text[segment.start:segment.end]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A record left out with ``on_error="skip"``: where it was and what was wrong."""
+
+    where: str
+    reason: str
+    doc_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.reason}"
+
+
+def parse_document(record: Any, where: str = "record") -> Document:
+    """Validate one record (see the module docstring) and build a :class:`Document`."""
+    if not isinstance(record, Mapping):
+        raise InputError(f"{where}: expected a JSON object with 'id' and 'segments', got {type(record).__name__}.")
+    doc_id = _doc_id(record.get("id"), where)
+    where = f"{where} (document {doc_id!r})"
+    default_language = _optional_str(record.get("language"), "language", where)
+    metadata = record.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, Mapping):
+        raise InputError(f"{where}: 'metadata' must be an object, got {type(metadata).__name__}.")
+    text = record.get("text")
+    segments = record.get("segments")
+    spans = record.get("spans")
+    if segments is not None and spans is not None:
+        raise InputError(f"{where}: give either 'segments' or 'spans', not both.")
+    items = spans if spans is not None else segments
+    if items is None or (isinstance(items, (list, tuple)) and len(items) == 0):
+        raise InputError(f"{where}: the document has no segments; give a non-empty 'segments' list (or 'text' + 'spans').")
+    if not isinstance(items, (list, tuple)):
+        raise InputError(f"{where}: 'segments' must be a list, got {type(items).__name__}.")
+    if text is None:
+        if spans is not None:
+            raise InputError(f"{where}: 'spans' need the document 'text'.")
+        return _from_segment_list(doc_id, items, default_language, dict(metadata), where)
+    if not isinstance(text, str):
+        raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}.")
+    return _from_spans(doc_id, text, items, default_language, dict(metadata), where, shorthand=spans is not None)
+
+
+def parse_documents(records: Iterable[Any], *, on_error: OnError = "raise", source: str = "record") -> tuple[list[Document], list[Problem]]:
+    """Validate records given in memory (the Python API's input). Duplicate ids are errors too."""
+    return _collect(((f"{source} {i}", r) for i, r in enumerate(records, start=1)), on_error)
+
+
+def read_documents(path: str | Path, *, on_error: OnError = "raise", format: str | None = None) -> tuple[list[Document], list[Problem]]:
+    """Read and validate a JSONL or Parquet file (``format`` from the suffix unless given)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"input file {str(path)!r} does not exist.")
+    fmt = format or _format_of(path)
+    if fmt == "jsonl":
+        return _collect(_jsonl_records(path), on_error)
+    if fmt == "parquet":
+        return _collect(_parquet_records(path), on_error)
+    raise InputError(f"unknown input format {fmt!r}; use 'jsonl' or 'parquet'.")
+
+
+# ---------------------------------------------------------------------------- internals
+class _Malformed:
+    """A line that is not valid JSON (kept as a record so skip-and-report sees it)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _collect(items: Iterable[tuple[str, Any]], on_error: OnError) -> tuple[list[Document], list[Problem]]:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
+    documents: list[Document] = []
+    problems: list[Problem] = []
+    first_seen: dict[str, str] = {}
+    for where, record in items:
+        try:
+            if isinstance(record, _Malformed):
+                raise InputError(f"{where}: {record.reason}")
+            doc = parse_document(record, where)
+            if doc.doc_id in first_seen:
+                raise InputError(f"{where}: duplicate document id {doc.doc_id!r} (first seen at {first_seen[doc.doc_id]}).")
+        except InputError as err:
+            if on_error == "raise":
+                raise
+            doc_id = record.get("id") if isinstance(record, Mapping) else None
+            problems.append(Problem(where, str(err).removeprefix(f"{where}: "), None if doc_id is None else str(doc_id)))
+            continue
+        first_seen[doc.doc_id] = where
+        documents.append(doc)
+    return documents, problems
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open("r", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name} line {number}"
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError as err:
+                yield where, _Malformed(f"malformed JSON ({err.msg} at column {err.colno}).")
+
+
+def _parquet_records(path: Path) -> Iterator[tuple[str, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as err:  # pragma: no cover - pyarrow ships with the test environment
+        raise InputError("reading Parquet needs pyarrow (pip install pyarrow).") from err
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        raise InputError(f"{path.name}: not a readable Parquet file ({err}).") from None
+    row = 0
+    for batch in parquet.iter_batches():
+        for record in batch.to_pylist():
+            row += 1
+            yield f"{path.name} row {row}", {k: v for k, v in record.items() if v is not None}
+
+
+def _format_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise InputError(f"cannot tell the format of {path.name!r} from its suffix; pass format='jsonl' or 'parquet'.")
+
+
+def _doc_id(value: Any, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{where}: every document needs an 'id' (string or integer), got {value!r}.")
+    text = str(value)
+    if not text.strip():
+        raise InputError(f"{where}: the document 'id' is empty.")
+    return text
+
+
+def _optional_str(value: Any, name: str, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value or None
+    raise InputError(f"{where}: {name!r} must be a string, got {value!r}.")
+
+
+def _segment_id(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{where}: segment 'id' must be a string or integer, got {value!r}.")
+    return str(value)
+
+
+def _from_segment_list(doc_id: str, items: list, default_language: str | None, metadata: dict, where: str) -> Document:
+    texts: list[str] = []
+    segments: list[Segment] = []
+    cursor = 0
+    for position, item in enumerate(items, start=1):
+        here = f"{where} segment {position}"
+        if isinstance(item, str):
+            text, language, seg_id = item, default_language, None
+        elif isinstance(item, Mapping):
+            if "start" in item or "end" in item:
+                raise InputError(f"{here}: has a character span but the document has no 'text'.")
+            text = item.get("text")
+            if not isinstance(text, str):
+                raise InputError(f"{here}: needs a 'text' string, got {text!r:.60}.")
+            language = _optional_str(item.get("language"), "language", here) or default_language
+            seg_id = _segment_id(item.get("id"), here)
+        else:
+            raise InputError(f"{here}: expected a string or an object with 'text', got {type(item).__name__}.")
+        if not text.strip():
+            raise InputError(f"{here}: the segment text is empty.")
+        if texts:
+            cursor += 1  # the single joining space
+        segments.append(Segment(position, cursor, cursor + len(text), language, seg_id))
+        texts.append(text)
+        cursor += len(text)
+    return Document(doc_id, " ".join(texts), tuple(segments), metadata)
+
+
+def _from_spans(doc_id: str, text: str, items: list, default_language: str | None, metadata: dict, where: str,
+                *, shorthand: bool) -> Document:
+    segments: list[Segment] = []
+    previous_end = 0
+    for position, item in enumerate(items, start=1):
+        here = f"{where} segment {position}"
+        language, seg_id = default_language, None
+        if shorthand or isinstance(item, (list, tuple)):
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise InputError(f"{here}: a span must be [start, end], got {item!r:.60}.")
+            start, end = item
+        elif isinstance(item, Mapping):
+            if "text" in item and "start" not in item:
+                raise InputError(f"{here}: the document has a 'text', so segments must be character spans "
+                                 "({'start', 'end'}); drop 'text' to give segment texts instead.")
+            start, end = item.get("start"), item.get("end")
+            language = _optional_str(item.get("language"), "language", here) or default_language
+            seg_id = _segment_id(item.get("id"), here)
+        else:
+            raise InputError(f"{here}: expected {{'start', 'end'}} or [start, end], got {type(item).__name__}.")
+        for name, value in (("start", start), ("end", end)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InputError(f"{here}: span {name} must be an integer, got {value!r}.")
+        if start < 0 or end > len(text) or start >= end:
+            raise InputError(f"{here}: span [{start}, {end}) lies outside the text (length {len(text)}) or is empty; "
+                             "spans are half-open character offsets with 0 <= start < end <= len(text).")
+        if start < previous_end:
+            raise InputError(f"{here}: span [{start}, {end}) overlaps or precedes the previous segment (which ends at "
+                             f"{previous_end}); spans must be in document order and must not overlap.")
+        if not text[start:end].strip():
+            raise InputError(f"{here}: span [{start}, {end}) covers only whitespace.")
+        segments.append(Segment(position, start, end, language, seg_id))
+        previous_end = end
+    return Document(doc_id, text, tuple(segments), metadata)

