@@ -14,6 +14,11 @@ the environment variable ``MTEB_FAIRPOS_CALIBRATION`` (read when mteb is importe
 ``MTEB_FAIRPOS_CALIBRATION=b256_llast_a1 mteb run -m fair/all-MiniLM-L6-v2 -t ...``; in Python,
 :func:`fair_model_meta` gives the entry of any config.
 
+Other options go through mteb's own experiment mechanism, which gives them their own results
+folder (``<revision>/experiments/<name>``): ``mteb.get_model("fair/bge-m3", calibrate_queries=True)``,
+``calibrate_other=False`` (leave inputs without a prompt type uncalibrated) or
+``max_seq_length=512``.
+
 This module imports no torch at import time: it is read whenever mteb is imported.
 """
 
@@ -236,6 +241,8 @@ class FairEncoder(AbsEncoder):
         padding_side: tokenizer padding side (``"left"`` for Qwen3).
         calibrate_queries: calibrate queries too (an ablation; the papers do not).
         calibrate_other: calibrate inputs that carry no prompt type.
+        max_seq_length: override the checkpoint's maximum input length (e.g. 512 for
+            all-MiniLM-L6-v2, whose position table allows 512 though it truncates at 256).
         trust_remote_code: refused unless ``MTEB_FAIRPOS_TRUST_REMOTE_CODE=1``.
         **kwargs: passed to ``SentenceTransformer``.
     """
@@ -255,6 +262,7 @@ class FairEncoder(AbsEncoder):
         padding_side: str | None = None,
         calibrate_queries: bool = False,
         calibrate_other: bool = True,
+        max_seq_length: int | None = None,
         trust_remote_code: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -276,7 +284,7 @@ class FairEncoder(AbsEncoder):
             kwargs.setdefault("revision", weights_revision)
         if trust_remote_code:
             kwargs["trust_remote_code"] = True
-        base = _load_sentence_transformer(path, device=device, **kwargs)
+        base = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
         self.model = _routed_model(base, calibration, self.calibrated_sides)
         if expected_pooling is not None:
             from .model import model_pooling
@@ -366,14 +374,16 @@ def _check_remote_code(model_name: str, trust_remote_code: bool, kwargs: Mapping
         )
 
 
-def _load_sentence_transformer(path: str, *, device: str | None, **kwargs: Any):
+def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
     from sentence_transformers import SentenceTransformer
 
-    key = (path, device, repr(sorted(kwargs.items())))
+    key = (path, device, max_seq_length, repr(sorted(kwargs.items())))
     shared = _SHARED_WEIGHTS[-1] if _SHARED_WEIGHTS else None
     if shared is not None and key in shared:
         return shared[key]
     model = SentenceTransformer(path, device=device, **kwargs)
+    if max_seq_length is not None:
+        model.max_seq_length = int(max_seq_length)
     if shared is not None:
         shared[key] = model
     return model

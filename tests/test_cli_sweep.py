@@ -64,3 +64,14 @@ def test_bad_input(tmp_path, capsys):
     assert "Did you mean: 'FairPosTinyRetrieval'" in capsys.readouterr().err
     assert main(["sweep", "-m", "fair/nonexistent", "-t", TASK, "--output-folder", str(tmp_path)]) == 2
     assert "not an mteb-fairpos model" in capsys.readouterr().err
+
+
+def test_longer_inputs_go_to_an_experiment_folder(tmp_path, capsys):
+    args = ["sweep", "-t", TASK, "--configs", "b64_llast_a1", "--no-twin", "--max-seq-length", "240",
+            "--output-folder", str(tmp_path), "--device", "cpu", "--quiet"]
+    assert main(args) == 0
+    assert "[1/1] fair/all-MiniLM-L6-v2 b64_llast_a1: running" in capsys.readouterr().out
+    folder = tmp_path / "results" / "fair__all-MiniLM-L6-v2" / "b64_llast_a1" / "experiments" / "max_seq_length_240"
+    assert (folder / f"{TASK}.json").is_file()
+    assert main(args) == 0
+    assert ": cached" in capsys.readouterr().out

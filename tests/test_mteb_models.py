@@ -129,5 +129,8 @@ def test_shared_weights_share_one_model():
     with shared_weights():
         a = FairEncoder("fair/test", "b64_llast_a1", device="cpu", offline_weights=True)
         b = FairEncoder("fair/test", "off", device="cpu", offline_weights=True)
+        longer = FairEncoder("fair/test", "off", device="cpu", offline_weights=True, max_seq_length=512)
     assert a.model[0] is b.model[0]
     assert a.model.plan is not None and b.model.plan is None
+    assert longer.model[0] is not a.model[0]  # a different maximum length is a different model
+    assert (a.model.max_seq_length, longer.model.max_seq_length) == (256, 512)
