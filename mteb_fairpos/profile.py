@@ -156,6 +156,8 @@ def attention_profile(
     resolved = resolve_pooling(model, None, pooling)
     inner = hf_model(model)
 
+    from nnsight import save
+
     sums: dict[int, list[Tensor]] = {}
     counts = torch.zeros(0, dtype=torch.long)
     with eager_session(inner) as (envoy, attention):
@@ -167,7 +169,7 @@ def attention_profile(
             rows: list[Tensor] = []
             with envoy.trace(features, fn=lambda batch: SentenceTransformer.forward(model, batch)):
                 for index in chosen:
-                    rows.append(pooling_rows(softmax_op(attention[index]).output.float(), valid, resolved).save())
+                    rows.append(save(pooling_rows(softmax_op(attention[index]).output.float(), valid, resolved)))
             for index, row in zip(chosen, rows):
                 first, masses, last = group_masses(row.cpu(), valid.cpu(), basket_size)
                 _accumulate(sums, index, first.sum(), masses.sum(dim=0), last.sum())

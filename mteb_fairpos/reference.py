@@ -12,6 +12,10 @@ duration of the call and put back afterwards, and nnsight's per-module hooks are
 no second copy of the weights is ever loaded. It is slow and memory hungry (the eager ``L x L``
 probabilities of every head are materialised), which is the point of the fast path.
 
+nnsight is imported only when this module runs a model. Note that importing nnsight (0.8) mounts a
+``.save`` method on every Python object for the rest of the process (its ``PYMOUNT`` setting); this
+module itself only uses the function form ``nnsight.save(value)``.
+
 Supported: transformers models whose attention modules call ``ALL_ATTENTION_FUNCTIONS`` and whose
 eager attention function computes the probabilities with one ``softmax`` call (bert, xlm_roberta,
 gte, qwen3, jina_embeddings_v3, ...). Anything else raises
@@ -310,6 +314,8 @@ def reference_embeddings(
         order = np.argsort([-_input_length(model, text) for text in inputs])
         inputs = [inputs[i] for i in order]
 
+    from nnsight import save  # the function form: it works whether or not nnsight mounted `.save` on objects
+
     outputs: list[Tensor] = []
     with eager_session(inner) as (envoy, layers):
         calibrated = config.resolve_layers(len(layers)) if config is not None else ()
@@ -320,7 +326,7 @@ def reference_embeddings(
                 for index in calibrated:
                     op = softmax_op(layers[index])
                     op.output = calibrate_softmax(op.output, layout, strength)
-                result = tracer.result.save()
+                result = save(tracer.result)
             if is_st:
                 outputs.append(result["sentence_embedding"].float().cpu())
             else:
