@@ -116,7 +116,7 @@ class DiscoverabilityReport:
             positions = sorted({r["position"] for r in self.rows if r["position"] != "all"})
             ax.set_xticks(positions)
             ax.grid(alpha=0.3)
-        axes[0].set_ylabel("share of segments finding their document")
+        axes[0].set_ylabel("segments finding their document")
         axes[-1].legend(loc="lower left")
         fig.suptitle(f"Discoverability by position: {self.collection} ({self.model}, {self.calibration})", fontsize=9)
         path = Path(path)

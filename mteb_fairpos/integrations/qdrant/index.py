@@ -11,7 +11,8 @@ Writes are idempotent and resumable: before embedding a batch, the index looks u
 document points; a document whose stored ``content_hash`` matches is skipped (nothing is
 written), and since a document's point is upserted after its segment points, a document point
 exists only once the document is complete. A killed run therefore resumes where it stopped
-and ends with exactly one point per record.
+and ends with exactly one point per record. (In a collection the run has just created there
+is nothing to look up, so that step is left out.)
 """
 
 from __future__ import annotations
@@ -240,7 +241,8 @@ class FairQdrantIndex:
         try:
             for begin in range(0, len(docs), batch_size):
                 chunk = docs[begin:begin + batch_size]
-                previous = writer.lookup(chunk)
+                # a collection this run created holds only this run's documents (ids are unique): no lookup
+                previous = {} if report.created_collection else writer.lookup(chunk)
                 todo = [d for d in chunk if not writer.unchanged(d, previous)]
                 report.unchanged += len(chunk) - len(todo)
                 if todo:
