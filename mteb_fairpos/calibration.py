@@ -108,20 +108,22 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
         strength: ``alpha`` in [0, 1].
         row_mask: (N, R) bool, the rows to calibrate (see :meth:`BasketLayout.row_mask`);
             other rows are returned unchanged.
+
+    SPEC 1.3 leaves one case open: isolated shares that add up to more than 1 (e.g. an
+    "original" BOS holding 0.9 of the row plus an "equal" EOS share of 1/3). Content then gets
+    nothing and step 4 scales the shares down to sum to 1, so the row stays a distribution.
     """
     n, h, r, k = probs.shape
     dtype = probs.dtype
-    basket = layout.basket[:, None, None, :].expand(n, h, r, k)
-    is_content = basket >= 0
-    index = basket.clamp(min=0)
     n_iso = layout.isolated.shape[1]
     n_total = (layout.n_baskets + n_iso).to(dtype)[:, None, None, None]
 
     # Step 1: every content basket gets 1 / n_total, split as the original row split it.
-    content_probs = torch.where(is_content, probs, 0)
-    basket_mass = content_probs.new_zeros(n, h, r, int(layout.n_baskets.max())).scatter_add_(-1, index, content_probs)
-    own_mass = basket_mass.gather(-1, index)
-    calibrated = torch.where(own_mass > 0, content_probs / torch.where(own_mass > 0, own_mass, 1), 0) / n_total
+    # Basket sums as matrix products with a (N, K, n_b) membership matrix: far faster than scatter.
+    members = torch.nn.functional.one_hot(layout.basket.clamp(min=0), int(layout.n_baskets.max())).to(dtype)
+    members = (members * (layout.basket >= 0)[..., None]).unsqueeze(1)  # (N, 1, K, n_b); 0 for non-content
+    own_mass = (probs @ members) @ members.transpose(-1, -2)  # (N, H, R, K): mass of each key's basket
+    calibrated = probs / torch.where(own_mass > 0, own_mass, 1) * (own_mass > 0) / n_total
 
     # Step 2: each isolated token's share under its policy.
     iso_index = layout.isolated[:, None, None, :].expand(n, h, r, n_iso)
@@ -133,7 +135,7 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     # Step 3: unless every share is "equal", content gets exactly what the shares leave.
     if any(policy != "equal" for policy in layout.shares):
         content_total = calibrated.sum(-1, keepdim=True)
-        left = 1 - shares.sum(-1, keepdim=True)
+        left = (1 - shares.sum(-1, keepdim=True)).clamp(min=0)  # shares above 1: content gets 0, step 4 rescales
         calibrated = calibrated * left / torch.where(content_total > 0, content_total, 1)
     calibrated = calibrated.scatter(-1, iso_index, shares)
 
