@@ -510,14 +510,15 @@ def configured_calibration() -> tuple[str, ConfigError | None]:
         return text, err
 
 
-def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = None) -> ModelMeta:
-    """The mteb entry of a plugin model with a given calibration (``None``: the uncalibrated twin).
+def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = DEFAULT_CALIBRATION) -> ModelMeta:
+    """The mteb entry of a plugin model with a given calibration (``None`` or ``"off"``: the twin).
 
     ``name`` may be ``fair/<key>``, ``fair-off/<key>`` or ``<key>``; the result's revision is the
-    config text (``"off"`` for the twin), which is where mteb writes its results.
+    config text (``"off"`` for the twin), which is where mteb writes its results. Pass it to
+    ``mteb.evaluate`` like any ModelMeta.
     """
     base = base_model(name)
-    if calibration is None:
+    if calibration is None or calibration == TWIN_REVISION:
         return _model_meta(base, twin_name(base), TWIN_REVISION)
     config = CalibrationConfig.parse(calibration) if isinstance(calibration, str) else calibration
     return _model_meta(base, calibrated_name(base), str(config))

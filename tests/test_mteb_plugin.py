@@ -148,7 +148,10 @@ def test_metadata_agrees_with_mtebs_own_entries(registered):
         assert meta.loader_kwargs.get("trust_remote_code") is None
     qwen = fair_model_meta("Qwen3-Embedding-0.6B", None)
     assert qwen.loader_kwargs["padding_side"] == "left" and qwen.revision == "off"
-    assert fair_model_meta("gte-multilingual-base").loader_kwargs["hub_id"] == "alibaba-nlp-community/gte-multilingual-base"
+    gte = fair_model_meta("gte-multilingual-base")
+    assert gte.loader_kwargs["hub_id"] == "alibaba-nlp-community/gte-multilingual-base"
+    assert (gte.name, gte.revision) == ("fair/gte-multilingual-base", "b128_lhalf_a0.5")
+    assert fair_model_meta("fair/bge-m3", "off").name == "fair-off/bge-m3"
 
 
 def test_calibration_from_environment(monkeypatch):
