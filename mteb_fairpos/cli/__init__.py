@@ -16,6 +16,8 @@ SUBCOMMANDS = [
     "search",
     "discoverability",
     "segments",
+    "compare",
+    "sweep",
     "profile",
 ]
 
