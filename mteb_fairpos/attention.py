@@ -29,8 +29,8 @@ from .calibration import BasketLayout, basket_layout, calibrate_rows
 from .config import CalibrationConfig, ConfigError, Pooling
 
 ATTENTION_NAME = "fairpos"
-TILE_ELEMENTS = 1 << 24
-"""Upper bound on the score elements of one query tile in the mean-pooling path (64 MiB fp32)."""
+TILE_ELEMENTS = 1 << 22
+"""Upper bound on the score elements of one query tile in the mean-pooling path (16 MiB in fp32)."""
 
 
 class UnsupportedModelError(TypeError):

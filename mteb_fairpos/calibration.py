@@ -118,12 +118,14 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     n_iso = layout.isolated.shape[1]
     n_total = (layout.n_baskets + n_iso).to(dtype)[:, None, None, None]
 
-    # Step 1: every content basket gets 1 / n_total, split as the original row split it.
-    # Basket sums as matrix products with a (N, K, n_b) membership matrix: far faster than scatter.
+    # Basket masses A_b, as a product with a (N, 1, K, n_b) membership matrix (0 for non-content keys).
     members = torch.nn.functional.one_hot(layout.basket.clamp(min=0), int(layout.n_baskets.max())).to(dtype)
-    members = (members * (layout.basket >= 0)[..., None]).unsqueeze(1)  # (N, 1, K, n_b); 0 for non-content
-    own_mass = (probs @ members) @ members.transpose(-1, -2)  # (N, H, R, K): mass of each key's basket
-    calibrated = probs / torch.where(own_mass > 0, own_mass, 1) * (own_mass > 0) / n_total
+    members = (members * (layout.basket >= 0)[..., None]).unsqueeze(1)
+    basket_mass = probs @ members  # (N, H, R, n_b)
+    filled = basket_mass > 0
+
+    # Step 1: c_k = a_k / A_b(k) / n_total, so the content part sums to (#non-empty baskets) / n_total.
+    content_total = filled.sum(-1, keepdim=True).to(dtype) / n_total
 
     # Step 2: each isolated token's share under its policy.
     iso_index = layout.isolated[:, None, None, :].expand(n, h, r, n_iso)
@@ -131,20 +133,24 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     shares = torch.stack(
         [_share(policy, original_iso[..., j], n_total[..., 0]) for j, policy in enumerate(layout.shares)], dim=-1
     ) if n_iso else original_iso
+    share_total = shares.sum(-1, keepdim=True)
 
-    # Step 3: unless every share is "equal", content gets exactly what the shares leave.
+    # Step 3: unless every share is "equal", rescale content to exactly what the shares leave.
+    rescale = torch.ones_like(content_total)
     if any(policy != "equal" for policy in layout.shares):
-        content_total = calibrated.sum(-1, keepdim=True)
-        left = (1 - shares.sum(-1, keepdim=True)).clamp(min=0)  # shares above 1: content gets 0, step 4 rescales
-        calibrated = calibrated * left / torch.where(content_total > 0, content_total, 1)
-    calibrated = calibrated.scatter(-1, iso_index, shares)
+        left = (1 - share_total).clamp(min=0)  # shares above 1: content gets 0, step 4 rescales them
+        rescale = left / torch.where(content_total > 0, content_total, 1)
 
-    # Step 4: normalise (exact arithmetic would already sum to 1).
-    total = calibrated.sum(-1, keepdim=True)
-    calibrated = calibrated / torch.where(total > 0, total, 1)
+    # Step 4: normalise; the row total is known in closed form.
+    total = content_total * rescale + share_total
+    total = torch.where(total > 0, total, 1)
 
-    # Step 5: blend with the original row; padded keys stay 0 because both terms are 0.
-    blended = strength * calibrated + (1 - strength) * probs
+    # Step 5: blend. Within a basket every key is scaled by the same factor (proportions are kept),
+    # so the blended row is the original row times a per-basket factor; padded keys stay 0.
+    per_basket = rescale / (n_total * total) / torch.where(filled, basket_mass, 1) * filled
+    factor = strength * per_basket + (1 - strength)
+    blended = probs * (factor @ members.transpose(-1, -2))
+    blended = blended.scatter(-1, iso_index, strength * shares / total + (1 - strength) * original_iso)
     return torch.where(row_mask[:, None, :, None], blended, probs)
 
 
