@@ -99,6 +99,8 @@ class BaseModel:
     padding_side: str | None = None
     local: bool = False
     """Load from :func:`~mteb_fairpos.offline.minilm_path` (the offline weights) when installed."""
+    max_seq_length: int | None = None
+    """Input length to load with, where it differs from the checkpoint's own setting."""
 
     def loader_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"hub_id": self.hub_id, "expected_pooling": self.pooling}
@@ -112,6 +114,8 @@ class BaseModel:
             kwargs["padding_side"] = self.padding_side
         if self.local:
             kwargs["offline_weights"] = True
+        if self.max_seq_length:
+            kwargs["max_seq_length"] = self.max_seq_length
         return kwargs
 
 
@@ -182,7 +186,7 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         weights_revision="8b3219a92973c328a8e22fadcfa821b5dc75636a",
         pooling="mean",
         embed_dim=384,
-        max_tokens=256,
+        max_tokens=512,
         n_parameters=22_713_216,
         memory_usage_mb=87,
         license="apache-2.0",
@@ -190,6 +194,9 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         reference="https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
         languages=("eng-Latn",),
         local=True,
+        # The checkpoint truncates at 256, but its position table has 512 entries: multi-segment
+        # documents (the permutation probe's sample) need the full length.
+        max_seq_length=512,
     ),
 )
 

@@ -49,7 +49,7 @@ def test_loaded_through_the_same_code_path(encoders):
     assert fair.mteb_model_meta.revision == "b128_lhalf_a0.5" and twin.mteb_model_meta.revision == "off"
     assert str(fair.calibration) == "b128_lhalf_a0.5" and twin.calibration is None
     assert fair.calibrated_sides == {"document", "other"} and twin.calibrated_sides == frozenset()
-    assert fair.model.max_seq_length == twin.model.max_seq_length == 256
+    assert fair.model.max_seq_length == twin.model.max_seq_length == 512  # the entry loads MiniLM at 512
 
 
 def test_documents_calibrated_queries_not(encoders):

@@ -141,8 +141,11 @@ def test_metadata_agrees_with_mtebs_own_entries(registered):
     for base in BASE_MODELS:
         meta = fair_model_meta(base.key, "b128_lhalf_a0.5")
         upstream = MODEL_REGISTRY[base.upstream]
-        for field in ("embed_dim", "max_tokens", "n_parameters", "license", "release_date", "languages", "memory_usage_mb"):
+        for field in ("embed_dim", "n_parameters", "license", "release_date", "languages", "memory_usage_mb"):
             assert getattr(meta, field) == getattr(upstream, field), (base.key, field)
+        # all-MiniLM-L6-v2 is loaded at its position table's 512 tokens instead of the checkpoint's 256
+        assert meta.max_tokens == (base.max_seq_length or upstream.max_tokens), base.key
+        assert meta.loader_kwargs.get("max_seq_length") == base.max_seq_length
         assert meta.similarity_fn_name == upstream.similarity_fn_name
         assert meta.adapted_from == base.upstream
         assert meta.loader_kwargs.get("trust_remote_code") is None
