@@ -23,7 +23,10 @@ SUBCOMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mteb-fairpos", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="mteb-fairpos",
+        description="Position-fair document embeddings: attention calibration, fairness probes, MTEB and Qdrant.",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
