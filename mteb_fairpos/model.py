@@ -7,8 +7,10 @@ One model copy serves both sides: ``encode_document`` runs inside the calibratio
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -120,6 +122,23 @@ class FairSentenceTransformer(SentenceTransformer):
                 extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
                 self._truncated += sum(len(ids) + extra > limit for ids in lengths)
         return features
+
+
+@contextlib.contextmanager
+def calibration_off(model: SentenceTransformer) -> Iterator[None]:
+    """Inside the block, ``model.encode_document`` runs uncalibrated, with the same prompts and routing.
+
+    A no-op for models without a calibration plan, so callers need not check the model's type.
+    """
+    plan = getattr(model, "plan", None)
+    if plan is None:
+        yield
+        return
+    model.plan = None
+    try:
+        yield
+    finally:
+        model.plan = plan
 
 
 def _check_texts(inputs: Any) -> None:

@@ -18,10 +18,9 @@ Every call sorts its inputs by length (longest first) and restores the order aft
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,7 +132,9 @@ class ModelAccess:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         if self.st is not None:
-            with _plain(self.st):
+            from ..model import calibration_off
+
+            with calibration_off(self.st):
                 return self._sorted(texts, lambda batch: self._st_encode(batch))
         return self._sorted(texts, self._protocol_encode)
 
@@ -197,20 +198,6 @@ class ModelAccess:
         result = np.empty_like(embedded)
         result[order] = embedded
         return _normalize(result)
-
-
-@contextlib.contextmanager
-def _plain(st: Any) -> Iterator[None]:
-    """Switch a FairSentenceTransformer's calibration off inside the block (no-op for other models)."""
-    plan = getattr(st, "plan", None)
-    if plan is None:
-        yield
-        return
-    st.plan = None
-    try:
-        yield
-    finally:
-        st.plan = plan
 
 
 def _pooling_of(st: Any) -> str | None:

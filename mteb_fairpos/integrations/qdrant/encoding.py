@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from ...model import TruncationWarning, model_pooling
+from ...model import TruncationWarning, calibration_off, model_pooling
 from ...offline import MINILM_HUB_ID, minilm_path
 from .records import Document
 
@@ -123,20 +123,6 @@ def document_prompt(model: SentenceTransformer) -> str:
     return (prompts.get(default) or "") if default else ""
 
 
-@contextlib.contextmanager
-def uncalibrated(model: SentenceTransformer) -> Iterator[None]:
-    """Run ``encode_document`` without calibration (same prompt and routing, plain attention)."""
-    plan = getattr(model, "plan", None)
-    if plan is None:
-        yield
-        return
-    model.plan = None
-    try:
-        yield
-    finally:
-        model.plan = plan
-
-
 def encode_documents(
     model: SentenceTransformer,
     documents: Sequence[Document],
@@ -158,7 +144,7 @@ def encode_documents(
     token_rows = _tokenize(model, prompt, texts)
     passes = [("calibrated", contextlib.nullcontext())]
     if uncalibrated_vectors:
-        passes.append(("uncalibrated", uncalibrated(model)))
+        passes.append(("uncalibrated", calibration_off(model)))
     outputs: dict[str, list[dict]] = {}
     for name, context in passes:
         with context, warnings.catch_warnings():
