@@ -1,8 +1,9 @@
 """Where each segment's tokens lie inside a document (late chunking, SPEC 2.3).
 
-The spans come from the tokenizer's character offsets, so they do not depend on how a
-tokenizer treats whitespace: a token belongs to the segment whose text (without surrounding
-whitespace) its character range overlaps, and tokens that overlap no segment (special tokens,
+The spans come from the tokenizer's character offsets (:func:`mteb_fairpos.spans.token_spans`,
+shared with the Qdrant indexer), so they do not depend on how a tokenizer treats whitespace:
+a token belongs to the first segment whose text (without surrounding whitespace) its
+character range overlaps, and tokens that overlap no segment (special tokens,
 a prompt, a lone whitespace marker between segments) belong to none. When the document is
 longer than the model's maximum length, the tokens the model actually sees are compared with
 the full tokenization, and every segment that lost tokens is marked truncated, so it is
@@ -16,6 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ..spans import assign_tokens, token_spans
+
+__all__ = ["DocumentTokens", "assign_tokens", "document_tokens"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,38 +42,6 @@ def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
     while end > start and text[end - 1].isspace():
         end -= 1
     return start, end
-
-
-def assign_tokens(offsets: Sequence[Sequence[int]], char_spans: Sequence[tuple[int, int]]) -> np.ndarray:
-    """For each token, the index of the first segment its ``[start, end)`` overlaps, or -1.
-
-    ``char_spans`` must be sorted and non-overlapping; empty offsets (special tokens) get -1.
-    """
-    if len(offsets) == 0:
-        return np.zeros(0, dtype=np.int64)
-    offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-    starts, ends = offs[:, 0], offs[:, 1]
-    seg = np.asarray(char_spans, dtype=np.int64).reshape(-1, 2)
-    candidate = np.searchsorted(seg[:, 1], starts, side="right")  # first segment ending after the token starts
-    inside = candidate < len(seg)
-    safe = np.minimum(candidate, len(seg) - 1)
-    overlaps = inside & (ends > seg[safe, 0]) & (ends > starts)
-    return np.where(overlaps, candidate, -1)
-
-
-def _spans_of(assignment: np.ndarray, count: int) -> tuple[list[tuple[int, int] | None], np.ndarray]:
-    spans: list[tuple[int, int] | None] = []
-    sizes = np.zeros(count, dtype=np.int64)
-    for k in range(count):
-        where = np.flatnonzero(assignment == k)
-        sizes[k] = len(where)
-        if len(where) == 0:
-            spans.append(None)
-            continue
-        start, end = int(where[0]), int(where[-1]) + 1
-        between = assignment[start:end]
-        spans.append((start, end) if np.all((between == k) | (between == -1)) else None)
-    return spans, sizes
 
 
 def document_tokens(
@@ -93,21 +66,18 @@ def document_tokens(
                          return_attention_mask=False, return_token_type_ids=False)
         for row, text in enumerate(chunk):
             index = begin + row
-            spans = [_stripped(text, start + shift, end + shift) for start, end in char_spans[index]]
-            ids, offsets = full["input_ids"][row], full["offset_mapping"][row]
-            assignment = assign_tokens(offsets, spans)
+            spans = [_stripped(texts[index], start, end) for start, end in char_spans[index]]
+            ids = full["input_ids"][row]
+            whole = token_spans(full["offset_mapping"][row], spans, shift=shift)
+            located, truncated = whole.spans, (False,) * len(spans)
             if len(ids) > max_length:
                 kept = tokenizer(text, add_special_tokens=True, truncation=True, max_length=max_length,
                                  return_offsets_mapping=True, return_attention_mask=False, return_token_type_ids=False)
-                full_sizes = np.bincount(assignment[assignment >= 0], minlength=len(spans))
                 ids = kept["input_ids"]
-                assignment = assign_tokens(kept["offset_mapping"], spans)
-                token_spans, sizes = _spans_of(assignment, len(spans))
-                truncated = tuple(bool(s < f) for s, f in zip(sizes, full_sizes))
-            else:
-                token_spans, _ = _spans_of(assignment, len(spans))
-                truncated = (False,) * len(spans)
-            results.append(DocumentTokens(np.asarray(ids, dtype=np.int64), tuple(token_spans), truncated))
+                seen = token_spans(kept["offset_mapping"], spans, shift=shift)
+                located = seen.spans
+                truncated = tuple(bool(s < f) for s, f in zip(seen.counts, whole.counts))
+            results.append(DocumentTokens(np.asarray(ids, dtype=np.int64), tuple(located), truncated))
     return results
 
 

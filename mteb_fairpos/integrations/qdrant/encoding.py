@@ -21,6 +21,7 @@ from sentence_transformers import SentenceTransformer
 
 from ...model import TruncationWarning, calibration_off, model_pooling
 from ...offline import MINILM_HUB_ID, minilm_path
+from ...spans import token_spans
 from .records import Document
 
 COVERAGE_FULL = "full"
@@ -197,31 +198,12 @@ def _tokenize(model: SentenceTransformer, prompt: str, texts: list[str]) -> list
 
 
 def _spans(offsets: Sequence[tuple[int, int]], special: Sequence[int], shift: int, doc: Document) -> list[tuple[int, int] | None]:
-    """Half-open token spans of the segments over one tokenization (``None`` for a segment with no token)."""
-    segments = doc.segments
-    spans: list[list[int] | None] = [None] * len(segments)
-    s = 0
-    for t, ((a, b), is_special) in enumerate(zip(offsets, special)):
-        if is_special or b <= a:
-            continue
-        a, b = a - shift, b - shift
-        if b <= 0:
-            continue  # a prompt token
-        while s < len(segments) and segments[s].end <= a:
-            s += 1
-        if s == len(segments):
-            break
-        # a token may straddle two segments only if they touch; it then belongs to each it overlaps
-        k = s
-        while k < len(segments) and segments[k].start < b:
-            if b > segments[k].start and a < segments[k].end:
-                span = spans[k]
-                if span is None:
-                    spans[k] = [t, t + 1]
-                else:
-                    span[1] = t + 1
-            k += 1
-    return [None if sp is None else (sp[0], sp[1]) for sp in spans]
+    """Half-open token spans of the segments over one tokenization (``None`` for a segment with no token).
+
+    A token that straddles two segments belongs to each one it overlaps (``straddling="every"``).
+    """
+    char_spans = [(segment.start, segment.end) for segment in doc.segments]
+    return token_spans(offsets, char_spans, special=special, shift=shift, straddling="every").spans
 
 
 def _layout(model: SentenceTransformer, prompt: str, doc: Document, ids: list[int], offsets: list[tuple[int, int]],
