@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..jsonl import jsonl_lines
 from ..offline import minilm_path
 from .common import add_model_arguments, calibration_from_args
 
@@ -41,17 +42,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def read_segments(path: Path) -> list[str]:
     """Segments from a JSON list or JSONL file; items are strings or objects with a 'text' field."""
-    raw = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         items = []
-        for number, line in enumerate(raw.splitlines(), start=1):
-            if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{number}: not valid JSON ({err.msg}).") from None
+        for number, item, malformed in jsonl_lines(path):
+            if malformed:
+                raise ValueError(f"{path}:{number}: not valid JSON ({malformed}).")
+            items.append(item)
     else:
-        items = json.loads(raw)
+        items = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(items, list):
             raise ValueError(f"{path}: expected a JSON list of segments.")
     texts = []

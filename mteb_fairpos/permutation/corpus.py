@@ -24,7 +24,6 @@ segment set can ever contain the same segment twice.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import Counter
@@ -32,6 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..jsonl import jsonl_lines
 
 logger = logging.getLogger(__name__)
 
@@ -154,16 +155,11 @@ def load_corpus_file(path: str | Path) -> ComparableCorpus:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorpusError(f"{where}: not valid JSON ({err.msg} at column {err.colno}).") from None
-            yield _parse_row(row, where)
+    for number, row, malformed in jsonl_lines(path):
+        where = f"{path}:{number}"
+        if malformed:
+            raise CorpusError(f"{where}: not valid JSON ({malformed}).")
+        yield _parse_row(row, where)
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:

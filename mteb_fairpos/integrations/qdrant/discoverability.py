@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from qdrant_client import models
 
+from ...jsonl import jsonl_lines
 from . import store
 from .records import Document, InputError
 from .search import checked_spec
@@ -205,16 +206,11 @@ def read_queries(path: str | Path) -> list[PositionQuery]:
     if not path.is_file():
         raise FileNotFoundError(f"queries file {str(path)!r} does not exist.")
     items = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path.name} line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{where}: malformed JSON ({err.msg} at column {err.colno}).") from None
-            items.append(_as_query(record, where))
+    for number, record, malformed in jsonl_lines(path):
+        where = f"{path.name} line {number}"
+        if malformed:
+            raise InputError(f"{where}: malformed JSON ({malformed}).")
+        items.append(_as_query(record, where))
     return items
 
 

@@ -17,11 +17,12 @@ left out and reported as a :class:`Problem`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from ...jsonl import jsonl_lines
 
 OnError = Literal["raise", "skip"]
 
@@ -148,15 +149,9 @@ def _collect(items: Iterable[tuple[str, Any]], on_error: OnError) -> tuple[list[
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open("r", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path.name} line {number}"
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as err:
-                yield where, _Malformed(f"malformed JSON ({err.msg} at column {err.colno}).")
+    for number, record, malformed in jsonl_lines(path):
+        where = f"{path.name} line {number}"
+        yield where, _Malformed(f"malformed JSON ({malformed}).") if malformed else record
 
 
 def _parquet_records(path: Path) -> Iterator[tuple[str, Any]]:
