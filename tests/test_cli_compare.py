@@ -122,3 +122,30 @@ def test_position_convention():
         "": {"begin": 0.5, "end": 0.25}, "tau": {"a": 1.0}}
     assert profile_psi({"a": 0.5, "b": 0.25, "c": None}) == pytest.approx(0.5)
     assert profile_psi({"a": 0.0, "b": 0.0}) is None
+
+
+def test_posir_subsets_are_pooled_per_language_as_the_papers_do(tmp_path):
+    """PosIR's (language, domain) subsets: compare shows the per-language pooling, not the plain mean."""
+    from mteb_fairpos.tasks.grouped_metrics import empty_cells
+    from mteb_fairpos.tasks.posir import summarize_scores
+
+    def posir_entry(subset, ndcg, cells):
+        n = sum(count for bins in cells.values() for count, _ in bins.values())
+        return {"hf_subset": subset, "languages": [subset.split(".")[0]], "main_score": ndcg, "ndcg_at_10": ndcg,
+                "n_queries": n, "cells": cells, "psi": 0.0, "position_0.00-0.05": ndcg}
+
+    cells_a, cells_b = empty_cells(), empty_cells()
+    cells_a["Q1"] = {"0.00-0.05": [3, 3.0]}  # 3 queries, all at 1.0
+    cells_b["Q1"] = {"0.95-1.00": [1, 0.2]}  # 1 query at 0.2
+    entries = [posir_entry("deu-Latn.game", 1.0, cells_a), posir_entry("deu-Latn.sports", 0.2, cells_b)]
+    _write(tmp_path / "run", "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", "PosIR", {"test": entries})
+    found = collect(tmp_path / "run")
+    (model,) = found.models
+    scores = found.get(model, "PosIR")
+    assert scores.main_score == pytest.approx((3.0 + 0.2) / 4)  # query-weighted, not (1.0 + 0.2) / 2
+    assert scores.main_score == pytest.approx(summarize_scores(entries)["main_score"])
+    assert scores.psi == pytest.approx(0.8)  # over the pooled bins (1.0 and 0.2), not the entries' 0.0
+    assert scores.profile["0.00-0.05"] == pytest.approx(1.0) and scores.profile["0.95-1.00"] == pytest.approx(0.2)
+    # the other 308 declared subsets are missing: named briefly, not all 308
+    (note,) = [text for kind, text in scores.notes if kind == "partial"]
+    assert "308 subsets [" in note and "... and 303 more" in note

@@ -1,7 +1,8 @@
-"""PosIR: lazy (language, domain) loading -> positions -> retrieval -> pooled metrics."""
+"""PosIR: one lazy subset per (language, domain) -> positions -> retrieval -> pooled metrics."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 
 import mteb
@@ -10,19 +11,24 @@ import pytest
 from retrieval_check import FIXTURES, own_ndcg_at_10
 
 from mteb_fairpos.tasks._base import DatasetSchemaError
-from mteb_fairpos.tasks.grouped_metrics import cell_figures, empty_cells, add_to_cells
+from mteb_fairpos.tasks.grouped_metrics import add_to_cells, cell_figures, empty_cells
 from mteb_fairpos.tasks.posir import (
     CROSS_LINGUAL_LANGUAGES,
     DOMAINS_ENV,
+    POSIR_DOMAINS,
     POSIR_LANGUAGES,
-    LanguageUnit,
+    DomainRef,
     PosIR,
     PosIRCrossLingual,
     average_over_languages,
+    language_figures,
     load_domain,
+    summarize_scores,
 )
 
 POSIR = FIXTURES / "posir"
+FIN, MED = "finance_economics", "medicine_health_psychology_traditional_chinese_medicine"
+FIXTURE_SUBSETS = {f"{lang}.{d}" for lang in ("deu-Latn", "eng-Latn") for d in (FIN, MED)}
 
 
 @pytest.fixture(scope="module")
@@ -32,40 +38,39 @@ def encoder(minilm):
     return SentenceTransformerEncoderWrapper(minilm)
 
 
-def _unit(task, lang):
-    return task.dataset[lang]["test"]
+def _loaded(task_cls=PosIR, **kwargs):
+    task = task_cls(data_dir=kwargs.pop("data_dir", POSIR), **kwargs)
+    task.load_data()
+    return task
 
 
-def test_metadata_languages_and_settings():
-    assert len(POSIR_LANGUAGES) == 10 and PosIR().hf_subsets == list(POSIR_LANGUAGES)
+def _ref(task, subset):
+    return task.dataset[subset]["test"]
+
+
+# ------------------------------------------------------------------ subsets and selection
+def test_one_subset_per_language_and_domain():
+    assert len(POSIR_LANGUAGES) == 10 and len(POSIR_DOMAINS) == 31 == len(set(POSIR_DOMAINS))
+    subsets = PosIR().hf_subsets
+    assert len(subsets) == 310 and "deu-Latn.law_judiciary" in subsets
+    assert PosIR.metadata.hf_subsets_to_langscripts["kor-Kore.game"] == ["kor-Kore"]
     cross = PosIRCrossLingual()
-    assert cross.hf_subsets == list(CROSS_LINGUAL_LANGUAGES) and "eng-Latn" not in cross.hf_subsets
-    assert cross.metadata.hf_subsets_to_langscripts["deu-Latn"] == ["deu-Latn", "eng-Latn"]
+    assert len(cross.hf_subsets) == 8 * 31 and not any(s.startswith(("eng-Latn.", "cmn-Hans.")) for s in cross.hf_subsets)
+    assert cross.metadata.hf_subsets_to_langscripts["deu-Latn.sports"] == ["deu-Latn", "eng-Latn"]
     assert PosIR.metadata.main_score == "ndcg_at_10"
-    assert PosIR(languages=["deu"]).hf_subsets == ["deu-Latn"]
-    # mteb's own language filter works on the subsets too:
-    assert PosIR().filter_languages(["kor"]).hf_subsets == ["kor-Kore"]
 
 
-def test_loading_is_lazy_and_finds_domains():
-    task = PosIR(data_dir=POSIR, languages=["eng-Latn", "deu-Latn"])
-    task.load_data()
-    unit = _unit(task, "eng-Latn")
-    assert isinstance(unit, LanguageUnit)  # nothing but a description: files are read per domain later
-    assert unit.domains == ["finance", "medicine"] and unit.corpus_language == "eng-Latn"
-    cross = PosIRCrossLingual(data_dir=POSIR, languages=["deu"])
-    cross.load_data()
-    assert _unit(cross, "deu-Latn").corpus_language == "eng-Latn"
-
-
-def test_one_domain_alone_by_argument_or_environment(monkeypatch):
-    task = PosIR(data_dir=POSIR, languages=["eng"], domains=["medicine"])
-    task.load_data()
-    assert _unit(task, "eng-Latn").domains == ["medicine"]
-    monkeypatch.setenv(DOMAINS_ENV, "finance")
-    env_task = PosIR(data_dir=POSIR, languages=["eng"])
-    env_task.load_data()
-    assert _unit(env_task, "eng-Latn").domains == ["finance"]
+def test_one_language_or_one_domain_alone(monkeypatch):
+    assert PosIR(languages=["deu"], domains=["law_judiciary"]).hf_subsets == ["deu-Latn.law_judiciary"]
+    assert {s.split(".")[0] for s in PosIR(languages=["deu-Latn"]).hf_subsets} == {"deu-Latn"}
+    assert len(PosIR(domains=["game"]).hf_subsets) == 10
+    assert PosIR(domains=["IndustryCorpus2_game"]).hf_subsets == PosIR(domains=["game"]).hf_subsets  # folder name works
+    # mteb's own language filter works on the subsets too
+    assert len(PosIR().filter_languages(["kor"]).hf_subsets) == 31
+    assert len(mteb.get_task("PosIR", languages=["ita"]).hf_subsets) == 31
+    # the environment variable reaches plain `mteb run`
+    monkeypatch.setenv(DOMAINS_ENV, f"{MED}, sports")
+    assert PosIR(languages=["eng"]).hf_subsets == [f"eng-Latn.{MED}", "eng-Latn.sports"]
 
 
 def test_unknown_language_or_domain_is_a_clear_error():
@@ -73,18 +78,49 @@ def test_unknown_language_or_domain_is_a_clear_error():
         PosIR(languages=["xx"])
     with pytest.raises(ValueError, match="unknown language"):
         PosIRCrossLingual(languages=["eng"])  # English queries have no cross-lingual setting
-    task = PosIR(data_dir=POSIR, languages=["eng"], domains=["astrology"])
-    with pytest.raises(ValueError, match=r"unknown domain\(s\) \['astrology'\].*finance"):
-        task.load_data()
-    missing_language = PosIR(data_dir=POSIR, languages=["fra"])
-    with pytest.raises(DatasetSchemaError, match="fra-Latn"):
-        missing_language.load_data()
+    with pytest.raises(ValueError, match=r"unknown domain\(s\) \['astrology'\].*law_judiciary"):
+        PosIR(domains=["astrology"])
+    with pytest.raises(ValueError, match="empty selection"):
+        PosIR(domains=[])
+
+
+# ------------------------------------------------------------------ lazy loading and reconciliation
+def test_loading_is_lazy_and_pairs_each_subset_with_its_folders():
+    task = _loaded(languages=["eng", "deu"])
+    assert set(task.hf_subsets) == FIXTURE_SUBSETS == set(task.dataset)
+    ref = _ref(task, f"deu-Latn.{FIN}")
+    assert isinstance(ref, DomainRef)  # a description only: files are read when the subset runs
+    assert (ref.query_folder, ref.corpus_language) == (f"IndustryCorpus2_{FIN}", "deu-Latn")
+    cross = _loaded(PosIRCrossLingual, languages=["deu"])
+    assert _ref(cross, f"deu-Latn.{MED}").corpus_language == "eng-Latn"
+
+
+def test_declared_domains_the_data_lacks_are_reported_skips(caplog):
+    with caplog.at_level(logging.WARNING, logger="mteb_fairpos.tasks.posir"):
+        task = _loaded(languages=["eng"])
+    assert set(task.hf_subsets) == {f"eng-Latn.{FIN}", f"eng-Latn.{MED}"}
+    assert len(task.skipped_subsets) == 29 and "eng-Latn.law_judiciary" in task.skipped_subsets
+    assert "lacks 29 of the selected domain(s) for eng-Latn" in caplog.text and "law_judiciary" in caplog.text
+
+
+def test_folder_names_with_or_without_prefix_and_undeclared_folders(tmp_path, caplog):
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    (copy / "eng-Latn" / f"IndustryCorpus2_{MED}").rename(copy / "eng-Latn" / MED)
+    shutil.copytree(copy / "eng-Latn" / MED, copy / "eng-Latn" / "IndustryCorpus2_astrology")
+    with caplog.at_level(logging.WARNING, logger="mteb_fairpos.tasks.posir"):
+        task = _loaded(data_dir=copy, languages=["eng"])
+    assert _ref(task, f"eng-Latn.{MED}").query_folder == MED
+    assert "match no declared domain and are not evaluated: IndustryCorpus2_astrology" in caplog.text
+
+
+def test_a_language_without_data_is_a_clear_error():
+    with pytest.raises(DatasetSchemaError, match=r"none of the selected subsets \(languages \['fra-Latn'\]\)"):
+        _loaded(languages=["fra"])
 
 
 def test_domain_positions_and_skips():
-    task = PosIR(data_dir=POSIR, languages=["eng"])
-    task.load_data()
-    data = load_domain(_unit(task, "eng-Latn"), "finance")
+    data = load_domain(_ref(_loaded(languages=["eng"]), f"eng-Latn.{FIN}"))
     # q-fin-5's relevant document is not in the corpus; q-fin-6 has a zero document length
     assert data.skipped == {"relevant_doc_missing": 1, "no_qrels": 0, "qrels_of_unknown_query": 0}
     assert set(data.split["relevant_docs"]) == {"q-fin-1", "q-fin-2", "q-fin-3", "q-fin-4", "q-fin-6"}
@@ -94,42 +130,78 @@ def test_domain_positions_and_skips():
     assert len(data.split["corpus"]) == 3
 
 
-def _expected_language(minilm, unit):
-    """Own retrieval per domain, pooled like the task should: per-query nDCG into cells."""
-    cells, scores = empty_cells(), []
-    for domain in unit.domains:
-        data = load_domain(unit, domain)
-        own = own_ndcg_at_10(minilm, data.split)
-        scores.extend(own.values())
-        for qid, score in own.items():
-            if data.positions[qid] is not None:
-                add_to_cells(cells, *data.positions[qid], score)
-    return sum(scores) / len(scores), cell_figures(cells), len(scores)
+# ------------------------------------------------------------------ end to end
+def _expected_subset(minilm, ref):
+    """Own retrieval of one subset, placed into cells the way the task should."""
+    data = load_domain(ref)
+    own = own_ndcg_at_10(minilm, data.split)
+    cells = empty_cells()
+    for qid, score in own.items():
+        if data.positions[qid] is not None:
+            add_to_cells(cells, *data.positions[qid], score)
+    return sum(own.values()) / len(own), cell_figures(cells), len(own)
 
 
 @pytest.mark.parametrize("task_cls", [PosIR, PosIRCrossLingual])
 def test_end_to_end_with_minilm(task_cls, encoder, minilm):
-    task = task_cls(data_dir=POSIR, languages=["deu"])
-    task.load_data()
-    ndcg, figures, n = _expected_language(minilm, _unit(task, "deu-Latn"))
+    task = _loaded(task_cls, languages=["deu"])
+    expected = {s: _expected_subset(minilm, _ref(task, s)) for s in task.hf_subsets}
     result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0]
-    scores = result.scores["test"][0]
-    assert scores["hf_subset"] == "deu-Latn"
-    assert scores["ndcg_at_10"] == pytest.approx(ndcg, abs=1e-4) and scores["main_score"] == scores["ndcg_at_10"]
-    assert scores["n_queries"] == n == 7
-    for key in ("ndcg_at_10_Q1", "ndcg_at_10_Q2", "ndcg_at_10_Q3", "ndcg_at_10_Q4", "psi_Q1", "psi",
-                "position_0.50-0.55", "harmonic_mean"):
-        assert scores[key] == pytest.approx(figures[key], abs=1e-4), key
-    assert scores["position_0.95-1.00"] is None  # an empty bin is reported, not scored
-    assert scores["unplaced_queries"] == 1
-    assert scores["skipped_queries"]["relevant_doc_missing"] == 1
-    assert set(scores["domains"]) == {"finance", "medicine"}
-    assert scores["domains"]["finance"]["n_queries"] == 5 and scores["domains"]["medicine"]["n_queries"] == 2
-    # pooled over all queries = query-weighted mean of the domains
-    d = scores["domains"]
-    weighted = (d["finance"]["ndcg_at_10"] * 5 + d["medicine"]["ndcg_at_10"] * 2) / 7
-    assert scores["ndcg_at_10"] == pytest.approx(weighted)
-    assert scores["corpus_language"] == ("eng-Latn" if task_cls is PosIRCrossLingual else "deu-Latn")
+    entries = {e["hf_subset"]: e for e in result.scores["test"]}
+    assert set(entries) == {f"deu-Latn.{FIN}", f"deu-Latn.{MED}"}
+    for subset, (ndcg, figures, n) in expected.items():
+        scores = entries[subset]
+        assert scores["ndcg_at_10"] == pytest.approx(ndcg, abs=1e-4) and scores["main_score"] == scores["ndcg_at_10"]
+        assert scores["n_queries"] == n
+        for key in ("ndcg_at_10_Q1", "ndcg_at_10_Q2", "ndcg_at_10_Q4", "psi_Q1", "psi", "harmonic_mean",
+                    "position_0.05-0.10", "position_0.50-0.55"):
+            assert scores[key] == pytest.approx(figures[key], abs=1e-4), (subset, key)
+        assert scores["position_0.95-1.00"] is None  # an empty bin is reported, not scored
+        assert (scores["language"], scores["corpus_language"]) == (
+            "deu-Latn", "eng-Latn" if task_cls is PosIRCrossLingual else "deu-Latn")
+    fin = entries[f"deu-Latn.{FIN}"]
+    assert fin["n_queries"] == 5 and fin["unplaced_queries"] == 1
+    assert fin["skipped_queries"]["relevant_doc_missing"] == 1
+    # the per-language pooling reads the very entries mteb wrote
+    pooled = language_figures(result.scores["test"])["deu-Latn"]
+    assert pooled["n_queries"] == 7 and pooled["n_domains"] == 2
+    med = entries[f"deu-Latn.{MED}"]
+    assert pooled["ndcg_at_10"] == pytest.approx((fin["ndcg_at_10"] * 5 + med["ndcg_at_10"] * 2) / 7)
+
+
+# ------------------------------------------------------------------ pooling as the papers do
+def _entry(language, domain, ndcg, cells):
+    n = sum(count for bins in cells.values() for count, _ in bins.values())
+    return {"hf_subset": f"{language}.{domain}", "language": language, "ndcg_at_10": ndcg, "n_queries": n,
+            "cells": cells}
+
+
+def test_language_pooling_by_hand():
+    # deu, two domains. finance: 3 queries in Q1 (bins 0.00-0.05: 1.0 and 0.5; 0.95-1.00: 0.2),
+    # ndcg 1.7/3; law: 1 query in Q1 bin 0.95-1.00 scoring 0.6, ndcg 0.6.
+    fin = {"Q1": {"0.00-0.05": [2, 1.5], "0.95-1.00": [1, 0.2]}, "Q2": {}, "Q3": {}, "Q4": {}}
+    law = {"Q1": {"0.95-1.00": [1, 0.6]}, "Q2": {}, "Q3": {}, "Q4": {}}
+    eng = {"Q1": {}, "Q2": {"0.50-0.55": [2, 1.0]}, "Q3": {}, "Q4": {}}
+    entries = [_entry("deu-Latn", "finance_economics", 1.7 / 3, fin), _entry("deu-Latn", "law_judiciary", 0.6, law),
+               _entry("eng-Latn", "sports", 0.5, eng),
+               {"hf_subset": "eng-Latn.game", "language": "eng-Latn", "ndcg_at_10": None, "n_queries": 0,
+                "cells": empty_cells()}]  # a subset with no query adds nothing
+    figures = language_figures(entries)
+    deu = figures["deu-Latn"]
+    # query-weighted: (1.7 + 0.6) / 4, not the mean of the two domains' nDCG (0.583)
+    assert deu["ndcg_at_10"] == pytest.approx(2.3 / 4) and deu["n_queries"] == 4 and deu["n_domains"] == 2
+    # pooled bins: 0.00-0.05 -> 1.5/2 = 0.75; 0.95-1.00 -> 0.8/2 = 0.4; PSI = 1 - 0.4/0.75
+    assert deu["position_0.00-0.05"] == pytest.approx(0.75) and deu["position_0.95-1.00"] == pytest.approx(0.4)
+    assert deu["psi"] == pytest.approx(1 - 0.4 / 0.75) and deu["psi_Q1"] == pytest.approx(1 - 0.4 / 0.75)
+    assert deu["ndcg_at_10_Q1"] == pytest.approx((0.75 + 0.4) / 2) and deu["ndcg_at_10_Q2"] is None
+    assert figures["eng-Latn"]["n_domains"] == 1 and figures["eng-Latn"]["psi"] == 0.0
+
+    summary = summarize_scores(entries)
+    assert summary["main_score"] == pytest.approx((2.3 / 4 + 0.5) / 2)
+    assert summary["psi"] == pytest.approx((1 - 0.4 / 0.75 + 0.0) / 2)
+    assert summary["positions"]["0.00-0.05"] == pytest.approx(0.75)  # deu only: eng has no query there
+    assert summary["positions"]["0.50-0.55"] == pytest.approx(0.5) and summary["positions"]["0.30-0.35"] is None
+    assert summary["average"]["n_languages"] == 2
 
 
 def test_average_over_languages():
@@ -139,16 +211,20 @@ def test_average_over_languages():
     assert avg["psi_Q1"] == pytest.approx(0.3) and avg["ndcg_at_10_Q4"] is None and avg["n_languages"] == 2
 
 
+def test_pooling_needs_the_cells():
+    with pytest.raises(ValueError, match="has no 'cells'"):
+        language_figures([{"hf_subset": "deu-Latn.game", "ndcg_at_10": 0.5, "n_queries": 3}])
+
+
 # ------------------------------------------------------------------ bad input
 def test_missing_column_or_file_is_a_clear_error(tmp_path):
     copy = tmp_path / "posir"
     shutil.copytree(POSIR, copy)
-    queries = copy / "eng-Latn" / "finance" / "queries.parquet"
+    queries = copy / "eng-Latn" / f"IndustryCorpus2_{FIN}" / "queries.parquet"
     pq.write_table(pq.read_table(queries).drop(["pos_char_span"]), queries)
-    task = PosIR(data_dir=copy, languages=["eng"])
-    task.load_data()
+    task = _loaded(data_dir=copy, languages=["eng"])
     with pytest.raises(DatasetSchemaError, match="pos_char_span"):
-        load_domain(_unit(task, "eng-Latn"), "finance")
-    (copy / "eng-Latn" / "medicine" / "qrels" / "test.parquet").unlink()
+        load_domain(_ref(task, f"eng-Latn.{FIN}"))
+    (copy / "eng-Latn" / f"IndustryCorpus2_{MED}" / "qrels" / "test.parquet").unlink()
     with pytest.raises(DatasetSchemaError, match="qrels/test.parquet"):
-        load_domain(_unit(task, "eng-Latn"), "medicine")
+        load_domain(_ref(task, f"eng-Latn.{MED}"))

@@ -22,6 +22,10 @@ Position convention (what task authors write into a score entry, one entry per s
 * or a mapping ``"positions": {"<label>": value, ...}`` (``"<family>_positions"`` likewise);
 * ``psi``: the Position Sensitivity Index; without it, ``1 - position_fairness``, else computed
   from the profile as ``1 - min / max``.
+
+Main score, PSI and profile are plain means over a result's entries, unless the task class says
+how to pool its subsets: ``summarize_scores(entries)`` returning ``main_score``, ``psi`` and
+``positions`` (PosIR pools its (language, domain) subsets per language, as its papers report).
 """
 
 from __future__ import annotations
@@ -245,20 +249,27 @@ def summarize(result) -> TaskScores:
     }
     status = "partial" if notes else "ok"
     task_type = None
+    main_score, psi = _mean(mains), _mean(psis)
     try:
         task = result.task
         task_type = task.metadata.type
         missing = result.get_missing_evaluations(task)
         if missing:
             status = "partial"
-            notes.append(("partial", "missing " + "; ".join(f"split {s}: subsets {sorted(v)}" for s, v in sorted(missing.items())) + "."))
+            notes.append(("partial", "missing " + "; ".join(f"split {s}: {_some(v, 'subset')}" for s, v in sorted(missing.items())) + "."))
     except Exception:  # noqa: BLE001 - a task mteb does not know: completeness cannot be checked
+        task = None
         notes.append(("unchecked", f"task {result.task_name} is not registered with mteb; completeness not checked."))
+    pool = getattr(task, "summarize_scores", None)
+    if pool is not None:
+        pooled = pool([entry for split_scores in result.scores.values() for entry in split_scores])
+        main_score, psi = pooled["main_score"], pooled["psi"]
+        averaged[""] = dict(pooled["positions"])
     return TaskScores(
         task=result.task_name,
         task_type=task_type,
-        main_score=_mean(mains),
-        psi=_mean(psis),
+        main_score=main_score,
+        psi=psi,
         profiles=averaged,
         entries=entries,
         status=status,
@@ -560,6 +571,13 @@ def _number(value: Any) -> float | None:
 
 def _is_value(value: Any) -> bool:
     return value is None or _number(value) is not None
+
+
+def _some(names: Iterable[str], noun: str, shown: int = 5) -> str:
+    """``"3 subsets [a, b, c]"``; long lists (PosIR has 310 subsets) end in ``"... and N more"``."""
+    items = sorted(names)
+    listed = ", ".join(items[:shown]) + (f", ... and {len(items) - shown} more" if len(items) > shown else "")
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'} [{listed}]"
 
 
 def _mean(values: Iterable[float]) -> float | None:

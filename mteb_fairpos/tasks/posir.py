@@ -5,36 +5,48 @@ The dataset ``infgrad/PosIR-Benchmark-v1`` is laid out ``{language}/{domain}/`` 
 ``corpus.parquet`` (``_id, text``) and ``qrels/test.parquet`` (``query-id, corpus-id, score``);
 every (language, domain) pair is its own retrieval problem with its own corpus.
 
-Two tasks, one mteb subset per query language:
+Two tasks, one mteb subset per (query language, domain), named ``"{language}.{domain}"``
+(``"deu-Latn.law_judiciary"``):
 
-* ``PosIR``: multilingual setting, queries and corpus in the same language (10 languages);
-* ``PosIRCrossLingual``: queries in a language other than English, the same domain's English
-  corpus (8 languages: the parallel ones the retrieval paper reports; Chinese and English are
-  not among them).
+* ``PosIR``: multilingual setting, queries and corpus in the same language (10 x 31 subsets);
+* ``PosIRCrossLingual``: queries in a language other than English against the same domain's
+  English corpus (8 x 31 subsets: the parallel languages the retrieval paper reports; Chinese and
+  English are not among them).
 
-Within a language subset the domains are found in the data (the folder names), then loaded,
-embedded, searched and scored **one at a time** with mteb's retrieval machinery, and freed before
-the next, so memory does not grow with the number of domains. One language alone: mteb's own
-language filter (``mteb.get_task("PosIR", languages=["deu"])``) or ``PosIR(languages=[...])``.
-One domain alone: ``PosIR(domains=[...])`` or the environment variable
-``MTEB_FAIRPOS_POSIR_DOMAINS=finance,law`` (so ``mteb run`` can do it too).
+The domains are the 31 industry categories of BAAI's IndustryCorpus2, which PosIR's documents come
+from (its corpus ids read ``IndustryCorpus2_<category>_<n>``). A domain folder may carry that
+``IndustryCorpus2_`` prefix or not. Loading lists each language folder once and reconciles it with
+the declared subsets: a declared domain the data lacks is skipped and named in a warning, a folder
+that matches no declared domain is named in a warning too; nothing is dropped silently.
 
-Scores of a language subset (pooled over its domains, as the PosIR protocol does):
+Subsets are read lazily: ``load_data`` only lists folders, and each subset's files are read,
+embedded, scored and freed when mteb evaluates that subset, so memory does not grow with the
+number of subsets (and mteb caches every finished subset, so an interrupted run resumes).
 
-* mteb's retrieval metrics (``ndcg_at_10`` is the main score), each the query-weighted mean over
-  the domains, i.e. the mean over every query of the language;
+Selecting: one language with mteb's own filter (``mteb.get_task("PosIR", languages=["deu"])``)
+or ``PosIR(languages=[...])``; one domain with ``PosIR(domains=[...])`` or the environment
+variable ``MTEB_FAIRPOS_POSIR_DOMAINS=finance_economics,law_judiciary`` (so ``mteb run`` can too).
+
+Scores of a subset: mteb's retrieval metrics (``ndcg_at_10`` is the main score) plus
+
 * ``ndcg_at_10_Q1`` .. ``_Q4`` and ``psi_Q1`` .. ``_Q4``: per length bucket of the positive
   document (``pos_token_length`` in [0,512), [512,1024), [1024,1536), [1536,inf)), the unweighted
   mean over its non-empty relative-position bins and the PSI over them;
 * ``position_<bin>`` for the 20 relative-position bins ``[k/20, (k+1)/20)`` (the span midpoint
   over the document length, clipped to [0, 1]; 1.0 falls in the last bin), pooled over the length
-  buckets, with ``psi`` (the language's PSI) and ``harmonic_mean`` over them;
-* ``domains``: per-domain nDCG@10, query count and skips; ``cells``: the per (bucket, bin) query
-  counts and nDCG sums, from which any other pooling can be recomputed; ``skipped_queries``.
+  buckets, with ``psi`` and ``harmonic_mean`` over them;
+* ``cells``: per (bucket, bin) query count and nDCG@10 sum, from which the per-language pooling
+  is recomputed exactly; ``n_queries``, ``unplaced_queries``, ``skipped_queries``;
+  ``language``, ``domain``, ``corpus_language``.
+
+The papers report per language, pooled across domains: `language_figures` does that pooling
+from a TaskResult (nDCG@10 query-weighted over the domains, PSI over the 20 bins pooled across
+domains and lengths) and `average_over_languages` the final means; `summarize_scores` gives both
+and is what ``mteb-fairpos compare`` shows for these tasks.
 
 The PosIR authors' analysis bins with right-closed intervals (``(0,512]``, ``[0,0.05]``,
 ``(0.05,0.1]``, ...); SPEC 3.4 asks for the half-open ones above, which differ only for values
-exactly on a boundary. `average_over_languages` gives the papers' final averages.
+exactly on a boundary.
 """
 
 from __future__ import annotations
@@ -73,6 +85,21 @@ POSIR_LANGUAGES: tuple[str, ...] = (
 CROSS_LINGUAL_LANGUAGES: tuple[str, ...] = (
     "ara-Arab", "deu-Latn", "fra-Latn", "ita-Latn", "kor-Kore", "por-Latn", "rus-Cyrl", "spa-Latn",
 )
+POSIR_DOMAINS: tuple[str, ...] = (
+    "accommodation_catering_hotel", "aerospace", "agriculture_forestry_animal_husbandry_fishery",
+    "artificial_intelligence_machine_learning", "automobile", "biomedicine", "computer_communication",
+    "computer_programming_code", "current_affairs_government_administration", "electric_power_energy",
+    "film_entertainment", "finance_economics", "fire_safety_food_safety", "game", "law_judiciary",
+    "literature_emotion", "mathematics_statistics",
+    "medicine_health_psychology_traditional_chinese_medicine", "mining", "news_media", "other",
+    "other_information_services_information_security", "other_manufacturing", "petrochemical",
+    "real_estate_construction", "sports", "subject_education_education", "technology_scientific_research",
+    "tourism_geography", "transportation", "water_resources_ocean",
+)
+"""IndustryCorpus2's 31 categories by their English folder names. Thirty are the names of that
+corpus's released folders; ``other`` (its catch-all category) is the one name not confirmed
+against the PosIR files, which is why loading reconciles the list with the folders it finds."""
+DOMAIN_FOLDER_PREFIX = "IndustryCorpus2_"
 ENGLISH = "eng-Latn"
 DOMAINS_ENV = "MTEB_FAIRPOS_POSIR_DOMAINS"
 SPLIT = "test"
@@ -84,8 +111,6 @@ QUERIES_FILE = "queries.parquet"
 CORPUS_FILE = "corpus.parquet"
 QRELS_FILE = "qrels/test.parquet"
 
-_POOLED_PREFIXES = ("ndcg_at_", "map_at_", "recall_at_", "precision_at_", "mrr_at_", "hit_rate_at_")
-
 _POSIR_CITATION = r"""@misc{zeng2026posir,
   title = {PosIR: Position-Aware Heterogeneous Information Retrieval Benchmark},
   author = {Zeng, Ziyang and Zhang, Dun and Yan, Yu and Sun, Xu and Pan, Cuiqiaoshu and Zhou, Yudong and Yang, Yuqing},
@@ -93,6 +118,22 @@ _POSIR_CITATION = r"""@misc{zeng2026posir,
   eprint = {2601.08363},
   archivePrefix = {arXiv},
 }"""
+
+
+def subset_name(language: str, domain: str) -> str:
+    """The mteb subset of one (language, domain) pair: ``"deu-Latn.law_judiciary"``."""
+    return f"{language}.{domain}"
+
+
+def split_subset(subset: str) -> tuple[str, str]:
+    """``(language, domain)`` of a subset name."""
+    language, _, domain = subset.partition(".")
+    return language, domain
+
+
+def domain_of_folder(folder: str) -> str:
+    """The domain a dataset folder holds: its name without the ``IndustryCorpus2_`` prefix."""
+    return folder.removeprefix(DOMAIN_FOLDER_PREFIX)
 
 
 # --------------------------------------------------------------------------- data source
@@ -107,22 +148,26 @@ class PosIRSource:
     def __str__(self) -> str:
         return str(self.local) if self.local is not None else f"hf://datasets/{self.hub_id}"
 
-    def domains(self, language: str) -> list[str]:
-        """The domain folders of ``language`` that hold a queries file."""
+    def folders(self, language: str) -> dict[str, str]:
+        """``{domain: folder}`` for the domain folders of ``language`` (empty if it has none)."""
         if self.local is not None:
-            folder = self.local / language
-            if not folder.is_dir():
-                raise DatasetSchemaError(f"PosIR: {self} has no folder for language {language!r}.")
-            return sorted(p.name for p in folder.iterdir() if (p / QUERIES_FILE).is_file())
-        from huggingface_hub import HfApi
-        from huggingface_hub.hf_api import RepoFolder
+            root = self.local / language
+            names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+        else:
+            from huggingface_hub import HfApi
+            from huggingface_hub.errors import EntryNotFoundError
+            from huggingface_hub.hf_api import RepoFolder
 
-        tree = HfApi().list_repo_tree(self.hub_id, path_in_repo=language, repo_type="dataset", revision=self.revision)
-        return sorted(item.path.rsplit("/", 1)[-1] for item in tree if isinstance(item, RepoFolder))
+            try:
+                tree = HfApi().list_repo_tree(self.hub_id, path_in_repo=language, repo_type="dataset", revision=self.revision)
+                names = [item.path.rsplit("/", 1)[-1] for item in tree if isinstance(item, RepoFolder)]
+            except EntryNotFoundError:
+                names = []
+        return {domain_of_folder(name): name for name in sorted(names)}
 
-    def read(self, language: str, domain: str, name: str, columns: Sequence[str]) -> dict[str, list[Any]]:
-        """The given columns of ``{language}/{domain}/{name}`` as Python lists."""
-        relative = f"{language}/{domain}/{name}"
+    def read(self, language: str, folder: str, name: str, columns: Sequence[str]) -> dict[str, list[Any]]:
+        """The given columns of ``{language}/{folder}/{name}`` as Python lists."""
+        relative = f"{language}/{folder}/{name}"
         if self.local is not None:
             path = self.local / relative
             if not path.is_file():
@@ -136,13 +181,15 @@ class PosIRSource:
         return pq.read_table(path, columns=list(columns)).to_pydict()
 
 
-@dataclass
-class LanguageUnit:
-    """What one language subset evaluates: its domains, read lazily from ``source``."""
+@dataclass(frozen=True)
+class DomainRef:
+    """Where one subset's files are; nothing is read until the subset is evaluated."""
 
     language: str
+    domain: str
+    query_folder: str
     corpus_language: str
-    domains: list[str]
+    corpus_folder: str
     source: PosIRSource
 
 
@@ -153,22 +200,22 @@ class DomainData:
     skipped: dict[str, int]
 
 
-def load_domain(unit: LanguageUnit, domain: str) -> DomainData:
-    """One (language, domain): queries, corpus (of ``unit.corpus_language``), qrels, positions.
+def load_domain(ref: DomainRef) -> DomainData:
+    """One (language, domain): queries, corpus (of ``ref.corpus_language``), qrels, positions.
 
     Queries whose relevant document is absent from the corpus, or that have no qrels, are left
     out and counted; qrels of unknown queries are ignored and counted.
     """
-    src = unit.source
-    q = src.read(unit.language, domain, QUERIES_FILE, QUERY_COLUMNS)
-    c = src.read(unit.corpus_language, domain, CORPUS_FILE, CORPUS_COLUMNS)
-    r = src.read(unit.language, domain, QRELS_FILE, QRELS_COLUMNS)
+    src = ref.source
+    q = src.read(ref.language, ref.query_folder, QUERIES_FILE, QUERY_COLUMNS)
+    c = src.read(ref.corpus_language, ref.corpus_folder, CORPUS_FILE, CORPUS_COLUMNS)
+    r = src.read(ref.language, ref.query_folder, QRELS_FILE, QRELS_COLUMNS)
 
     corpus: dict[str, str] = {}
     for doc_id, text in zip(c["_id"], c["text"]):
         doc_id = str(doc_id)
         if doc_id in corpus:
-            raise DatasetSchemaError(f"PosIR {unit.corpus_language}/{domain}: corpus id {doc_id!r} appears twice.")
+            raise DatasetSchemaError(f"PosIR {ref.corpus_language}/{ref.corpus_folder}: corpus id {doc_id!r} appears twice.")
         corpus[doc_id] = text or ""
 
     skipped = {"relevant_doc_missing": 0, "no_qrels": 0, "qrels_of_unknown_query": 0}
@@ -220,9 +267,9 @@ def _metadata(name: str, languages: Sequence[str], cross: bool) -> TaskMetadata:
     return TaskMetadata(
         name=name,
         description=(
-            f"PosIR position-aware retrieval ({setting}); each (language, domain) pair has its own corpus. "
-            "nDCG@10 over all queries of a language (main score), per-length-bucket nDCG@10 and PSI over 20 "
-            "relative-position bins, and the language's PSI over the bins pooled across lengths."
+            f"PosIR position-aware retrieval ({setting}); one subset per (language, domain), each with its "
+            "own corpus. nDCG@10 (main score), per-length-bucket nDCG@10 and PSI over 20 relative-position "
+            "bins, and the PSI over the bins pooled across lengths."
         ),
         reference="https://arxiv.org/abs/2601.08363",
         dataset={"path": POSIR_HUB_ID, "revision": "main"},
@@ -230,7 +277,11 @@ def _metadata(name: str, languages: Sequence[str], cross: bool) -> TaskMetadata:
         category="t2t",
         modalities=["text"],
         eval_splits=[SPLIT],
-        eval_langs={lang: ([lang, ENGLISH] if cross else [lang]) for lang in languages},
+        eval_langs={
+            subset_name(lang, domain): ([lang, ENGLISH] if cross else [lang])
+            for lang in languages
+            for domain in POSIR_DOMAINS
+        },
         main_score="ndcg_at_10",
         date=("2025-01-01", "2026-01-13"),
         domains=["Web", "Written", "Non-fiction"],
@@ -241,6 +292,76 @@ def _metadata(name: str, languages: Sequence[str], cross: bool) -> TaskMetadata:
         sample_creation="LM-generated and verified",
         bibtex_citation=_POSIR_CITATION,
     )
+
+
+# --------------------------------------------------------------------------- pooling as the papers do
+def language_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per query language, its (language, domain) subsets pooled as SPEC 3.4 says.
+
+    ``entries`` are the score entries of a PosIR TaskResult (``result.scores["test"]``). For each
+    language: ``ndcg_at_10`` over all its queries (the query-weighted mean over its domains),
+    the per-bucket figures and ``psi`` from the merged (bucket, bin) cells, ``n_queries`` and
+    ``n_domains``. Subsets without queries add nothing.
+    """
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        language = entry.get("language") or split_subset(str(entry.get("hf_subset", "")))[0]
+        grouped.setdefault(language, []).append(entry)
+    out: dict[str, dict[str, Any]] = {}
+    for language, rows in grouped.items():
+        scored = [r for r in rows if r.get("n_queries") and r.get("ndcg_at_10") is not None]
+        n_queries = sum(int(r["n_queries"]) for r in scored)
+        figures = cell_figures(merge_cells(_cells(r) for r in scored))
+        figures["ndcg_at_10"] = sum(r["ndcg_at_10"] * r["n_queries"] for r in scored) / n_queries if n_queries else None
+        figures["n_queries"] = n_queries
+        figures["n_domains"] = len(scored)
+        out[language] = figures
+    return dict(sorted(out.items()))
+
+
+def _cells(entry: Mapping[str, Any]) -> Cells:
+    cells = entry.get("cells")
+    if not isinstance(cells, Mapping):
+        raise ValueError(f"PosIR subset {entry.get('hf_subset')!r} has no 'cells'; was it written by this task?")
+    return {bucket: {position: list(cell) for position, cell in bins.items()} for bucket, bins in cells.items()}
+
+
+def average_over_languages(language_scores: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The papers' final figures: the plain mean over languages of each language-level figure.
+
+    ``language_scores`` are per-language figures (the values of `language_figures`). Figures a
+    language lacks (``None``) are left out of that mean.
+    """
+    rows = list(language_scores)
+    keys = ["ndcg_at_10", "psi"] + [f"{m}_Q{i}" for m in ("ndcg_at_10", "psi") for i in range(1, 5)]
+    out: dict[str, Any] = {"n_languages": len(rows)}
+    for key in keys:
+        values = [r[key] for r in rows if r.get(key) is not None]
+        out[key] = sum(values) / len(values) if values else None
+    return out
+
+
+def summarize_scores(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the PosIR papers report, from a TaskResult's score entries.
+
+    ``main_score`` and ``psi`` are the means over languages of the per-language nDCG@10 and PSI;
+    ``positions`` the mean over languages of each relative-position bin; ``languages`` and
+    ``average`` the per-language figures and their means.
+    """
+    per_language = language_figures(entries)
+    average = average_over_languages(per_language.values())
+    labels = [key for key in next(iter(per_language.values()), {}) if key.startswith("position_") and key != "position_counts"]
+    positions: dict[str, float | None] = {}
+    for key in labels:
+        values = [figures[key] for figures in per_language.values() if figures.get(key) is not None]
+        positions[key.removeprefix("position_")] = sum(values) / len(values) if values else None
+    return {
+        "main_score": average["ndcg_at_10"],
+        "psi": average["psi"],
+        "positions": positions,
+        "languages": per_language,
+        "average": average,
+    }
 
 
 # --------------------------------------------------------------------------- tasks
@@ -260,13 +381,25 @@ class PosIR(PositionGroupedRetrieval):
         **kwargs: Any,
     ) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
-        if languages is not None:
-            self.hf_subsets = self._resolve_languages(list(languages))
-        self.domains = _selection(domains, DOMAINS_ENV)
+        chosen_languages = self._resolve_languages(list(languages)) if languages is not None else None
+        chosen_domains = self._resolve_domains(_selection(domains, DOMAINS_ENV))
+        if chosen_languages is not None or chosen_domains is not None:
+            self.hf_subsets = [
+                subset
+                for subset in self.hf_subsets
+                if (chosen_languages is None or split_subset(subset)[0] in chosen_languages)
+                and (chosen_domains is None or split_subset(subset)[1] in chosen_domains)
+            ]
         self._positions: dict[str, tuple[str, str] | None] = {}
+        self.skipped_subsets: list[str] = []
+        """Selected subsets the data lacked at the last `load_data` (also logged as a warning)."""
+
+    @property
+    def languages_declared(self) -> list[str]:
+        return list(dict.fromkeys(split_subset(s)[0] for s in self.metadata.hf_subsets))
 
     def _resolve_languages(self, languages: list[str]) -> list[str]:
-        known = list(self.metadata.hf_subsets)
+        known = self.languages_declared
         chosen: list[str] = []
         for lang in languages:
             matches = [k for k in known if k == lang or k.split("-")[0] == lang]
@@ -277,82 +410,92 @@ class PosIR(PositionGroupedRetrieval):
             raise ValueError(f"{self.metadata.name}: an empty language selection selects nothing.")
         return chosen
 
+    def _resolve_domains(self, domains: list[str] | None) -> list[str] | None:
+        if domains is None:
+            return None
+        names = [domain_of_folder(d) for d in domains]
+        unknown = [d for d in names if d not in POSIR_DOMAINS]
+        if unknown:
+            raise ValueError(f"{self.metadata.name}: unknown domain(s) {unknown}; known: {list(POSIR_DOMAINS)}.")
+        return names
+
     # ---------------------------------------------------------------- loading (lazy)
     def load_data(self, num_proc: int | None = None, *, timer: TimingStack | None = None, **kwargs: Any) -> None:
-        """Find each selected language's domains; the domains' files are read at evaluation."""
+        """List the language folders and pair every selected subset with its files.
+
+        Declared subsets that the data lacks are dropped from this run with a warning naming
+        them; folders that match no declared domain are named in a warning as well.
+        """
         if self.data_loaded:
             return
         local = resolve_data_dir(self.hub_id, self.data_dir)
         source = PosIRSource(self.hub_id, None if local is not None else self.metadata.dataset["revision"], local)
         timer = timer or TimingStack()
-        dataset: dict[str, dict[str, LanguageUnit]] = {}
         with timer("Data loading", log_message=f"Listing {self.metadata.name} domains in {source}..."):
-            for lang in self.hf_subsets:
-                available = source.domains(lang)
-                if not available:
-                    raise DatasetSchemaError(f"{self.metadata.name}: {source} has no domain for {lang!r}.")
-                if self.domains is None:
-                    chosen = available
-                else:
-                    unknown = [d for d in self.domains if d not in available]
-                    if unknown:
-                        raise ValueError(
-                            f"{self.metadata.name}: unknown domain(s) {unknown} for {lang!r}; available: {available}."
-                        )
-                    chosen = list(self.domains)
+            by_language = [split_subset(s) for s in self.hf_subsets]
+            query_languages = list(dict.fromkeys(lang for lang, _ in by_language))
+            folders = {lang: source.folders(lang) for lang in query_languages}
+            if self.cross_lingual:
+                folders.setdefault(ENGLISH, source.folders(ENGLISH))
+            self._report_undeclared(folders, source)
+
+            dataset: dict[str, dict[str, DomainRef]] = {}
+            absent: dict[str, list[str]] = {}
+            for lang, domain in by_language:
                 corpus_language = ENGLISH if self.cross_lingual else lang
-                dataset[lang] = {SPLIT: LanguageUnit(lang, corpus_language, chosen, source)}
+                query_folder = folders[lang].get(domain)
+                corpus_folder = folders[corpus_language].get(domain)
+                if query_folder is None or corpus_folder is None:
+                    absent.setdefault(lang, []).append(domain)
+                    continue
+                ref = DomainRef(lang, domain, query_folder, corpus_language, corpus_folder, source)
+                dataset[subset_name(lang, domain)] = {SPLIT: ref}
+        if not dataset:
+            raise DatasetSchemaError(
+                f"{self.metadata.name}: {source} holds none of the selected subsets "
+                f"(languages {query_languages}); is it a copy of {self.hub_id}, laid out {{language}}/{{domain}}/?"
+            )
+        for lang, domains in absent.items():
+            logger.warning(
+                "%s: %s lacks %d of the selected domain(s) for %s; skipped: %s.",
+                self.metadata.name, source, len(domains), lang, ", ".join(domains),
+            )
+        self.skipped_subsets = [subset_name(lang, d) for lang, domains in absent.items() for d in domains]
+        self.hf_subsets = [s for s in self.hf_subsets if s in dataset]
         self.dataset = dataset
         self.data_loaded = True
 
+    def _report_undeclared(self, folders: Mapping[str, Mapping[str, str]], source: PosIRSource) -> None:
+        for lang, found in folders.items():
+            extra = [folder for domain, folder in found.items() if domain not in POSIR_DOMAINS]
+            if extra:
+                logger.warning(
+                    "%s: %s/%s has folder(s) that match no declared domain and are not evaluated: %s.",
+                    self.metadata.name, source, lang, ", ".join(extra),
+                )
+
     # ---------------------------------------------------------------- evaluation
     def _evaluate_subset(self, model: Any, data_split: Any, *, hf_split: str, hf_subset: str, **kwargs: Any) -> dict[str, Any]:
-        if not isinstance(data_split, LanguageUnit):
-            raise TypeError(f"{self.metadata.name} evaluates LanguageUnit subsets, got {type(data_split).__name__}.")
-        per_domain: dict[str, dict[str, Any]] = {}
-        parts: list[Cells] = []
-        pooled: dict[str, float] = {}
-        skipped_total: dict[str, int] = {}
-        n_total = 0
-        for domain in data_split.domains:
-            data = load_domain(data_split, domain)
-            skipped = data.skipped
-            for reason, count in skipped.items():
-                skipped_total[reason] = skipped_total.get(reason, 0) + count
-                if count:
-                    logger.warning("%s %s/%s: skipped %d quer(ies) (%s).", self.metadata.name, hf_subset, domain, count, reason)
-            if not data.split["relevant_docs"]:
-                per_domain[domain] = {"n_queries": 0, "ndcg_at_10": None, "skipped_queries": skipped}
-                continue
-            self._positions = data.positions
-            scores = super()._evaluate_subset(model, data.split, hf_split=hf_split, hf_subset=f"{hf_subset}/{domain}", **kwargs)
-            del data  # free this domain before loading the next
-            cells = scores.pop("cells")
-            parts.append(cells)
-            n = scores["n_queries"]
-            n_total += n
-            for key, value in scores.items():
-                if isinstance(value, float) and (key.startswith(_POOLED_PREFIXES) or key == "accuracy"):
-                    pooled[key] = pooled.get(key, 0.0) + value * n
-            per_domain[domain] = {
-                "n_queries": n,
-                "ndcg_at_10": scores["ndcg_at_10"],
-                "psi": cell_figures(cells)["psi"],
-                "unplaced_queries": scores["unplaced_queries"],
-                "skipped_queries": skipped,
-            }
-        self._positions = {}
-        merged = merge_cells(parts)
-        out: dict[str, Any] = {key: (total / n_total) for key, total in pooled.items()} if n_total else {"ndcg_at_10": None}
-        out.update(cell_figures(merged))
-        out["n_queries"] = n_total
-        out["n_domains"] = len(data_split.domains)
-        out["unplaced_queries"] = sum(d.get("unplaced_queries") or 0 for d in per_domain.values())
-        out["skipped_queries"] = skipped_total
-        out["domains"] = per_domain
-        out["cells"] = merged
-        out["corpus_language"] = data_split.corpus_language
-        return out
+        if not isinstance(data_split, DomainRef):
+            raise TypeError(f"{self.metadata.name} evaluates DomainRef subsets, got {type(data_split).__name__}.")
+        data = load_domain(data_split)
+        for reason, count in data.skipped.items():
+            if count:
+                logger.warning("%s %s: skipped %d quer(ies) (%s).", self.metadata.name, hf_subset, count, reason)
+        where = {"language": data_split.language, "domain": data_split.domain, "corpus_language": data_split.corpus_language}
+        if not data.split["relevant_docs"]:
+            logger.warning("%s %s: no query left to evaluate.", self.metadata.name, hf_subset)
+            empty = cell_figures(empty_cells())
+            return {"ndcg_at_10": None, **empty, "cells": empty_cells(), "n_queries": 0, "unplaced_queries": 0,
+                    "skipped_queries": data.skipped, **where}
+        self._positions = data.positions
+        try:
+            scores = super()._evaluate_subset(model, data.split, hf_split=hf_split, hf_subset=hf_subset, **kwargs)
+        finally:
+            self._positions = {}
+        scores["skipped_queries"] = data.skipped
+        scores.update(where)
+        return scores
 
     def task_specific_scores(
         self,
@@ -371,13 +514,16 @@ class PosIR(PositionGroupedRetrieval):
                 unplaced += 1
             else:
                 add_to_cells(cells, place[0], place[1], score)
-        return {"cells": cells, "n_queries": len(query_scores), "unplaced_queries": unplaced}
+        return {**cell_figures(cells), "cells": cells, "n_queries": len(query_scores), "unplaced_queries": unplaced}
 
     def _calculate_descriptive_statistics_from_split(self, split: str, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"{self.metadata.name} reads its (language, domain) data lazily during evaluation; "
+            f"{self.metadata.name} reads each (language, domain) subset lazily during evaluation; "
             "descriptive statistics are not computed."
         )
+
+    summarize_scores = staticmethod(summarize_scores)
+    """How ``mteb-fairpos compare`` pools this task's subsets (the papers' per-language figures)."""
 
 
 class PosIRCrossLingual(PosIR):
@@ -385,19 +531,3 @@ class PosIRCrossLingual(PosIR):
 
     cross_lingual = True
     metadata = _metadata("PosIRCrossLingual", CROSS_LINGUAL_LANGUAGES, cross=True)
-
-
-# --------------------------------------------------------------------------- summaries
-def average_over_languages(language_scores: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The papers' final figures: the plain mean over languages of each language-level figure.
-
-    ``language_scores`` are the per-subset score dicts of a PosIR TaskResult (e.g.
-    ``result.scores["test"]``). Figures a language lacks (``None``) are left out of that mean.
-    """
-    rows = list(language_scores)
-    keys = ["ndcg_at_10", "psi"] + [f"{m}_Q{i}" for m in ("ndcg_at_10", "psi") for i in range(1, 5)]
-    out: dict[str, Any] = {"n_languages": len(rows)}
-    for key in keys:
-        values = [r[key] for r in rows if r.get(key) is not None]
-        out[key] = sum(values) / len(values) if values else None
-    return out
