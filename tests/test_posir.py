@@ -114,6 +114,41 @@ def test_folder_names_with_or_without_prefix_and_undeclared_folders(tmp_path, ca
     assert "match no declared domain and are not evaluated: IndustryCorpus2_astrology" in caplog.text
 
 
+def test_hub_path_lists_folders_and_downloads_files_one_at_a_time(monkeypatch, encoder):
+    """The hub is mocked (no network here): the tree listing and the downloads serve the fixture."""
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.hf_api import RepoFile, RepoFolder
+
+    listed, downloaded = [], []
+
+    def list_repo_tree(self, repo_id, path_in_repo=None, repo_type=None, revision=None, **_):
+        assert (repo_id, repo_type, revision) == ("infgrad/PosIR-Benchmark-v1", "dataset", "main")
+        listed.append(path_in_repo)
+        folder = POSIR / path_in_repo
+        if not folder.is_dir():
+            raise EntryNotFoundError(f"{path_in_repo} not found")
+        for child in sorted(folder.iterdir()):
+            relative = f"{path_in_repo}/{child.name}"
+            yield RepoFolder(path=relative, oid="0") if child.is_dir() else RepoFile(path=relative, size=1, blob_id="0")
+
+    def hf_hub_download(repo_id, filename, repo_type=None, revision=None, **_):
+        downloaded.append(filename)
+        return str(POSIR / filename)
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_tree", list_repo_tree)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    task = PosIRCrossLingual(languages=["deu", "fra"], domains=[FIN])
+    task.load_data()
+    assert sorted(listed) == ["deu-Latn", "eng-Latn", "fra-Latn"] and downloaded == []  # listing only
+    assert task.hf_subsets == [f"deu-Latn.{FIN}"] and task.skipped_subsets == [f"fra-Latn.{FIN}"]
+    result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0]
+    assert result.scores["test"][0]["n_queries"] == 5
+    assert downloaded == [f"deu-Latn/IndustryCorpus2_{FIN}/queries.parquet",
+                          f"eng-Latn/IndustryCorpus2_{FIN}/corpus.parquet",
+                          f"deu-Latn/IndustryCorpus2_{FIN}/qrels/test.parquet"]
+
+
 def test_a_language_without_data_is_a_clear_error():
     with pytest.raises(DatasetSchemaError, match=r"none of the selected subsets \(languages \['fra-Latn'\]\)"):
         _loaded(languages=["fra"])
