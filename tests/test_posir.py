@@ -56,6 +56,7 @@ def test_one_subset_per_language_and_domain():
     assert PosIR.metadata.hf_subsets_to_langscripts["kor-Kore.game"] == ["kor-Kore"]
     cross = PosIRCrossLingual()
     assert len(cross.hf_subsets) == 8 * 31 and not any(s.startswith(("eng-Latn.", "cmn-Hans.")) for s in cross.hf_subsets)
+    assert list(dict.fromkeys(s.split(".")[0] for s in cross.hf_subsets)) == list(CROSS_LINGUAL_LANGUAGES)
     assert cross.metadata.hf_subsets_to_langscripts["deu-Latn.sports"] == ["deu-Latn", "eng-Latn"]
     assert PosIR.metadata.main_score == "ndcg_at_10"
 
