@@ -1,12 +1,14 @@
 """The calibration math of SPEC section 1.1-1.3, in the order the SPEC states it.
 
-Two pure functions, shared by the fast attention path (:mod:`mteb_fairpos.attention`) and the
+Pure functions, shared by the fast attention path (:mod:`mteb_fairpos.attention`) and the
 nnsight reference (:mod:`mteb_fairpos.reference`):
 
 * :func:`basket_layout` (SPEC 1.1-1.2) reads a batch's padding mask once and says, for every
   key, which content basket it belongs to, which tokens are isolated and which query rows
   are calibrated;
-* :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities.
+* :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities;
+  :func:`basket_weights` is its arithmetic, which needs only each row's basket masses and
+  isolated-token probabilities (the fused mean-pooling path feeds it those directly).
 
 Everything is vectorised over batch, heads and rows; left and right padding are handled
 alike because positions are counted among *valid* tokens only.
@@ -99,6 +101,12 @@ def basket_layout(
     )
 
 
+def content_members(layout: BasketLayout, dtype: torch.dtype) -> Tensor:
+    """(N, 1, K, n_b) membership of every key in every content basket (0 for isolated and padded keys)."""
+    members = torch.nn.functional.one_hot(layout.basket.clamp(min=0), int(layout.n_baskets.max())).to(dtype)
+    return (members * (layout.basket >= 0)[..., None]).unsqueeze(1)
+
+
 def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor) -> Tensor:
     """Calibrate rows of attention probabilities (SPEC 1.3, steps 1-5).
 
@@ -108,28 +116,39 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
         strength: ``alpha`` in [0, 1].
         row_mask: (N, R) bool, the rows to calibrate (see :meth:`BasketLayout.row_mask`);
             other rows are returned unchanged.
+    """
+    members = content_members(layout, probs.dtype)
+    iso_index = layout.isolated[:, None, None, :].expand(*probs.shape[:3], -1)
+    factor, isolated = basket_weights(probs @ members, probs.gather(-1, iso_index), layout, strength)
+    blended = (probs * (factor @ members.transpose(-1, -2))).scatter(-1, iso_index, isolated)
+    return torch.where(row_mask[:, None, :, None], blended, probs)
+
+
+def basket_weights(basket_mass: Tensor, original_iso: Tensor, layout: BasketLayout, strength: float) -> tuple[Tensor, Tensor]:
+    """SPEC 1.3 as weights: what calibration does to a row depends only on its basket masses.
+
+    Args:
+        basket_mass: (N, H, R, n_b) attention mass ``A_b`` of each content basket in each row.
+        original_iso: (N, H, R, n_iso) original probability of each isolated token.
+
+    Returns:
+        ``factor`` (N, H, R, n_b): every key of basket ``b`` is multiplied by it (proportions
+        inside a basket are kept), and ``isolated`` (N, H, R, n_iso): the new probability of each
+        isolated token. Padded keys stay 0.
 
     SPEC 1.3 leaves one case open: isolated shares that add up to more than 1 (e.g. an
     "original" BOS holding 0.9 of the row plus an "equal" EOS share of 1/3). Content then gets
     nothing and step 4 scales the shares down to sum to 1, so the row stays a distribution.
     """
-    n, h, r, k = probs.shape
-    dtype = probs.dtype
-    n_iso = layout.isolated.shape[1]
+    dtype = basket_mass.dtype
+    n_iso = original_iso.shape[-1]
     n_total = (layout.n_baskets + n_iso).to(dtype)[:, None, None, None]
-
-    # Basket masses A_b, as a product with a (N, 1, K, n_b) membership matrix (0 for non-content keys).
-    members = torch.nn.functional.one_hot(layout.basket.clamp(min=0), int(layout.n_baskets.max())).to(dtype)
-    members = (members * (layout.basket >= 0)[..., None]).unsqueeze(1)
-    basket_mass = probs @ members  # (N, H, R, n_b)
     filled = basket_mass > 0
 
     # Step 1: c_k = a_k / A_b(k) / n_total, so the content part sums to (#non-empty baskets) / n_total.
     content_total = filled.sum(-1, keepdim=True).to(dtype) / n_total
 
     # Step 2: each isolated token's share under its policy.
-    iso_index = layout.isolated[:, None, None, :].expand(n, h, r, n_iso)
-    original_iso = probs.gather(-1, iso_index)
     shares = torch.stack(
         [_share(policy, original_iso[..., j], n_total[..., 0]) for j, policy in enumerate(layout.shares)], dim=-1
     ) if n_iso else original_iso
@@ -145,13 +164,11 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     total = content_total * rescale + share_total
     total = torch.where(total > 0, total, 1)
 
-    # Step 5: blend. Within a basket every key is scaled by the same factor (proportions are kept),
-    # so the blended row is the original row times a per-basket factor; padded keys stay 0.
+    # Step 5: blend. Within a basket every key is scaled by the same factor, so the blended row is
+    # the original row times a per-basket factor.
     per_basket = rescale / (n_total * total) / torch.where(filled, basket_mass, 1) * filled
     factor = strength * per_basket + (1 - strength)
-    blended = probs * (factor @ members.transpose(-1, -2))
-    blended = blended.scatter(-1, iso_index, strength * shares / total + (1 - strength) * original_iso)
-    return torch.where(row_mask[:, None, :, None], blended, probs)
+    return factor, strength * shares / total + (1 - strength) * original_iso
 
 
 def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:
