@@ -8,7 +8,7 @@ nnsight reference (:mod:`mteb_fairpos.reference`):
   are calibrated;
 * :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities;
   :func:`basket_weights` is its arithmetic, which needs only each row's basket masses and
-  isolated-token probabilities (the fused mean-pooling path feeds it those directly).
+  isolated-token probabilities: calibration scales every key of a basket by one factor.
 
 Everything is vectorised over batch, heads and rows; left and right padding are handled
 alike because positions are counted among *valid* tokens only.
