@@ -119,9 +119,14 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     """
     members = content_members(layout, probs.dtype)
     iso_index = layout.isolated[:, None, None, :].expand(*probs.shape[:3], -1)
-    factor, isolated = basket_weights(probs @ members, probs.gather(-1, iso_index), layout, strength)
-    blended = (probs * (factor @ members.transpose(-1, -2))).scatter(-1, iso_index, isolated)
-    return torch.where(row_mask[:, None, :, None], blended, probs)
+    original_iso = probs.gather(-1, iso_index)
+    factor, isolated = basket_weights(probs @ members, original_iso, layout, strength)
+    # Rows left alone get factor 1 and their own isolated values, so they come out unchanged; the
+    # row-sized work is one product with the membership matrix and two in-place passes.
+    rows = row_mask[:, None, :, None]
+    factor = torch.where(rows, factor, 1)
+    isolated = torch.where(rows, isolated, original_iso)
+    return (factor @ members.transpose(-1, -2)).mul_(probs).scatter_(-1, iso_index, isolated)
 
 
 def basket_weights(basket_mass: Tensor, original_iso: Tensor, layout: BasketLayout, strength: float) -> tuple[Tensor, Tensor]:
