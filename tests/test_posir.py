@@ -117,8 +117,9 @@ def test_folder_names_with_or_without_prefix_and_undeclared_folders(tmp_path, ca
 
 def test_hub_path_lists_folders_and_downloads_files_one_at_a_time(monkeypatch, encoder):
     """The hub is mocked (no network here): the tree listing and the downloads serve the fixture."""
+    import httpx
     import huggingface_hub
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.errors import RemoteEntryNotFoundError
     from huggingface_hub.hf_api import RepoFile, RepoFolder
 
     listed, downloaded = [], []
@@ -128,7 +129,7 @@ def test_hub_path_lists_folders_and_downloads_files_one_at_a_time(monkeypatch, e
         listed.append(path_in_repo)
         folder = POSIR / path_in_repo
         if not folder.is_dir():
-            raise EntryNotFoundError(f"{path_in_repo} not found")
+            raise RemoteEntryNotFoundError(f"404: {path_in_repo} not found", response=httpx.Response(404, request=httpx.Request("GET", "https://huggingface.co")))
         for child in sorted(folder.iterdir()):
             relative = f"{path_in_repo}/{child.name}"
             yield RepoFolder(path=relative, oid="0") if child.is_dir() else RepoFile(path=relative, size=1, blob_id="0")

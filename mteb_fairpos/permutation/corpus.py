@@ -220,7 +220,14 @@ def load_hf_corpus(
     """
     from datasets import load_dataset
 
-    dataset = load_dataset(path, revision=revision, **load_kwargs)
+    from ..hub import hub_access
+
+    with hub_access(
+        f"the comparable corpus {path}",
+        "To run without the hub, pass a local corpus file (corpus='my_corpus.jsonl', one row per topic) "
+        "or use the bundled sample (PermutationFairnessSample, `mteb-fairpos demo`).",
+    ):
+        dataset = load_dataset(path, revision=revision, **load_kwargs)
     return corpus_from_splits(dataset, languages=languages, source=f"{path}@{revision or 'main'}")
 
 

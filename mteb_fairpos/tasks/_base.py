@@ -14,6 +14,7 @@ Both go through the very same loading code as the hub.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from datasets import Dataset
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.timing import TimingStack
 
+from ..hub import hub_access
 from .grouped_metrics import per_query_scores, summarize_groups
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,14 @@ def resolve_data_dir(hub_id: str, data_dir: str | os.PathLike[str] | None) -> Pa
             )
         return path
     return None
+
+
+def without_hub_hint(hub_id: str) -> str:
+    """What to do when the hub cannot serve ``hub_id``: point the task at a local copy."""
+    return (
+        f"To run without the hub, put a copy of its files (same layout) in ${DATA_DIR_ENV}/{hub_id} "
+        "or pass data_dir= to the task."
+    )
 
 
 def check_columns(columns: Iterable[str], required: Sequence[str], where: str) -> None:
@@ -128,7 +138,8 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         source = str(local) if local is not None else self.metadata.dataset["path"]
         revision = None if local is not None else self.metadata.dataset["revision"]
         timer = timer or TimingStack()
-        with timer("Data loading", log_message=f"Loading dataset {self.metadata.name} from {source}..."):
+        reading = hub_access(f"dataset {self.hub_id}", without_hub_hint(self.hub_id)) if local is None else contextlib.nullcontext()
+        with timer("Data loading", log_message=f"Loading dataset {self.metadata.name} from {source}..."), reading:
             split, memberships, skipped = self._build(source, revision)
         for reason, count in skipped.items():
             if count:

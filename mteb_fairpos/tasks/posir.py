@@ -62,7 +62,15 @@ import pyarrow.parquet as pq
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.timing import TimingStack
 
-from ._base import DatasetSchemaError, PositionGroupedRetrieval, check_columns, resolve_data_dir, retrieval_split
+from ..hub import hub_access
+from ._base import (
+    DatasetSchemaError,
+    PositionGroupedRetrieval,
+    check_columns,
+    resolve_data_dir,
+    retrieval_split,
+    without_hub_hint,
+)
 from .grouped_metrics import (
     Cells,
     add_to_cells,
@@ -155,14 +163,15 @@ class PosIRSource:
             names = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
         else:
             from huggingface_hub import HfApi
-            from huggingface_hub.errors import EntryNotFoundError
+            from huggingface_hub.errors import RemoteEntryNotFoundError
             from huggingface_hub.hf_api import RepoFolder
 
-            try:
-                tree = HfApi().list_repo_tree(self.hub_id, path_in_repo=language, repo_type="dataset", revision=self.revision)
-                names = [item.path.rsplit("/", 1)[-1] for item in tree if isinstance(item, RepoFolder)]
-            except EntryNotFoundError:
-                names = []
+            with hub_access(f"the folder list of {self.hub_id}/{language}", without_hub_hint(self.hub_id)):
+                try:
+                    tree = HfApi().list_repo_tree(self.hub_id, path_in_repo=language, repo_type="dataset", revision=self.revision)
+                    names = [item.path.rsplit("/", 1)[-1] for item in tree if isinstance(item, RepoFolder)]
+                except RemoteEntryNotFoundError:  # the dataset has no folder for this language
+                    names = []
         return {domain_of_folder(name): name for name in sorted(names)}
 
     def read(self, language: str, folder: str, name: str, columns: Sequence[str]) -> dict[str, list[Any]]:
@@ -175,7 +184,8 @@ class PosIRSource:
         else:
             from huggingface_hub import hf_hub_download
 
-            path = Path(hf_hub_download(self.hub_id, relative, repo_type="dataset", revision=self.revision))
+            with hub_access(f"{relative} of {self.hub_id}", without_hub_hint(self.hub_id)):
+                path = Path(hf_hub_download(self.hub_id, relative, repo_type="dataset", revision=self.revision))
         schema = pq.read_schema(path)
         check_columns(schema.names, columns, f"PosIR file {relative} of {self}")
         return pq.read_table(path, columns=list(columns)).to_pydict()
