@@ -88,7 +88,6 @@ class BaseModel:
     memory_usage_mb: float
     license: str
     release_date: str
-    reference: str
     languages: tuple[str, ...] | None = None
     """Used only when mteb has no ``upstream`` entry."""
     framework: tuple[str, ...] = ("Sentence Transformers", "PyTorch", "Transformers")
@@ -101,6 +100,10 @@ class BaseModel:
     """Load from :func:`~mteb_fairpos.offline.minilm_path` (the offline weights) when installed."""
     max_seq_length: int | None = None
     """Input length to load with, where it differs from the checkpoint's own setting."""
+
+    @property
+    def reference(self) -> str:
+        return f"https://huggingface.co/{self.hub_id}"
 
     def loader_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"hub_id": self.hub_id, "expected_pooling": self.pooling}
@@ -132,7 +135,6 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         memory_usage_mb=582,
         license="apache-2.0",
         release_date="2024-07-20",
-        reference="https://huggingface.co/alibaba-nlp-community/gte-multilingual-base",
     ),
     BaseModel(
         key="bge-m3",
@@ -146,7 +148,6 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         memory_usage_mb=2167,
         license="mit",
         release_date="2024-06-28",
-        reference="https://huggingface.co/BAAI/bge-m3",
     ),
     BaseModel(
         key="Qwen3-Embedding-0.6B",
@@ -160,7 +161,6 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         memory_usage_mb=1136,
         license="apache-2.0",
         release_date="2025-06-05",
-        reference="https://huggingface.co/Qwen/Qwen3-Embedding-0.6B",
         instructions="qwen3",
         padding_side="left",
     ),
@@ -176,7 +176,6 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         memory_usage_mb=1061,
         license="mit",
         release_date="2024-02-08",
-        reference="https://huggingface.co/intfloat/multilingual-e5-base",
         prompts={PromptType.query.value: "query: ", PromptType.document.value: "passage: "},
     ),
     BaseModel(
@@ -191,7 +190,6 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         memory_usage_mb=87,
         license="apache-2.0",
         release_date="2021-08-30",
-        reference="https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
         languages=("eng-Latn",),
         local=True,
         # The checkpoint truncates at 256, but its position table has 512 entries: multi-segment

@@ -91,6 +91,17 @@ def _metadata(name: str, path: str, description: str, reference: str, *, license
     )
 
 
+def _variant(metadata: TaskMetadata, name: str, description: str) -> TaskMetadata:
+    """A sampled variant of a task: the same dataset and metadata under its own name."""
+    return metadata.model_copy(update={"name": name, "description": description})
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}.")
+    return value
+
+
 class SQuADPosQ(PositionGroupedRetrieval):
     """SQuAD-PosQ: SQuAD v2 questions grouped by where their answer starts (SPEC 3.2)."""
 
@@ -114,9 +125,7 @@ class SQuADPosQ(PositionGroupedRetrieval):
 
     def __init__(self, data_dir: Any = None, n_queries: int | None = None, **kwargs: Any) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
-        if n_queries is not None:
-            if n_queries <= 0:
-                raise ValueError(f"n_queries must be positive, got {n_queries}.")
+        if _positive("n_queries", n_queries) is not None:
             self.n_queries = n_queries
 
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
@@ -157,17 +166,11 @@ class SQuADPosQTiny(SQuADPosQ):
     """SQuAD-PosQ with 10,000 questions drawn by a seeded shuffle; the corpus stays complete."""
 
     n_queries = 10_000
-    metadata = _metadata(
+    metadata = _variant(
+        SQuADPosQ.metadata,
         "SQuADPosQTiny",
-        "rajpurkar/squad_v2",
         "SQuAD-PosQ restricted to 10,000 answerable questions drawn by a seeded shuffle (seed 42), "
         "retrieving over the full set of distinct contexts.",
-        "https://arxiv.org/abs/2505.13950",
-        license="cc-by-sa-4.0",
-        domains=["Encyclopaedic", "Written"],
-        date=("2016-01-01", "2018-06-30"),
-        annotations="human-annotated",
-        creation="found",
     )
 
 
@@ -202,9 +205,7 @@ class FineWebPosQ(PositionGroupedRetrieval):
 
     def __init__(self, data_dir: Any = None, per_group: int | None = None, **kwargs: Any) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
-        if per_group is not None:
-            if per_group <= 0:
-                raise ValueError(f"per_group must be positive, got {per_group}.")
+        if _positive("per_group", per_group) is not None:
             self.per_group = per_group
 
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
@@ -255,15 +256,9 @@ class FineWebPosQTiny(FineWebPosQ):
     """FineWeb-PosQ with 1,000 seeded questions per position tag (about 3,000 questions)."""
 
     per_group = 1_000
-    metadata = _metadata(
+    metadata = _variant(
+        FineWebPosQ.metadata,
         "FineWebPosQTiny",
-        "NovaSearch/FineWeb-PosQ",
         "FineWeb-PosQ restricted to the first 1,000 questions of each position tag after a seeded "
         "shuffle (seed 42), each question once, retrieving over the full passage set.",
-        "https://arxiv.org/abs/2505.13950",
-        license="odc-by",
-        domains=["Web", "Written"],
-        date=("2024-01-01", "2025-05-31"),
-        annotations="LM-generated",
-        creation="LM-generated and verified",
     )
