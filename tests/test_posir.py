@@ -63,6 +63,7 @@ def test_one_subset_per_language_and_domain():
 
 def test_one_language_or_one_domain_alone(monkeypatch):
     assert PosIR(languages=["deu"], domains=["law_judiciary"]).hf_subsets == ["deu-Latn.law_judiciary"]
+    assert PosIR(languages="deu", domains="law_judiciary").hf_subsets == ["deu-Latn.law_judiciary"]  # one name
     assert {s.split(".")[0] for s in PosIR(languages=["deu-Latn"]).hf_subsets} == {"deu-Latn"}
     assert len(PosIR(domains=["game"]).hf_subsets) == 10
     assert PosIR(domains=["IndustryCorpus2_game"]).hf_subsets == PosIR(domains=["game"]).hf_subsets  # folder name works
@@ -83,6 +84,8 @@ def test_unknown_language_or_domain_is_a_clear_error():
         PosIR(domains=["astrology"])
     with pytest.raises(ValueError, match="empty selection"):
         PosIR(domains=[])
+    with pytest.raises(ValueError, match="empty selection"):
+        PosIR(languages=[])
 
 
 # ------------------------------------------------------------------ lazy loading and reconciliation

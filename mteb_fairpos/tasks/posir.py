@@ -260,9 +260,10 @@ def load_domain(ref: DomainRef) -> DomainData:
     return DomainData(retrieval_split(corpus, queries, kept), positions, skipped)
 
 
-def _selection(names: Iterable[str] | None, env: str | None) -> list[str] | None:
+def _selection(names: str | Iterable[str] | None, env: str | None) -> list[str] | None:
+    """The names asked for (one name may be given as a plain string), else those of ``env``."""
     if names is not None:
-        chosen = [n for n in names]
+        chosen = [names] if isinstance(names, str) else list(names)
     elif env and os.environ.get(env, "").strip():
         chosen = [n.strip() for n in os.environ[env].split(",") if n.strip()]
     else:
@@ -386,12 +387,12 @@ class PosIR(PositionGroupedRetrieval):
         self,
         data_dir: str | os.PathLike[str] | None = None,
         *,
-        languages: Iterable[str] | None = None,
-        domains: Iterable[str] | None = None,
+        languages: str | Iterable[str] | None = None,
+        domains: str | Iterable[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
-        chosen_languages = self._resolve_languages(list(languages)) if languages is not None else None
+        chosen_languages = self._resolve_languages(_selection(languages, None)) if languages is not None else None
         chosen_domains = self._resolve_domains(_selection(domains, DOMAINS_ENV))
         if chosen_languages is not None or chosen_domains is not None:
             self.hf_subsets = [
@@ -404,20 +405,14 @@ class PosIR(PositionGroupedRetrieval):
         self.skipped_subsets: list[str] = []
         """Selected subsets the data lacked at the last `load_data` (also logged as a warning)."""
 
-    @property
-    def languages_declared(self) -> list[str]:
-        return list(dict.fromkeys(split_subset(s)[0] for s in self.metadata.hf_subsets))
-
     def _resolve_languages(self, languages: list[str]) -> list[str]:
-        known = self.languages_declared
+        known = list(dict.fromkeys(split_subset(s)[0] for s in self.metadata.hf_subsets))
         chosen: list[str] = []
         for lang in languages:
             matches = [k for k in known if k == lang or k.split("-")[0] == lang]
             if not matches:
                 raise ValueError(f"{self.metadata.name}: unknown language {lang!r}; known: {known}.")
             chosen.extend(m for m in matches if m not in chosen)
-        if not chosen:
-            raise ValueError(f"{self.metadata.name}: an empty language selection selects nothing.")
         return chosen
 
     def _resolve_domains(self, domains: list[str] | None) -> list[str] | None:
