@@ -149,3 +149,11 @@ def test_posir_subsets_are_pooled_per_language_as_the_papers_do(tmp_path):
     # the other 308 declared subsets are missing: named briefly, not all 308
     (note,) = [text for kind, text in scores.notes if kind == "partial"]
     assert "308 subsets [" in note and "... and 303 more" in note
+    # a PosIR file without the per-cell counts cannot be pooled: reported, plain means kept
+    for entry in entries:
+        del entry["cells"]
+    _write(tmp_path / "old", "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", "PosIR", {"test": entries})
+    old = collect(tmp_path / "old")
+    scores = old.get(old.models[0], "PosIR")
+    assert scores.main_score == pytest.approx((1.0 + 0.2) / 2) and scores.status == "partial"
+    assert any("cannot pool the subsets as PosIR does" in text for _, text in scores.notes)

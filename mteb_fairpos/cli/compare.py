@@ -262,9 +262,14 @@ def summarize(result) -> TaskScores:
         notes.append(("unchecked", f"task {result.task_name} is not registered with mteb; completeness not checked."))
     pool = getattr(task, "summarize_scores", None)
     if pool is not None:
-        pooled = pool([entry for split_scores in result.scores.values() for entry in split_scores])
-        main_score, psi = pooled["main_score"], pooled["psi"]
-        averaged[""] = dict(pooled["positions"])
+        try:
+            pooled = pool([entry for split_scores in result.scores.values() for entry in split_scores])
+        except ValueError as err:  # e.g. a file written before the task stored what its pooling needs
+            status = "partial"
+            notes.append(("partial", f"cannot pool the subsets as {result.task_name} does ({err}); plain means shown."))
+        else:
+            main_score, psi = pooled["main_score"], pooled["psi"]
+            averaged[""] = dict(pooled["positions"])
     return TaskScores(
         task=result.task_name,
         task_type=task_type,
