@@ -11,6 +11,8 @@ from datasets import Dataset
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.task_metadata import TaskMetadata
 
+from mteb_fairpos.fairness import psi
+
 TOPICS = {
     "lighthouse": ("The lighthouse keeper", "climbed the spiral stairs at dusk and trimmed the wick of the great lamp"),
     "orchard": ("The orchard", "was pruned in late winter so that the apple trees would carry more fruit"),
@@ -98,8 +100,7 @@ class FairPosTinyRetrieval(AbsTaskRetrieval):
                 by_group[_group_of(i)].append(float(value))
         means = {g: sum(v) / len(v) for g, v in by_group.items() if v}
         out: dict[str, float] = {f"position_{g}": m for g, m in means.items()}
-        top = max(means.values()) if means else 0.0
-        out["psi"] = 1.0 - min(means.values()) / top if top > 0 else 0.0
+        out["psi"] = psi(means.values())
         return out
 
 

@@ -60,3 +60,40 @@ def test_cut_segments_are_reported(capsys, minilm):
     long = [s * 4 for s in SEGMENTS]
     assert main(["segments", *sum((["--segment", s] for s in long), [])]) == 0
     assert "maximum length cut segment(s) [2, 3]" in capsys.readouterr().out
+
+
+def test_strength_zero_reports_no_change_on_a_prompted_model(minilm):
+    # the calibrated and uncalibrated sides both carry the model's document prompt, so strength 0
+    # (the plain model) changes nothing; comparing plain encode with encode_document would not
+    from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
+    from mteb_fairpos.cli.segments import segment_report
+
+    original = minilm.prompts
+    minilm.prompts = {**original, "document": "passage: "}
+    try:
+        model = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=16, strength=0.0))
+        report = segment_report(model, SEGMENTS)
+        prompted = model.encode_document([" ".join(SEGMENTS)], normalize_embeddings=True)[0]
+        unprompted = model.encode([" ".join(SEGMENTS)], normalize_embeddings=True)[0]
+    finally:
+        minilm.prompts = original
+    assert float(abs(prompted @ unprompted - 1)) > 1e-4  # the prompt does change the vector
+    assert list(report.calibrated - report.uncalibrated) == [0.0, 0.0, 0.0]
+
+
+def test_truncation_counts_the_prompt_tokens(minilm):
+    # a document that fits without the prompt but not with it: the last segment loses its tail
+    from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
+    from mteb_fairpos.cli.segments import segment_report
+
+    tokenizer = minilm.tokenizer
+    first = "word " * 120
+    second = "other " * (minilm.max_seq_length - 2 - 120)
+    assert len(tokenizer(first + " " + second)["input_ids"]) == minilm.max_seq_length
+    original = minilm.prompts
+    minilm.prompts = {**original, "document": "passage of a long text: "}
+    try:
+        report = segment_report(FairSentenceTransformer(minilm, CalibrationConfig()), [first.strip(), second.strip()])
+    finally:
+        minilm.prompts = original
+    assert report.truncated_positions == [2]

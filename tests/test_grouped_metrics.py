@@ -54,6 +54,7 @@ def test_a_group_scoring_zero_and_all_zero_never_divide_by_zero():
 
 def test_summaries_of_plain_lists():
     assert harmonic_mean([]) is None and psi([]) is None
+    assert psi([0.7]) is None and psi([0.7, None, float("nan")]) is None  # one non-empty group: undefined
     assert harmonic_mean([0.5, 0.5]) == pytest.approx(0.5)
     assert harmonic_mean([1.0, 0.5]) == pytest.approx(2 / 3)
     assert psi([0.8, 0.6, 0.4]) == pytest.approx(0.5)
@@ -110,7 +111,9 @@ def test_cell_figures_by_hand():
     fig = cell_figures(cells)
     assert fig["ndcg_at_10_Q1"] == pytest.approx((0.75 + 0.5) / 2)  # unweighted over non-empty bins
     assert fig["psi_Q1"] == pytest.approx(1 - 0.5 / 0.75)
-    assert fig["ndcg_at_10_Q2"] == 1.0 and fig["psi_Q2"] == 0.0
+    # a single non-empty bin has no spread to measure: PSI is undefined (#12), not a flat 0.0
+    assert fig["ndcg_at_10_Q2"] == 1.0 and fig["psi_Q2"] is None
+    assert any(note.startswith("psi_Q2:") and "1 non-empty group" in note for note in fig["notes"])
     assert fig["ndcg_at_10_Q3"] is None and fig["psi_Q3"] is None and fig["n_queries_Q3"] == 0
     assert fig["n_queries_Q1"] == 3 and fig["n_bins_Q1"] == 2
     # pooled across lengths: bin a = (1.5 + 1.0) / 3, bin b = 0.5
@@ -125,3 +128,25 @@ def test_per_query_scores_counts_missing_as_zero():
     scores, missing = per_query_scores({"q1": {"ndcg_cut_10": 0.5}, "q2": {}}, ["q1", "q2", "q3"])
     assert scores == {"q1": 0.5, "q2": 0.0, "q3": 0.0} and missing == 2
     assert math.isclose(sum(scores.values()), 0.5)
+
+
+def test_one_rule_for_undefined_spread_everywhere():
+    # every writer and reader of PSI / min-max shares mteb_fairpos.fairness's rule
+    from mteb_fairpos.cli.compare import profile_psi
+    from mteb_fairpos.fairness import min_max_ratio, undefined_reason
+    from mteb_fairpos.integrations.qdrant.discoverability import DiscoverabilityReport
+    from mteb_fairpos.permutation.stats import position_fairness
+
+    assert min_max_ratio([0.5, 1.0]) == 0.5 and undefined_reason([0.5, 1.0]) is None
+    assert "1 non-empty group" in undefined_reason([0.4, None])
+    assert "above 0" in undefined_reason([0.0, 0.0])
+    assert profile_psi({"1": 0.8, "2": None}) is None and profile_psi({"1": 0.8, "2": 0.4}) == pytest.approx(0.5)
+    one = summarize_groups({"q1": 0.6}, {"q1": ["a"]}, ["a", "b"])
+    assert one.psi is None and any("1 non-empty group" in n for n in one.notes)
+    assert math.isnan(position_fairness([0.7]))
+    report = DiscoverabilityReport("c", "m", "none", (1,), 10, rows=[
+        {"vector": "calibrated", "position": 1, "n": 3, "recall@1": 1.0, "mrr": 0.9}])
+    report.ranks = {"calibrated": []}
+    assert report.psi("calibrated") is None
+    assert "PSI of MRR over positions (1 - min/max, lower is fairer): calibrated n/a" in report.table()
+    assert "1 non-empty group(s)" in report.table()

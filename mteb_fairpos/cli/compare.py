@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import fairness
+
 DEFAULT_OUT = Path("fairpos-output") / "compare"
 _NOT_LABELS = {"fairness", "counts"}
 _STAT_SUFFIXES = ("_se", "_ci_low", "_ci_high", "_pvalue", "_n")
@@ -315,10 +317,7 @@ def entry_psi(entry: Mapping[str, Any], profile: Mapping[str, float | None] | No
 
 
 def profile_psi(profile: Mapping[str, float | None]) -> float | None:
-    values = [v for v in profile.values() if v is not None]
-    if len(values) < 2 or max(values) <= 0:
-        return None
-    return 1.0 - min(values) / max(values)
+    return fairness.psi(profile.values())
 
 
 def _report_missing(found: Collection) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fairness import min_max_ratio
 from ..jsonl import jsonl_lines
 from ..offline import minilm_path
 from .common import add_model_arguments, calibration_from_args
@@ -64,48 +65,45 @@ def read_segments(path: Path) -> list[str]:
 def segment_report(model, segments: list[str]) -> SegmentReport:
     """Cosine similarity of the document to each standalone segment, uncalibrated and calibrated.
 
-    ``model`` is a :class:`~mteb_fairpos.FairSentenceTransformer`; its plain ``encode`` is the
-    uncalibrated model and ``encode_document`` the calibrated one.
+    ``model`` is a :class:`~mteb_fairpos.FairSentenceTransformer`. Both document vectors come from
+    ``encode_document`` (same prompt), once with calibration off, so the change is calibration's
+    alone; the standalone segments go through the uncalibrated ``encode_document`` too. Truncation
+    is judged on the exact model input, prompt and special tokens included.
     """
+    from ..integrations.qdrant.encoding import COVERAGE_FULL, encode_documents
+    from ..integrations.qdrant.records import parse_document
+    from ..model import calibration_off
+
     if len(segments) < 2:
         raise ValueError("a multi-segment document needs at least two segments.")
     if any(not s.strip() for s in segments):
         raise ValueError("segments must not be empty.")
-    document = " ".join(segments)
-    parts = model.encode(segments, normalize_embeddings=True)
-    plain = model.encode([document], normalize_embeddings=True)[0]
-    fair = model.encode_document([document], normalize_embeddings=True)[0]
+    (encoded,) = encode_documents(model, [parse_document({"id": "document", "segments": segments})])
+    with calibration_off(model):
+        parts = model.encode_document(segments, normalize_embeddings=True)
+    plain = encoded.uncalibrated / np.linalg.norm(encoded.uncalibrated)
+    fair = encoded.calibrated / np.linalg.norm(encoded.calibrated)
     return SegmentReport(
         positions=list(range(1, len(segments) + 1)),
         uncalibrated=parts @ plain,
         calibrated=parts @ fair,
-        truncated_positions=truncated_segments(model, segments),
+        truncated_positions=[p for p, lay in enumerate(encoded.layout, start=1) if lay.coverage != COVERAGE_FULL],
     )
-
-
-def truncated_segments(model, segments: list[str]) -> list[int]:
-    """1-based positions of segments that the model's maximum length cuts, wholly or partly."""
-    document = " ".join(segments)
-    encoded = model.tokenizer(document, truncation=True, max_length=model.max_seq_length, return_offsets_mapping=True)
-    covered = max((end for _, end in encoded["offset_mapping"]), default=0)
-    cut, start = [], 0
-    for position, segment in enumerate(segments, start=1):
-        end = start + len(segment)
-        if end > covered:
-            cut.append(position)
-        start = end + 1
-    return cut
 
 
 def format_report(report: SegmentReport) -> str:
     lines = ["position  uncalibrated  calibrated   change", "--------  ------------  ----------  -------"]
     for position, before, after in zip(report.positions, report.uncalibrated, report.calibrated):
         lines.append(f"{position:>8}  {before:>12.4f}  {after:>10.4f}  {after - before:>+7.4f}")
-    spread = lambda values: float(values.min() / values.max()) if values.max() > 0 else float("nan")  # noqa: E731
-    lines.append(f"min/max   {spread(report.uncalibrated):>12.4f}  {spread(report.calibrated):>10.4f}")
+    before, after = min_max_ratio(report.uncalibrated), min_max_ratio(report.calibrated)
+    lines.append(f"min/max   {_ratio(before):>12}  {_ratio(after):>10}")
     if report.truncated_positions:
         lines.append(f"warning: the model's maximum length cut segment(s) {report.truncated_positions}.")
     return "\n".join(lines)
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def run(args: argparse.Namespace) -> int:

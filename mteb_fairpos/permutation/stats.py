@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import statsmodels.api as sm
+
+from ..fairness import min_max_ratio
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int
 
 
 def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray):
+    import statsmodels.api as sm  # here, not at import: `import mteb` loads this module via the task
+
     return sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True)
 
 
@@ -95,10 +98,9 @@ def position_means(values, positions, clusters, n: int) -> dict[int, Coefficient
 
 
 def position_fairness(means: Sequence[float]) -> float:
-    """``min / max`` of the per-position means (1 = fair); NaN when the largest mean is not positive."""
-    arr = np.asarray(means, dtype=np.float64)
-    top = arr.max()
-    return float(arr.min() / top) if top > 0 else float("nan")
+    """``min / max`` of the per-position means (1 = fair); NaN where `min_max_ratio` is undefined."""
+    ratio = min_max_ratio(means)
+    return float("nan") if ratio is None else ratio
 
 
 def lead_contrast(values, positions, clusters) -> Coefficient:

@@ -9,7 +9,8 @@ queries. On top of the group scores:
 * harmonic mean ``G / sum_g 1 / score_g`` over the non-empty groups (a group scoring 0 makes
   the harmonic mean 0, its limit, instead of dividing by zero);
 * Position Sensitivity Index ``PSI = 1 - min_g score_g / max_g score_g`` over the non-empty
-  groups (undefined, reported as ``None``, when every group scores 0).
+  groups (`mteb_fairpos.fairness`: ``None``, with a note, when fewer than two groups are
+  non-empty or every group scores 0).
 
 Empty groups are reported (``None`` score, count 0, named in ``empty_groups``) and left out of
 both summaries, with a note saying so.
@@ -25,6 +26,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..fairness import psi, undefined_reason
 
 METRIC = "ndcg_cut_10"
 """The pytrec_eval measure the groups are scored with (nDCG@10, binary relevance)."""
@@ -97,17 +100,6 @@ def harmonic_mean(scores: Iterable[float]) -> float | None:
     return len(values) / sum(1.0 / v for v in values)
 
 
-def psi(scores: Iterable[float]) -> float | None:
-    """``1 - min / max`` over the given scores; ``None`` if none given or all are 0."""
-    values = list(scores)
-    if not values:
-        return None
-    top = max(values)
-    if top <= 0:
-        return None
-    return 1.0 - min(values) / top
-
-
 @dataclass
 class GroupSummary:
     """Mean score per group plus the harmonic mean and PSI over the non-empty groups."""
@@ -166,12 +158,11 @@ def summarize_groups(
             "harmonic mean and PSI."
         )
     hm = harmonic_mean(present)  # type: ignore[arg-type]
-    spread = psi(present)  # type: ignore[arg-type]
-    if present and spread is None:
-        notes.append("PSI is undefined because every non-empty group scored 0.")
     if not present:
         notes.append("no query fell in any group: harmonic mean and PSI are undefined.")
-    return GroupSummary(list(groups), means, counts, hm, spread, notes)
+    elif (reason := undefined_reason(present)) is not None:
+        notes.append(reason)
+    return GroupSummary(list(groups), means, counts, hm, psi(present), notes)
 
 
 # --------------------------------------------------------------------------- PosIR cells
@@ -256,12 +247,15 @@ def cell_figures(cells: Cells) -> dict[str, Any]:
       the PSI (``psi``) and harmonic mean over its non-empty bins.
     """
     out: dict[str, Any] = {}
+    notes: list[str] = []
     pooled: dict[str, list[float]] = {}
     for bucket, _, _ in LENGTH_BUCKETS:
         bins = cells.get(bucket, {})
         means = [total / count for count, total in bins.values() if count > 0]
         out[f"ndcg_at_10_{bucket}"] = sum(means) / len(means) if means else None
         out[f"psi_{bucket}"] = psi(means)
+        if means and (reason := undefined_reason(means)) is not None:
+            notes.append(f"psi_{bucket}: {reason}")
         out[f"n_queries_{bucket}"] = int(sum(count for count, _ in bins.values()))
         out[f"n_bins_{bucket}"] = len(means)
         for position, (count, total) in bins.items():
@@ -271,15 +265,10 @@ def cell_figures(cells: Cells) -> dict[str, Any]:
     counts = {p: int(pooled.get(p, [0, 0.0])[0]) for p in POSITION_BINS}
     scores = {p: (pooled[p][1] / pooled[p][0] if counts[p] else None) for p in POSITION_BINS}
     present = [s for s in scores.values() if s is not None]
-    summary = GroupSummary(
-        list(POSITION_BINS),
-        scores,
-        counts,
-        harmonic_mean(present),
-        psi(present),
-        [f"{sum(1 for c in counts.values() if c == 0)} empty position bin(s) left out of PSI."]
-        if any(c == 0 for c in counts.values())
-        else [],
-    )
+    if any(c == 0 for c in counts.values()):
+        notes.append(f"{sum(1 for c in counts.values() if c == 0)} empty position bin(s) left out of PSI.")
+    if present and (reason := undefined_reason(present)) is not None:
+        notes.append(f"psi: {reason}")
+    summary = GroupSummary(list(POSITION_BINS), scores, counts, harmonic_mean(present), psi(present), notes)
     out.update(summary.to_scores())
     return out

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from qdrant_client import models
 
+from ...fairness import psi, undefined_reason
 from ...jsonl import jsonl_lines
 from . import store
 from .records import Document, InputError
@@ -26,6 +27,10 @@ from .search import checked_spec
 
 if TYPE_CHECKING:
     from .index import FairQdrantIndex
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 @dataclass(frozen=True)
@@ -57,11 +62,9 @@ class DiscoverabilityReport:
         """``{position: value}`` of one metric (``"recall@5"``, ``"mrr"``) for one vector."""
         return {r["position"]: r[name] for r in self.rows if r["vector"] == vector and r["position"] != "all"}
 
-    def psi(self, vector: str, name: str = "mrr") -> float:
-        values = list(self.metric(vector, name).values())
-        if not values or max(values) == 0:
-            return float("nan")
-        return 1.0 - min(values) / max(values)
+    def psi(self, vector: str, name: str = "mrr") -> float | None:
+        """PSI of ``name`` over positions (`mteb_fairpos.fairness`); ``None`` when undefined."""
+        return psi(self.metric(vector, name).values())
 
     def table(self) -> str:
         """A Markdown table: one row per vector and position, plus an overall row per vector."""
@@ -73,7 +76,9 @@ class DiscoverabilityReport:
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
         lines.append("PSI of MRR over positions (1 - min/max, lower is fairer): "
-                     + ", ".join(f"{v} {self.psi(v):.3f}" for v in self.vectors))
+                     + ", ".join(f"{v} {_fmt(self.psi(v))}" for v in self.vectors))
+        reasons = {undefined_reason(self.metric(v, "mrr").values()) for v in self.vectors} - {None}
+        lines.extend(f"note: {reason}" for reason in sorted(reasons))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,47 @@
+"""The one spread measure of this package: the min/max ratio over groups, and PSI = 1 - ratio.
+
+Both papers summarise a per-position profile by how far its weakest group falls behind its
+strongest: the permutation probe's ``position_fairness = min/max`` (1 = fair) and the retrieval
+paper's Position Sensitivity Index ``PSI = 1 - min/max`` (0 = flat). Every writer and reader of
+those figures (the retrieval tasks, the probe, ``compare``, the Qdrant discoverability report, the
+``segments`` command) calls this module, so they share one rule for the undefined case:
+
+* groups without a value (``None`` or NaN: empty groups) are left out;
+* with fewer than two groups left, there is no spread to measure: a single group is not "flat";
+* when the largest value is not positive the ratio has no meaning.
+
+In those cases the figure is ``None`` and `undefined_reason` says why (for a result's notes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+
+def _defined(values: Iterable[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
+
+
+def undefined_reason(values: Iterable[float | None]) -> str | None:
+    """Why `min_max_ratio` of ``values`` is undefined, or ``None`` when it is defined."""
+    present = _defined(values)
+    if len(present) < 2:
+        return f"PSI and min/max are undefined: {len(present)} non-empty group(s), at least 2 are needed."
+    if max(present) <= 0:
+        return "PSI and min/max are undefined: no group scored above 0."
+    return None
+
+
+def min_max_ratio(values: Iterable[float | None]) -> float | None:
+    """``min / max`` over the non-empty groups (1 = every group equal); ``None`` when undefined."""
+    present = _defined(values)
+    if undefined_reason(present) is not None:
+        return None
+    return min(present) / max(present)
+
+
+def psi(values: Iterable[float | None]) -> float | None:
+    """Position Sensitivity Index ``1 - min/max`` over the non-empty groups; ``None`` when undefined."""
+    ratio = min_max_ratio(values)
+    return None if ratio is None else 1.0 - ratio
