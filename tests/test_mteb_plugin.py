@@ -180,6 +180,7 @@ def _hook_installed() -> bool:
     return any((Path(p) / "mteb_fairpos_hook.pth").is_file() for p in site.getsitepackages())
 
 
+@pytest.mark.slow
 def test_fresh_process_importing_the_plugin_first():
     """Registration waits for half-executed plugin modules that import mteb themselves; then
     mteb's own CLI code (`mteb available-tasks`) lists the plugin's tasks."""
@@ -233,6 +234,7 @@ def _build(tmp_path: Path) -> dict[str, Path]:
     return wheels
 
 
+@pytest.mark.slow
 def test_wheels_ship_the_hook_and_it_registers(tmp_path):
     wheels = _build(tmp_path)
     pth_line = (REPO / "mteb_fairpos_hook.pth").read_text().strip()
@@ -263,6 +265,7 @@ def test_wheels_ship_the_hook_and_it_registers(tmp_path):
     assert out.stdout.split()[-1] == "off"
 
 
+@pytest.mark.slow
 def test_mteb_run_end_to_end_and_results_load_back(tmp_path, registered, monkeypatch):
     """The real `mteb run` command, offline; then another config and the twin next to it; ResultCache reads all."""
     if not _hook_installed():

@@ -143,7 +143,7 @@ def test_hub_path_lists_folders_and_downloads_files_one_at_a_time(monkeypatch, e
 
     monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_tree", list_repo_tree)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
-    task = PosIRCrossLingual(languages=["deu", "fra"], domains=[FIN])
+    task = PosIRCrossLingual(languages=["deu", "fra"], domains=[FIN], revision="main")  # main stays selectable
     task.load_data()
     assert sorted(listed) == ["deu-Latn", "eng-Latn", "fra-Latn"] and downloaded == []  # listing only
     assert task.hf_subsets == [f"deu-Latn.{FIN}"] and task.skipped_subsets == [f"fra-Latn.{FIN}"]
@@ -269,3 +269,142 @@ def test_missing_column_or_file_is_a_clear_error(tmp_path):
     (copy / "eng-Latn" / f"IndustryCorpus2_{MED}" / "qrels" / "test.parquet").unlink()
     with pytest.raises(DatasetSchemaError, match="qrels/test.parquet"):
         load_domain(_ref(task, f"eng-Latn.{MED}"))
+
+
+# ------------------------------------------------------------------ against the real dataset's layout (#12)
+def test_the_31st_domain_is_fineweb(tmp_path, caplog):
+    from mteb_fairpos.tasks.posir import POSIR_DOMAINS
+
+    assert "fineweb" in POSIR_DOMAINS and "other" not in POSIR_DOMAINS and len(POSIR_DOMAINS) == 31
+    assert len(PosIR(domains=["fineweb"]).hf_subsets) == 10
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    shutil.copytree(copy / "eng-Latn" / f"IndustryCorpus2_{FIN}", copy / "eng-Latn" / "fineweb")
+    with caplog.at_level(logging.WARNING, logger="mteb_fairpos.tasks.posir"):
+        task = _loaded(data_dir=copy, languages=["eng"])
+    assert "eng-Latn.fineweb" in task.hf_subsets and "match no declared domain" not in caplog.text
+    assert "eng-Latn.fineweb" not in task.skipped_subsets and len(task.skipped_subsets) == 28
+
+
+def test_the_four_extra_languages_are_selectable_not_default():
+    from mteb_fairpos.tasks.posir import EXTRA_LANGUAGES
+
+    assert EXTRA_LANGUAGES == ("hin-Deva", "pol-Latn", "ben-Beng", "jpn-Jpan")
+    assert not any(s.startswith(EXTRA_LANGUAGES) for s in PosIR().hf_subsets + PosIRCrossLingual().hf_subsets)
+    assert len(PosIR(languages=["hin"]).hf_subsets) == 31
+    assert len(mteb.get_task("PosIR", languages=["pol"]).hf_subsets) == 31
+    assert mteb.get_task("PosIR", hf_subsets=["ben-Beng.game"]).hf_subsets == ["ben-Beng.game"]
+    cross = PosIRCrossLingual(languages=["jpn"])
+    assert len(cross.hf_subsets) == 31
+    assert cross.metadata.hf_subsets_to_langscripts["jpn-Jpan.game"] == ["jpn-Jpan", "eng-Latn"]
+    # asking for the paper's languages explicitly still gives exactly the paper's subsets
+    assert mteb.get_task("PosIR", languages=["deu"]).hf_subsets == PosIR(languages=["deu"]).hf_subsets
+
+
+def test_domain_choice_survives_mtebs_own_filter(monkeypatch):
+    monkeypatch.setenv(DOMAINS_ENV, "computer_programming_code")
+    assert len(PosIR().hf_subsets) == 10
+    assert len(mteb.get_task("PosIR").hf_subsets) == 10
+    assert mteb.get_task("PosIR", languages=["deu"]).hf_subsets == ["deu-Latn.computer_programming_code"]
+    assert PosIR(domains=["game"]).filter_languages(None).hf_subsets == PosIR(domains=["game"]).hf_subsets
+    with pytest.raises(ValueError, match="no subset left"):
+        PosIR(languages=["deu"]).filter_languages(["fra"])
+
+
+def test_metadata_license_and_pinned_revision(monkeypatch):
+    from mteb_fairpos.tasks.posir import LAST_KNOWN_REVISION, REVISION_ENV
+
+    assert PosIR.metadata.license == "mit" and PosIRCrossLingual.metadata.license == "mit"
+    assert LAST_KNOWN_REVISION == "8faa66a19e4b2cf5764bc2e2adb19e9eca503d63"
+    assert PosIR().metadata.dataset["revision"] == LAST_KNOWN_REVISION
+    assert PosIR(revision="main").metadata.dataset["revision"] == "main"
+    assert PosIR.metadata.dataset["revision"] == LAST_KNOWN_REVISION  # the class is untouched
+    monkeypatch.setenv(REVISION_ENV, "main")
+    assert mteb.get_task("PosIR").metadata.dataset["revision"] == "main"
+
+
+def test_pinned_revision_reaches_the_hub(monkeypatch):
+    """The hub is mocked (no network here): every listing and download asks for the pinned commit."""
+    import huggingface_hub
+    from huggingface_hub.hf_api import RepoFolder
+
+    from mteb_fairpos.tasks.posir import LAST_KNOWN_REVISION
+
+    revisions = []
+
+    def list_repo_tree(self, repo_id, path_in_repo=None, repo_type=None, revision=None, **_):
+        revisions.append(revision)
+        yield from (RepoFolder(path=f"{path_in_repo}/{c.name}", oid="0") for c in sorted((POSIR / path_in_repo).iterdir()))
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_tree", list_repo_tree)
+    PosIR(languages=["deu"], domains=[FIN]).load_data()
+    assert revisions == [LAST_KNOWN_REVISION]
+
+
+def test_paper_query_instruction_option(encoder):
+    from mteb_fairpos.tasks.posir import PAPER_QUERY_INSTRUCTION, PosIRCrossLingualInstructed, PosIRInstructed
+
+    assert PAPER_QUERY_INSTRUCTION.startswith("Instruct: Given a web search query") and PAPER_QUERY_INSTRUCTION.endswith("\nQuery: ")
+    assert PosIR().query_instruction == "" and PosIR(query_instruction=True).query_instruction == PAPER_QUERY_INSTRUCTION
+    assert PosIR(query_instruction="Find: ").query_instruction == "Find: "
+    assert mteb.get_task("PosIRInstructed").query_instruction == PAPER_QUERY_INSTRUCTION
+    assert mteb.get_task("PosIRCrossLingualInstructed").query_instruction == PAPER_QUERY_INSTRUCTION
+    assert len(PosIRInstructed().hf_subsets) == 310 and len(PosIRCrossLingualInstructed().hf_subsets) == 248
+    with pytest.raises(TypeError, match="query_instruction"):
+        PosIR(query_instruction=3)
+    task = _loaded(PosIRInstructed, languages=["deu"], domains=[FIN])
+    plain = load_domain(_ref(task, f"deu-Latn.{FIN}"))
+    data = load_domain(_ref(task, f"deu-Latn.{FIN}"), task.query_instruction)
+    assert list(data.split["queries"]["text"]) == [PAPER_QUERY_INSTRUCTION + t for t in plain.split["queries"]["text"]]
+    result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0]
+    assert result.scores["test"][0]["query_instruction"] == PAPER_QUERY_INSTRUCTION
+
+
+def test_cross_lingual_embeds_each_english_corpus_once(tmp_path, encoder):
+    # two query languages (deu and a copy of it as fra) x two domains: 4 subsets, 2 English corpora
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    shutil.copytree(copy / "deu-Latn", copy / "fra-Latn")
+    calls = []
+    original = encoder.encode
+
+    def counting(inputs, *, prompt_type=None, **kwargs):  # a spy: the real model still embeds
+        calls.append((kwargs["hf_subset"], getattr(prompt_type, "value", prompt_type)))
+        return original(inputs, prompt_type=prompt_type, **kwargs)
+
+    encoder.encode = counting
+    try:
+        task = _loaded(PosIRCrossLingual, data_dir=copy, languages=["deu", "fra"], domains=[FIN, MED])
+        result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0]
+    finally:
+        del encoder.encode
+    assert task.hf_subsets == [f"deu-Latn.{FIN}", f"fra-Latn.{FIN}", f"deu-Latn.{MED}", f"fra-Latn.{MED}"]
+    assert sorted(s for s, side in calls if side == "document") == [f"deu-Latn.{FIN}", f"deu-Latn.{MED}"]
+    assert sum(side == "query" for _, side in calls) == 4 and task._corpus_cache.hits == 2
+    scores = {e["hf_subset"]: e for e in result.scores["test"]}
+    for domain in (FIN, MED):  # fra is a copy of deu: the reused corpus gives the same ranking
+        assert scores[f"fra-Latn.{domain}"]["ndcg_at_10"] == scores[f"deu-Latn.{domain}"]["ndcg_at_10"]
+
+
+@pytest.mark.slow
+def test_real_mteb_run_keeps_the_domain_choice(tmp_path):
+    """`MTEB_FAIRPOS_POSIR_DOMAINS` with plain `mteb run -l deu`: exactly that German domain runs."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = tmp_path / "data"
+    shutil.copytree(POSIR, root / "infgrad" / "PosIR-Benchmark-v1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MTEB_FAIRPOS_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", MTEB_FAIRPOS_DATA_DIR=str(root), **{DOMAINS_ENV: FIN})
+    script = Path(sys.executable).parent / "mteb"
+    command = [str(script)] if script.is_file() else [sys.executable, "-m", "mteb"]
+    out = subprocess.run([*command, "run", "-m", "fair-off/all-MiniLM-L6-v2", "-t", "PosIR", "-l", "deu",
+                          "--output-folder", str(tmp_path / "results"), "--no-co2-tracker"],
+                         env=env, capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (file,) = (tmp_path / "results").rglob("PosIR.json")
+    subsets = [entry["hf_subset"] for entry in json.loads(file.read_text())["scores"]["test"]]
+    assert subsets == [f"deu-Latn.{FIN}"]

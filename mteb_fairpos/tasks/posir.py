@@ -1,4 +1,4 @@
-"""PosIR (SPEC 3.4): position-aware retrieval in 10 languages and 31 domains.
+"""PosIR (SPEC 3.4): position-aware retrieval in 10 languages (14 selectable) and 31 domains.
 
 The dataset ``infgrad/PosIR-Benchmark-v1`` is laid out ``{language}/{domain}/`` with
 ``queries.parquet`` (``_id, text, pos_char_span, pos_char_length, pos_token_length``),
@@ -13,11 +13,18 @@ Two tasks, one mteb subset per (query language, domain), named ``"{language}.{do
   English corpus (8 x 31 subsets: the parallel languages the retrieval paper reports; Chinese and
   English are not among them).
 
-The domains are the 31 industry categories of BAAI's IndustryCorpus2, which PosIR's documents come
-from (its corpus ids read ``IndustryCorpus2_<category>_<n>``). A domain folder may carry that
-``IndustryCorpus2_`` prefix or not. Loading lists each language folder once and reconciles it with
-the declared subsets: a declared domain the data lacks is skipped and named in a warning, a folder
-that matches no declared domain is named in a warning too; nothing is dropped silently.
+The paper's ten (eight cross-lingual) languages are the default, so results stay comparable with
+the paper. The dataset holds four more, ``hin-Deva``, ``pol-Latn``, ``ben-Beng`` and ``jpn-Jpan``
+(`EXTRA_LANGUAGES`), in both settings; they run when named: ``PosIR(languages=["hin"])``, mteb's
+``-l hin`` / ``get_task(..., languages=["hin"])``, or by subset name. They were uploaded after the
+pinned revision, so they need ``revision="main"``.
+
+The 31 domains are IndustryCorpus2's 30 English-named industry categories (the source of most
+documents: corpus ids read ``IndustryCorpus2_<category>_<n>``) plus ``fineweb``, the web-text
+domain, as the PosIR authors list them. A domain folder may carry the ``IndustryCorpus2_`` prefix or
+not. Loading lists each language folder once and reconciles it with the declared subsets: a declared
+domain the data lacks is skipped and named in a warning, a folder that matches no declared domain is
+named in a warning too; nothing is dropped silently.
 
 Subsets are read lazily: ``load_data`` only lists folders, and each subset's files are read,
 embedded, scored and freed when mteb evaluates that subset, so memory does not grow with the
@@ -26,6 +33,18 @@ number of subsets (and mteb caches every finished subset, so an interrupted run 
 Selecting: one language with mteb's own filter (``mteb.get_task("PosIR", languages=["deu"])``)
 or ``PosIR(languages=[...])``; one domain with ``PosIR(domains=[...])`` or the environment
 variable ``MTEB_FAIRPOS_POSIR_DOMAINS=finance_economics,law_judiciary`` (so ``mteb run`` can too).
+The choice survives mteb's own ``filter_languages``, which mteb calls on every task it hands out.
+
+Comparability with the paper: the PosIR authors prepend one instruction to the queries of every
+model (`PAPER_QUERY_INSTRUCTION`) and run at 8,192 tokens. ``PosIR(query_instruction=True)`` (or a
+string of your own) prepends it to every query text, in front of which a model still puts its own
+query prompt, if it has one; ``PosIRInstructed`` and ``PosIRCrossLingualInstructed`` are the
+registered tasks with the paper's instruction, so their results never mix with the default's.
+
+Dataset revision: `LAST_KNOWN_REVISION` is the commit the authors' mteb pull request pinned,
+made before the four extra languages were uploaded; it is the default, and
+``PosIR(revision="main")`` (or ``MTEB_FAIRPOS_POSIR_REVISION=main``) reads the newest files. The
+revision in use is the one recorded in every result.
 
 Scores of a subset: mteb's retrieval metrics (``ndcg_at_10`` is the main score) plus
 
@@ -90,26 +109,34 @@ POSIR_LANGUAGES: tuple[str, ...] = (
     "ara-Arab", "cmn-Hans", "deu-Latn", "eng-Latn", "fra-Latn",
     "ita-Latn", "kor-Kore", "por-Latn", "rus-Cyrl", "spa-Latn",
 )
+"""The paper's ten query languages: the default selection of `PosIR`."""
 CROSS_LINGUAL_LANGUAGES: tuple[str, ...] = (
     "ara-Arab", "deu-Latn", "fra-Latn", "ita-Latn", "kor-Kore", "por-Latn", "rus-Cyrl", "spa-Latn",
 )
+"""The paper's eight cross-lingual query languages: the default selection of `PosIRCrossLingual`."""
+EXTRA_LANGUAGES: tuple[str, ...] = ("hin-Deva", "pol-Latn", "ben-Beng", "jpn-Jpan")
+"""Languages the dataset holds beyond the paper's: declared in both settings, run only when named."""
 POSIR_DOMAINS: tuple[str, ...] = (
     "accommodation_catering_hotel", "aerospace", "agriculture_forestry_animal_husbandry_fishery",
     "artificial_intelligence_machine_learning", "automobile", "biomedicine", "computer_communication",
     "computer_programming_code", "current_affairs_government_administration", "electric_power_energy",
     "film_entertainment", "finance_economics", "fire_safety_food_safety", "game", "law_judiciary",
     "literature_emotion", "mathematics_statistics",
-    "medicine_health_psychology_traditional_chinese_medicine", "mining", "news_media", "other",
+    "medicine_health_psychology_traditional_chinese_medicine", "mining", "news_media",
     "other_information_services_information_security", "other_manufacturing", "petrochemical",
     "real_estate_construction", "sports", "subject_education_education", "technology_scientific_research",
-    "tourism_geography", "transportation", "water_resources_ocean",
+    "tourism_geography", "transportation", "water_resources_ocean", "fineweb",
 )
-"""IndustryCorpus2's 31 categories by their English folder names. Thirty are the names of that
-corpus's released folders; ``other`` (its catch-all category) is the one name not confirmed
-against the PosIR files, which is why loading reconciles the list with the folders it finds."""
+"""PosIR's 31 domain folders: IndustryCorpus2's 30 categories by their English names, plus
+``fineweb`` (the list of the authors' mteb pull request; their aggregation asserts 31 domains)."""
 DOMAIN_FOLDER_PREFIX = "IndustryCorpus2_"
 ENGLISH = "eng-Latn"
 DOMAINS_ENV = "MTEB_FAIRPOS_POSIR_DOMAINS"
+REVISION_ENV = "MTEB_FAIRPOS_POSIR_REVISION"
+LAST_KNOWN_REVISION = "8faa66a19e4b2cf5764bc2e2adb19e9eca503d63"
+"""The dataset commit pinned by the authors' mteb pull request (before the extra languages)."""
+PAPER_QUERY_INSTRUCTION = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: "
+"""What the PosIR authors prepend to every query of every model."""
 SPLIT = "test"
 
 QUERY_COLUMNS = ("_id", "text", "pos_char_span", "pos_char_length", "pos_token_length")
@@ -210,11 +237,12 @@ class DomainData:
     skipped: dict[str, int]
 
 
-def load_domain(ref: DomainRef) -> DomainData:
+def load_domain(ref: DomainRef, query_instruction: str = "") -> DomainData:
     """One (language, domain): queries, corpus (of ``ref.corpus_language``), qrels, positions.
 
     Queries whose relevant document is absent from the corpus, or that have no qrels, are left
-    out and counted; qrels of unknown queries are ignored and counted.
+    out and counted; qrels of unknown queries are ignored and counted. ``query_instruction`` is
+    prepended to every query text.
     """
     src = ref.source
     q = src.read(ref.language, ref.query_folder, QUERIES_FILE, QUERY_COLUMNS)
@@ -252,12 +280,66 @@ def load_domain(ref: DomainRef) -> DomainData:
         if any(d not in corpus for d in docs):
             skipped["relevant_doc_missing"] += 1
             continue
-        queries[qid] = query_text[qid] or ""
+        queries[qid] = query_instruction + (query_text[qid] or "")
         kept[qid] = docs
         relpos = relative_position(span, char_length)
         bucket = length_bucket(float(token_length)) if token_length is not None else None
         positions[qid] = (bucket, position_bin(relpos)) if relpos is not None and bucket is not None else None
     return DomainData(retrieval_split(corpus, queries, kept), positions, skipped)
+
+
+def _instruction(value: bool | str) -> str:
+    """The query instruction a task option asks for: ``True`` the paper's, ``False`` none."""
+    if value is True:
+        return PAPER_QUERY_INSTRUCTION
+    if value is False:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"query_instruction must be True, False or a string, got {type(value).__name__}.")
+    return value
+
+
+class _CorpusCache:
+    """The embeddings of the last corpus a task embedded, reused while the same corpus comes back.
+
+    Cross-lingual subsets of one domain share the domain's English corpus and run one after the
+    other (the metadata lists them domain by domain), so holding one corpus suffices. The key
+    names the model object and its mteb name and revision (the calibration config is part of the
+    revision), the dataset source and revision, and the corpus file.
+    """
+
+    def __init__(self) -> None:
+        self.key: tuple[Any, ...] | None = None
+        self.embeddings: Any = None
+        self.hits = 0
+
+    def wrap(self, model: Any, corpus_key: tuple[Any, ...]) -> Any:
+        meta = getattr(model, "mteb_model_meta", None)
+        key = (id(model), getattr(meta, "name", None), getattr(meta, "revision", None), *corpus_key)
+        return _CorpusCachingEncoder(model, self, key)
+
+
+class _CorpusCachingEncoder:
+    """An mteb encoder that embeds a corpus through `_CorpusCache` and everything else directly."""
+
+    def __init__(self, model: Any, cache: _CorpusCache, key: tuple[Any, ...]) -> None:
+        self._model, self._cache, self._key = model, cache, key
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def encode(self, inputs: Any, *, prompt_type: Any = None, **kwargs: Any) -> Any:
+        from mteb.types import PromptType
+
+        if prompt_type != PromptType.document:
+            return self._model.encode(inputs, prompt_type=prompt_type, **kwargs)
+        if self._cache.key == self._key:
+            self._cache.hits += 1
+            return self._cache.embeddings
+        self._cache.key, self._cache.embeddings = None, None  # free the previous corpus first
+        embeddings = self._model.encode(inputs, prompt_type=prompt_type, **kwargs)
+        self._cache.key, self._cache.embeddings = self._key, embeddings
+        return embeddings
 
 
 def _selection(names: str | Iterable[str] | None, env: str | None) -> list[str] | None:
@@ -273,31 +355,31 @@ def _selection(names: str | Iterable[str] | None, env: str | None) -> list[str] 
     return chosen
 
 
-def _metadata(name: str, languages: Sequence[str], cross: bool) -> TaskMetadata:
+def _metadata(name: str, languages: Sequence[str], cross: bool, *, instructed: bool = False) -> TaskMetadata:
     setting = "queries in each language, English corpus of the same domain" if cross else "queries and corpus in the same language"
+    instruction = " Every query carries the authors' instruction, as in the paper." if instructed else ""
+    # cross-lingual subsets run domain by domain, so each English corpus is embedded once and reused
+    pairs = ([(lang, domain) for domain in POSIR_DOMAINS for lang in languages] if cross
+             else [(lang, domain) for lang in languages for domain in POSIR_DOMAINS])
     return TaskMetadata(
         name=name,
         description=(
             f"PosIR position-aware retrieval ({setting}); one subset per (language, domain), each with its "
             "own corpus. nDCG@10 (main score), per-length-bucket nDCG@10 and PSI over 20 relative-position "
-            "bins, and the PSI over the bins pooled across lengths."
+            f"bins, and the PSI over the bins pooled across lengths.{instruction}"
         ),
         reference="https://arxiv.org/abs/2601.08363",
-        dataset={"path": POSIR_HUB_ID, "revision": "main"},
+        dataset={"path": POSIR_HUB_ID, "revision": LAST_KNOWN_REVISION},
         type="Retrieval",
         category="t2t",
         modalities=["text"],
         eval_splits=[SPLIT],
-        eval_langs={
-            subset_name(lang, domain): ([lang, ENGLISH] if cross else [lang])
-            for lang in languages
-            for domain in POSIR_DOMAINS
-        },
+        eval_langs={subset_name(lang, domain): ([lang, ENGLISH] if cross else [lang]) for lang, domain in pairs},
         main_score="ndcg_at_10",
         date=("2025-01-01", "2026-01-13"),
         domains=["Web", "Written", "Non-fiction"],
         task_subtypes=["Question answering"],
-        license="not specified",
+        license="mit",
         annotations_creators="LM-generated and reviewed",
         dialect=[],
         sample_creation="LM-generated and verified",
@@ -377,11 +459,25 @@ def summarize_scores(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- tasks
 class PosIR(PositionGroupedRetrieval):
-    """PosIR, multilingual setting: each language's queries against its own corpus."""
+    """PosIR, multilingual setting: each language's queries against its own corpus.
+
+    Args:
+        data_dir: a local copy of the dataset (see `resolve_data_dir`).
+        languages: query languages to run (ISO 639-3 with or without script; one name may be a
+            plain string); default the paper's (`default_languages`).
+        domains: domains to run (with or without the folder prefix); default every domain, or
+            those named in ``MTEB_FAIRPOS_POSIR_DOMAINS``.
+        query_instruction: ``True`` for the authors' `PAPER_QUERY_INSTRUCTION`, a string for your
+            own, prepended to every query text; default the class's (none for ``PosIR``).
+        revision: dataset revision; default ``MTEB_FAIRPOS_POSIR_REVISION``, else
+            `LAST_KNOWN_REVISION`. Recorded in the results.
+    """
 
     hub_id = POSIR_HUB_ID
     cross_lingual = False
-    metadata = _metadata("PosIR", POSIR_LANGUAGES, cross=False)
+    default_languages: tuple[str, ...] = POSIR_LANGUAGES
+    query_instruction: str = ""
+    metadata = _metadata("PosIR", POSIR_LANGUAGES + EXTRA_LANGUAGES, cross=False)
 
     def __init__(
         self,
@@ -389,21 +485,56 @@ class PosIR(PositionGroupedRetrieval):
         *,
         languages: str | Iterable[str] | None = None,
         domains: str | Iterable[str] | None = None,
+        query_instruction: bool | str | None = None,
+        revision: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
-        chosen_languages = self._resolve_languages(_selection(languages, None)) if languages is not None else None
-        chosen_domains = self._resolve_domains(_selection(domains, DOMAINS_ENV))
-        if chosen_languages is not None or chosen_domains is not None:
-            self.hf_subsets = [
-                subset
-                for subset in self.hf_subsets
-                if (chosen_languages is None or split_subset(subset)[0] in chosen_languages)
-                and (chosen_domains is None or split_subset(subset)[1] in chosen_domains)
-            ]
+        self._languages = self._resolve_languages(_selection(languages, None)) if languages is not None else None
+        self._domains = self._resolve_domains(_selection(domains, DOMAINS_ENV))
+        self.hf_subsets = self._selected(self.hf_subsets, named=False)
+        if query_instruction is not None:
+            self.query_instruction = _instruction(query_instruction)
+        revision = revision or os.environ.get(REVISION_ENV, "").strip() or None
+        if revision and revision != self.metadata.dataset["revision"]:
+            self.metadata = self.metadata.model_copy(update={"dataset": {**self.metadata.dataset, "revision": revision}})
         self._positions: dict[str, tuple[str, str] | None] = {}
+        self._corpus_cache = _CorpusCache()
         self.skipped_subsets: list[str] = []
         """Selected subsets the data lacked at the last `load_data` (also logged as a warning)."""
+
+    def filter_languages(
+        self,
+        languages: Sequence[str] | None,
+        script: Sequence[str] | None = None,
+        hf_subsets: Sequence[str] | None = None,
+        exclusive_language_filter: bool = False,
+    ) -> PosIR:
+        """mteb's language filter, keeping this task's own language and domain choice.
+
+        mteb rebuilds the subsets from the metadata here (``get_task`` always calls it), so the
+        choice made at construction is applied again; languages named in this call may include
+        the extra ones.
+        """
+        super().filter_languages(languages, script, hf_subsets=hf_subsets, exclusive_language_filter=exclusive_language_filter)
+        kept = self._selected(self.hf_subsets, named=bool(languages) or bool(hf_subsets))
+        if not kept:
+            raise ValueError(
+                f"{self.metadata.name}: no subset left after filtering by languages {languages} and subsets "
+                f"{hf_subsets} within the chosen languages {self._languages or list(self.default_languages)} "
+                f"and domains {self._domains or 'all'}."
+            )
+        self.hf_subsets = kept
+        return self
+
+    def _selected(self, subsets: Iterable[str], *, named: bool) -> list[str]:
+        """``subsets`` within the chosen languages (the default ones unless ``named``) and domains."""
+        languages = self._languages or (None if named else self.default_languages)
+        return [
+            subset for subset in subsets
+            if (languages is None or split_subset(subset)[0] in languages)
+            and (self._domains is None or split_subset(subset)[1] in self._domains)
+        ]
 
     def _resolve_languages(self, languages: list[str]) -> list[str]:
         known = list(dict.fromkeys(split_subset(s)[0] for s in self.metadata.hf_subsets))
@@ -483,7 +614,7 @@ class PosIR(PositionGroupedRetrieval):
     def _evaluate_subset(self, model: Any, data_split: Any, *, hf_split: str, hf_subset: str, **kwargs: Any) -> dict[str, Any]:
         if not isinstance(data_split, DomainRef):
             raise TypeError(f"{self.metadata.name} evaluates DomainRef subsets, got {type(data_split).__name__}.")
-        data = load_domain(data_split)
+        data = load_domain(data_split, self.query_instruction)
         for reason, count in data.skipped.items():
             if count:
                 logger.warning("%s %s: skipped %d quer(ies) (%s).", self.metadata.name, hf_subset, count, reason)
@@ -494,11 +625,15 @@ class PosIR(PositionGroupedRetrieval):
             return {"ndcg_at_10": None, **empty, "cells": empty_cells(), "n_queries": 0, "unplaced_queries": 0,
                     "skipped_queries": data.skipped, **where}
         self._positions = data.positions
+        source = data_split.source
+        encoder = self._corpus_cache.wrap(model, (str(source), source.revision, data_split.corpus_language,
+                                                  data_split.corpus_folder))
         try:
-            scores = super()._evaluate_subset(model, data.split, hf_split=hf_split, hf_subset=hf_subset, **kwargs)
+            scores = super()._evaluate_subset(encoder, data.split, hf_split=hf_split, hf_subset=hf_subset, **kwargs)
         finally:
             self._positions = {}
         scores["skipped_queries"] = data.skipped
+        scores["query_instruction"] = self.query_instruction
         scores.update(where)
         return scores
 
@@ -535,4 +670,20 @@ class PosIRCrossLingual(PosIR):
     """PosIR, cross-lingual setting: non-English queries against the English corpus of the domain."""
 
     cross_lingual = True
-    metadata = _metadata("PosIRCrossLingual", CROSS_LINGUAL_LANGUAGES, cross=True)
+    default_languages = CROSS_LINGUAL_LANGUAGES
+    metadata = _metadata("PosIRCrossLingual", CROSS_LINGUAL_LANGUAGES + EXTRA_LANGUAGES, cross=True)
+
+
+class PosIRInstructed(PosIR):
+    """`PosIR` with the authors' query instruction on every query, as the paper ran it."""
+
+    query_instruction = PAPER_QUERY_INSTRUCTION
+    metadata = _metadata("PosIRInstructed", POSIR_LANGUAGES + EXTRA_LANGUAGES, cross=False, instructed=True)
+
+
+class PosIRCrossLingualInstructed(PosIRCrossLingual):
+    """`PosIRCrossLingual` with the authors' query instruction on every query, as the paper ran it."""
+
+    query_instruction = PAPER_QUERY_INSTRUCTION
+    metadata = _metadata("PosIRCrossLingualInstructed", CROSS_LINGUAL_LANGUAGES + EXTRA_LANGUAGES, cross=True,
+                         instructed=True)
