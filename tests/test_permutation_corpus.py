@@ -226,3 +226,35 @@ def test_session_reports_too_few_usable_topics(tokenizer, minilm):
         session.run(LanguageConfig.monolingual(3, "en"))
     with pytest.raises(CorpusError, match="no topic has a text in \\['fr'\\]"):
         session.run("n3_fr")
+
+
+def test_a_save_to_disk_folder_is_read_with_load_from_disk(tmp_path):
+    # the authors distribute the corpus as a DatasetDict written by save_to_disk, one split per language
+    from mteb_fairpos.permutation import load_local_corpus
+    from mteb_fairpos.tasks.permutation import PermutationFairnessSample
+
+    folder = tmp_path / "wiki_comparable"
+    _hf_splits().save_to_disk(str(folder))
+    corpus = load_local_corpus(folder)
+    assert corpus.coverage() == {"de": 2, "en": 3} and corpus.topic("1").texts == {"en": "One.", "de": "Eins."}
+    assert load_local_corpus(folder, languages=["en"]).coverage() == {"en": 3}
+    task = PermutationFairnessSample(corpus=folder).filter_languages(None, hf_subsets=["n3_en"])
+    assert task.load_corpus().coverage() == {"en": 3}
+    # a folder that is not a saved DatasetDict is named, not handed to load_dataset
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError, match="not a DatasetDict saved with save_to_disk"):
+        load_local_corpus(tmp_path / "empty")
+    single = tmp_path / "single"
+    _hf_splits()["en"].save_to_disk(str(single))
+    with pytest.raises(CorpusError, match="single Dataset, not one split per language"):
+        load_local_corpus(single)
+
+
+def test_the_probe_stays_out_of_mtebs_type_filters(recwarn):
+    import mteb
+
+    for name in ("PermutationFairness", "PermutationFairnessPaper", "PermutationFairnessSample"):
+        assert name not in {t.metadata.name for t in mteb.get_tasks(task_types=["STS"])}
+        assert mteb.get_task(name).metadata.name == name  # found by name, as `mteb run -t` does
+        assert name in {t.metadata.name for t in mteb.get_tasks(tasks=[name])}
+    assert not [w for w in recwarn if "beta" in str(w.message)]  # the flag is not a user-facing notice

@@ -17,6 +17,8 @@ from .corpus import (
     corpus_from_splits,
     load_corpus_file,
     load_hf_corpus,
+    load_local_corpus,
+    load_saved_corpus,
     sample_corpus,
 )
 from .instances import Document, Instance, LanguageConfig, assemble, build_instance, draw_sets, orders
@@ -56,6 +58,8 @@ __all__ = [
     "lead_contrast",
     "load_corpus_file",
     "load_hf_corpus",
+    "load_local_corpus",
+    "load_saved_corpus",
     "orders",
     "position_fairness",
     "position_means",

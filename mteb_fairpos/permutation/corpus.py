@@ -5,6 +5,8 @@ Three sources:
 
 * the Hugging Face dataset :data:`HF_DATASET` (one split per language, rows aligned across
   splits by ``aligned_id``), read by :func:`load_hf_corpus`;
+* the same layout saved locally with ``DatasetDict.save_to_disk`` (how the authors distribute
+  it: a folder with ``dataset_dict.json``), read by :func:`load_saved_corpus`;
 * a local JSONL or Parquet file with **one row per topic**, read by :func:`load_corpus_file`::
 
       {"id": "lighthouse", "texts": {"en": "A lighthouse is ...", "de": "Ein Leuchtturm ist ..."}}
@@ -152,6 +154,32 @@ def load_corpus_file(path: str | Path) -> ComparableCorpus:
     else:
         raise CorpusError(f"{path}: unknown corpus format {suffix!r}; use .jsonl or .parquet (one row per topic).")
     return build_corpus(records, source=str(path))
+
+
+def load_local_corpus(path: str | Path, *, languages: Iterable[str] | None = None) -> ComparableCorpus:
+    """A local corpus of either kind: a ``save_to_disk`` folder or a JSONL / Parquet file."""
+    path = Path(path)
+    if path.is_dir():
+        return load_saved_corpus(path, languages=languages)
+    return load_corpus_file(path)
+
+
+def load_saved_corpus(path: str | Path, *, languages: Iterable[str] | None = None) -> ComparableCorpus:
+    """Read a corpus written by ``DatasetDict.save_to_disk`` (one split per language).
+
+    ``load_dataset`` on such a folder would merge the splits into one ``train`` split and lose the
+    languages, so the folder is read with ``load_from_disk``, as its authors do.
+    """
+    path = Path(path)
+    if not (path / "dataset_dict.json").is_file():
+        hint = " (it holds a single Dataset, not one split per language)" if (path / "dataset_info.json").is_file() else ""
+        raise CorpusError(
+            f"{path} is a folder but not a DatasetDict saved with save_to_disk (no dataset_dict.json){hint}; "
+            "pass such a folder with one split per language, or a .jsonl / .parquet file with one row per topic."
+        )
+    from datasets import load_from_disk
+
+    return corpus_from_splits(load_from_disk(str(path)), languages=languages, source=str(path))
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
