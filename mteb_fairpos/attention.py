@@ -34,7 +34,13 @@ TILE_ELEMENTS = 1 << 22
 
 
 class UnsupportedModelError(TypeError):
-    """The model's attention does not go through transformers' ``AttentionInterface``."""
+    """The model's attention does not go through transformers' ``AttentionInterface``, or asks
+    for an attention feature the calibrated rows cannot honour."""
+
+
+_UNSUPPORTED_ARGUMENTS = ("softcap", "position_bias", "s_aux")
+"""Attention arguments that change the softmax itself (logit soft-capping, additive position
+bias, attention sinks); the calibrated rows compute their own softmax and would ignore them."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,12 @@ def calibrated_attention(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
+    for name in _UNSUPPORTED_ARGUMENTS:
+        if kwargs.get(name) is not None:
+            raise UnsupportedModelError(
+                f"{state.plan.architecture} passes `{name}` to its attention, which calibrated rows cannot honour "
+                "(they compute their own softmax); calibration is not available for this architecture."
+            )
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))

@@ -84,7 +84,7 @@ class CalibrationConfig:
         """The 0-based indices of the calibrated layers in a model with ``num_layers`` layers."""
         spec = self.layers
         if spec == "last_half":
-            count = num_layers // 2
+            count = max(1, num_layers // 2)  # a one-layer model calibrates its layer, as the authors' library does
         elif spec == "last":
             count = 1
         elif isinstance(spec, int):

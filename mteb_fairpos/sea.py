@@ -17,8 +17,11 @@ Chunking uses the maintained library ``chonkie`` (the retrieval paper's choice):
 Without chonkie installed, or without a sentence-transformers model to judge semantic shifts,
 the chunker falls back (``semantic`` -> ``sentence`` -> ``regex``) and says so once in a warning.
 
-``sea_model_meta(base)`` builds the mteb ``ModelMeta`` named ``sea/<base name>``; ``SEA_MODELS``
-holds those of `SEA_BASE_MODELS` (the retrieval paper's three models and all-MiniLM-L6-v2).
+``sea_model_meta(base)`` builds the mteb ``ModelMeta`` named ``sea/<base name>``. ``SEA_MODELS``
+holds one per entry of the plugin's base-model table (`mteb_fairpos.mteb_models.BASE_MODELS`),
+named ``sea/<upstream name>`` (``sea/BAAI/bge-m3``) and built on the uncalibrated twin
+``fair-off/<model>``: the same checkpoints, the offline all-MiniLM-L6-v2 weights at 512 tokens and
+the same refusal of remote code as ``fair/*``, so SEA and the plain model compare on equal terms.
 """
 
 from __future__ import annotations
@@ -32,16 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from .mteb_models import BASE_MODELS, fair_model_meta
+
 logger = logging.getLogger(__name__)
 
 METHODS = ("semantic", "sentence", "regex")
 DEFAULT_MAX_TOKENS = 512
-SEA_BASE_MODELS: tuple[str, ...] = (
-    "Alibaba-NLP/gte-multilingual-base",
-    "BAAI/bge-m3",
-    "Qwen/Qwen3-Embedding-0.6B",
-    "sentence-transformers/all-MiniLM-L6-v2",
-)
+SEA_BASE_MODELS: tuple[str, ...] = tuple(base.upstream for base in BASE_MODELS)
+"""The upstream names the registered ``sea/*`` models carry, one per base-model table entry."""
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+")
 
@@ -261,8 +262,11 @@ def load_sea(model_name: str, revision: str | None = None, *, base_meta: Any, me
 
 
 def sea_model_meta(base: Any, *, method: str = "semantic", max_tokens: int | None = None,
-                   threshold: float = 0.8) -> Any:
-    """The mteb ``ModelMeta`` of ``sea/<base name>`` for a base ModelMeta or registered model name."""
+                   threshold: float = 0.8, name: str | None = None) -> Any:
+    """The mteb ``ModelMeta`` of ``sea/<name>`` for a base ModelMeta or registered model name.
+
+    ``name`` (default the base's name) is what follows ``sea/`` and what it is adapted from.
+    """
     import mteb
 
     if method not in METHODS:
@@ -270,21 +274,25 @@ def sea_model_meta(base: Any, *, method: str = "semantic", max_tokens: int | Non
     base_meta = mteb.get_model_meta(base) if isinstance(base, str) else base
     if base_meta.name is None:
         raise ValueError("the base ModelMeta has no name.")
+    name = name or base_meta.name
     return base_meta.model_copy(
         update={
-            "name": f"sea/{base_meta.name}",
+            "name": f"sea/{name}",
             "loader": partial(load_sea, base_meta=base_meta),
             "loader_kwargs": {"method": method, "max_tokens": max_tokens, "threshold": threshold},
-            "adapted_from": base_meta.name,
+            "adapted_from": name,
             "superseded_by": None,
         }
     )
 
 
-def sea_models(bases: Iterable[Any] = SEA_BASE_MODELS, **settings: Any) -> list[Any]:
-    """``sea/<name>`` ModelMetas for each base (ModelMeta or registered name)."""
+def sea_models(bases: Iterable[Any] | None = None, **settings: Any) -> list[Any]:
+    """``sea/<name>`` ModelMetas for each base (ModelMeta or registered name); by default one per
+    entry of the base-model table, on its uncalibrated twin."""
+    if bases is None:
+        return [sea_model_meta(fair_model_meta(base.key, None), name=base.upstream, **settings) for base in BASE_MODELS]
     return [sea_model_meta(base, **settings) for base in bases]
 
 
 SEA_MODELS: list[Any] = sea_models()
-"""``sea/<model>`` for `SEA_BASE_MODELS`, ready to register with mteb."""
+"""``sea/<model>`` for the base-model table (`SEA_BASE_MODELS` are their names), ready to register."""

@@ -46,6 +46,8 @@ def test_invalid_settings_say_what_is_allowed(kwargs, message):
     [
         ("last_half", 12, tuple(range(6, 12))),
         ("last_half", 7, (4, 5, 6)),
+        ("last_half", 1, (0,)),  # at least one layer, as the authors' library
+        ("last_half", 3, (2,)),
         ("last", 12, (11,)),
         (3, 12, (9, 10, 11)),
         (0.25, 12, (9, 10, 11)),

@@ -280,3 +280,31 @@ def test_model_claiming_the_interface_but_bypassing_it_is_caught():
             model(ids, mask)
     with pytest.raises(UnsupportedModelError, match="ManualAttentionModel"):
         reference_embeddings(model, {"input_ids": ids, "attention_mask": mask}, CalibrationConfig(basket_size=2), "mean")
+
+
+@pytest.mark.parametrize("argument", ["softcap", "position_bias", "s_aux"])
+def test_softmax_changing_arguments_are_refused_not_ignored(argument):
+    """Calibrated rows compute their own softmax: an argument that changes it is refused, as
+    transformers' SDPA function refuses what it cannot honour."""
+    from transformers import AutoModel, Gemma2Config
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=8, intermediate_size=64, attn_logit_softcapping=50.0)
+    model = AutoModel.from_config(config).eval()
+    plan = attach(model, CalibrationConfig(basket_size=4, layers=1.0, strength=1.0), "last")
+    ids = torch.randint(5, 120, (1, 24))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        if argument == "softcap":  # Gemma 2 itself passes it
+            with pytest.raises(UnsupportedModelError, match="Gemma2Model passes `softcap`"), plan.applied(mask):
+                model(input_ids=ids, attention_mask=mask)
+        else:
+            from mteb_fairpos.attention import calibrated_attention
+
+            module = next(m for m, layer in plan.layer_of.items() if layer in plan.layers and hasattr(m, "q_proj"))
+            q = k = v = torch.randn(1, 4, 24, 8)
+            with pytest.raises(UnsupportedModelError, match=f"`{argument}`"), plan.applied(mask):
+                calibrated_attention(module, q, k, v, None, **{argument: torch.zeros(1)})
+            with plan.applied(mask):  # the same call without it is calibrated
+                assert calibrated_attention(module, q, k, v, None, **{argument: None})[0].shape == (1, 24, 4, 8)

@@ -138,3 +138,28 @@ def test_model_meta_entries(encoder):
     assert model.mteb_model_meta.name == "sea/offline/all-MiniLM-L6-v2"
     with pytest.raises(ValueError, match="unknown chunking method"):
         sea_model_meta(base_meta, method="words")
+
+
+def test_registered_sea_models_share_the_fair_base_table(monkeypatch):
+    """sea/* load through the uncalibrated twin: offline MiniLM at 512 tokens, remote code refused."""
+    from mteb_fairpos.mteb_models import BASE_MODELS, FairEncoder, RemoteCodeRefused
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    assert [m.name for m in SEA_MODELS] == [f"sea/{b.upstream}" for b in BASE_MODELS]
+    gte = mteb.get_model_meta("sea/Alibaba-NLP/gte-multilingual-base")
+    assert gte.loader_kwargs["method"] == "semantic"
+    assert gte.revision == "off" and gte.adapted_from == "Alibaba-NLP/gte-multilingual-base"
+    monkeypatch.delenv("MTEB_FAIRPOS_TRUST_REMOTE_CODE", raising=False)
+    with pytest.raises(RemoteCodeRefused):  # refused before anything is downloaded, as for fair/*
+        mteb.get_model("sea/Alibaba-NLP/gte-multilingual-base", trust_remote_code=True)
+
+    sea = mteb.get_model("sea/sentence-transformers/all-MiniLM-L6-v2", method="regex")  # no hub: offline weights
+    assert isinstance(sea, SegmentEmbedAverage) and isinstance(sea.base, FairEncoder)
+    assert sea.base.calibration is None and sea.base.model.max_seq_length == 512
+    assert sea.chunker.max_tokens == 510
+    twin = mteb.get_model("fair-off/all-MiniLM-L6-v2")
+    assert twin.model.max_seq_length == sea.base.model.max_seq_length  # equal terms with the plain model
+    scores = mteb.evaluate(sea, FineWebPosQ(data_dir=FIXTURES / "fineweb_posq"), cache=None,
+                           co2_tracker=False).task_results[0].scores["test"][0]
+    assert 0.0 <= scores["harmonic_mean"] <= 1.0
