@@ -271,6 +271,19 @@ def test_missing_column_or_file_is_a_clear_error(tmp_path):
         load_domain(_ref(task, f"eng-Latn.{MED}"))
 
 
+def test_a_text_column_of_bytes_is_named_before_anything_is_embedded(tmp_path):
+    import pyarrow as pa
+
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    corpus = copy / "deu-Latn" / f"IndustryCorpus2_{MED}" / "corpus.parquet"
+    table = pq.read_table(corpus)
+    binary = pa.array([t.encode("utf-8") for t in table.column("text").to_pylist()], type=pa.binary())
+    pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", binary), corpus)
+    with pytest.raises(DatasetSchemaError, match=rf"corpus.parquet of {copy}: column 'text' holds binary, not strings"):
+        _loaded(data_dir=copy, languages=["deu"])
+
+
 # ------------------------------------------------------------------ against the real dataset's layout (#12)
 def test_the_31st_domain_is_fineweb(tmp_path, caplog):
     from mteb_fairpos.tasks.posir import POSIR_DOMAINS

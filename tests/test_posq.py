@@ -168,3 +168,19 @@ def test_unknown_or_missing_tags_are_counted_skips(tmp_path):
     task.load_data()
     assert task._skipped[("default", "test")] == {"no_span_class": 1, "unknown_span_class": 1}
     assert len(_split(task)["queries"]) == 6
+
+
+def test_no_question_in_any_row_is_a_clear_error(tmp_path):
+    rows = [json.loads(line) for line in (FIXTURES / "fineweb_posq" / "train.jsonl").read_text().splitlines()]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({**r, "question": None}) + "\n" for r in rows))
+    with pytest.raises(DatasetSchemaError, match=f"FineWebPosQ: {tmp_path} yields no query to evaluate"):
+        FineWebPosQ(data_dir=tmp_path).load_data()
+
+
+def test_a_non_utf8_byte_names_the_file_and_line(tmp_path):
+    lines = (FIXTURES / "fineweb_posq" / "train.jsonl").read_bytes().splitlines()
+    lines[3] = lines[3].replace(b"the", b"th\xff", 1)
+    (tmp_path / "train.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    column = lines[3].index(b"\xff") + 1
+    with pytest.raises(DatasetSchemaError, match=rf"train.jsonl line 4, column {column} is not valid UTF-8"):
+        FineWebPosQ(data_dir=tmp_path).load_data()

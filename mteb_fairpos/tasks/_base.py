@@ -63,6 +63,19 @@ def resolve_data_dir(hub_id: str, data_dir: str | os.PathLike[str] | None) -> Pa
     return None
 
 
+def first_invalid_utf8(folder: Path) -> str | None:
+    """``"<file> line <n>, column <c>"`` of the first byte sequence in ``folder``'s text files that
+    is not UTF-8, or ``None`` when they all decode."""
+    for path in sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".json", ".jsonl", ".csv", ".txt", ".tsv")):
+        with path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    return f"{path} line {number}, column {err.start + 1}"
+    return None
+
+
 def without_hub_hint(hub_id: str) -> str:
     """What to do when the hub cannot serve ``hub_id``: point the task at a local copy."""
     return (
@@ -140,7 +153,20 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         timer = timer or TimingStack()
         reading = hub_access(f"dataset {self.hub_id}", without_hub_hint(self.hub_id)) if local is None else contextlib.nullcontext()
         with timer("Data loading", log_message=f"Loading dataset {self.metadata.name} from {source}..."), reading:
-            split, memberships, skipped = self._build(source, revision)
+            try:
+                split, memberships, skipped = self._build(source, revision)
+            except UnicodeDecodeError as err:
+                where = first_invalid_utf8(local) if local is not None else None
+                raise DatasetSchemaError(
+                    f"{self.metadata.name}: {where or source} is not valid UTF-8 ({err.reason}); "
+                    "the dataset's text files must be UTF-8."
+                ) from None
+        if not split["relevant_docs"]:
+            reasons = ", ".join(f"{count} {reason}" for reason, count in skipped.items() if count) or "none skipped"
+            raise DatasetSchemaError(
+                f"{self.metadata.name}: {source} yields no query to evaluate ({reasons}); "
+                "is it the published dataset, with its question column filled?"
+            )
         for reason, count in skipped.items():
             if count:
                 logger.warning("%s: skipped %d quer%s (%s).", self.metadata.name, count, "y" if count == 1 else "ies", reason)

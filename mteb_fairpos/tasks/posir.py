@@ -142,6 +142,8 @@ SPLIT = "test"
 QUERY_COLUMNS = ("_id", "text", "pos_char_span", "pos_char_length", "pos_token_length")
 CORPUS_COLUMNS = ("_id", "text")
 QRELS_COLUMNS = ("query-id", "corpus-id", "score")
+TEXT_COLUMNS = ("text",)
+"""Columns that must hold strings: they are embedded."""
 QUERIES_FILE = "queries.parquet"
 CORPUS_FILE = "corpus.parquet"
 QRELS_FILE = "qrels/test.parquet"
@@ -206,16 +208,45 @@ class PosIRSource:
         relative = f"{language}/{folder}/{name}"
         if self.local is not None:
             path = self.local / relative
-            if not path.is_file():
-                raise DatasetSchemaError(f"PosIR: {path} is missing.")
         else:
             from huggingface_hub import hf_hub_download
 
             with hub_access(f"{relative} of {self.hub_id}", without_hub_hint(self.hub_id)):
                 path = Path(hf_hub_download(self.hub_id, relative, repo_type="dataset", revision=self.revision))
-        schema = pq.read_schema(path)
-        check_columns(schema.names, columns, f"PosIR file {relative} of {self}")
+        self.check_file(path, relative, columns)
         return pq.read_table(path, columns=list(columns)).to_pydict()
+
+    def check_file(self, path: Path, relative: str, columns: Sequence[str]) -> None:
+        """The file exists and has ``columns``, its text columns as strings (reads the footer only)."""
+        if not path.is_file():
+            raise DatasetSchemaError(f"PosIR: {path} is missing.")
+        schema = self._schema(path, relative)
+        check_columns(schema.names, columns, f"PosIR file {relative} of {self}")
+        self.check_text_types(path, relative)
+
+    def check_text_types(self, path: Path, relative: str) -> None:
+        """A text column (`TEXT_COLUMNS`) of a present file that holds no strings is an error;
+        cheap enough (the footer only) to run on every local file before anything is embedded."""
+        import pyarrow as pa
+
+        if not path.is_file():
+            return  # reported when the subset is read
+        schema = self._schema(path, relative)
+        for column in TEXT_COLUMNS:
+            if column in schema.names and not (pa.types.is_string(schema.field(column).type)
+                                               or pa.types.is_large_string(schema.field(column).type)):
+                raise DatasetSchemaError(
+                    f"PosIR file {relative} of {self}: column {column!r} holds {schema.field(column).type}, "
+                    "not strings; the texts must be UTF-8 strings."
+                )
+
+    def _schema(self, path: Path, relative: str) -> Any:
+        import pyarrow as pa
+
+        try:
+            return pq.read_schema(path)
+        except (OSError, pa.ArrowException) as err:
+            raise DatasetSchemaError(f"PosIR file {relative} of {self}: not a readable Parquet file ({err}).") from None
 
 
 @dataclass(frozen=True)
@@ -228,6 +259,14 @@ class DomainRef:
     corpus_language: str
     corpus_folder: str
     source: PosIRSource
+
+    def files(self) -> list[tuple[str, str, str, Sequence[str]]]:
+        """``(language, folder, file name, columns)`` of the subset's three files."""
+        return [
+            (self.language, self.query_folder, QUERIES_FILE, QUERY_COLUMNS),
+            (self.corpus_language, self.corpus_folder, CORPUS_FILE, CORPUS_COLUMNS),
+            (self.language, self.query_folder, QRELS_FILE, QRELS_COLUMNS),
+        ]
 
 
 @dataclass
@@ -244,10 +283,7 @@ def load_domain(ref: DomainRef, query_instruction: str = "") -> DomainData:
     out and counted; qrels of unknown queries are ignored and counted. ``query_instruction`` is
     prepended to every query text.
     """
-    src = ref.source
-    q = src.read(ref.language, ref.query_folder, QUERIES_FILE, QUERY_COLUMNS)
-    c = src.read(ref.corpus_language, ref.corpus_folder, CORPUS_FILE, CORPUS_COLUMNS)
-    r = src.read(ref.language, ref.query_folder, QRELS_FILE, QRELS_COLUMNS)
+    q, c, r = (ref.source.read(*file) for file in ref.files())
 
     corpus: dict[str, str] = {}
     for doc_id, text in zip(c["_id"], c["text"]):
@@ -585,6 +621,10 @@ class PosIR(PositionGroupedRetrieval):
                     absent.setdefault(lang, []).append(domain)
                     continue
                 ref = DomainRef(lang, domain, query_folder, corpus_language, corpus_folder, source)
+                if source.local is not None:  # local texts are checked now, before anything is embedded
+                    for language, folder, name, _ in ref.files():
+                        relative = f"{language}/{folder}/{name}"
+                        source.check_text_types(source.local / relative, relative)
                 dataset[subset_name(lang, domain)] = {SPLIT: ref}
         if not dataset:
             raise DatasetSchemaError(
