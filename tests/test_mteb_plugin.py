@@ -208,6 +208,15 @@ def test_fresh_process_importing_the_plugin_first():
     assert any("FairPosTinyRetrieval" in line for line in lines[1:])  # the available-tasks table
 
 
+def test_import_mteb_does_not_load_the_statistics():
+    """statsmodels is imported where the probe's regression runs, not when mteb registers the tasks."""
+    code = ("import sys, mteb; mteb.get_task('PermutationFairnessSample'); "
+            "print(sorted(m for m in sys.modules if m.startswith('statsmodels')))")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_python_without_mteb_does_not_load_the_plugin():
     code = "import sys; print(sorted(m for m in sys.modules if m.startswith(('mteb', 'torch'))))"
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)

@@ -414,3 +414,46 @@ def test_encode_documents_matches_the_model_input(model):
     assert enc.n_tokens == len(model.tokenizer(docs[1].text)["input_ids"])
     assert isinstance(enc.calibrated, np.ndarray) and enc.calibrated.shape == (384,)
     assert torch.is_tensor(model.encode_document([docs[1].text], convert_to_tensor=True))
+
+
+# ---------------------------------------------------------------------------- held-out bad input (#12)
+def test_nothing_to_index_creates_no_collection(index):
+    with pytest.raises(InputError, match="nothing to index: it holds no record"):
+        index.index([], show_progress=False)
+    with pytest.raises(InputError, match=r"nothing to index: all 1 record\(s\) are invalid"):
+        index.index([{"id": "x", "segments": []}], on_error="skip", show_progress=False)
+    with pytest.raises(TypeError, match="to index a file, use index_file"):
+        index.index("pages.jsonl", show_progress=False)
+    assert index.stored_spec() is None  # no empty collection pinned to the model was left behind
+
+
+def test_queries_naming_unknown_documents_or_positions_are_refused(index):
+    index.index(RECORDS, show_progress=False)
+    with pytest.raises(InputError, match=r"1 quer\(ies\) name document\(s\) that are not in collection 'news': 'sciense'"):
+        index.discoverability(queries=[{"doc_id": "sciense", "position": 1, "query": "frog"}])
+    with pytest.raises(InputError, match=r"name a position the document does not have: 'city' position 9 \(it has 3\)"):
+        index.discoverability(queries=[{"doc_id": "city", "position": 9, "query": "snow"}])
+
+
+def test_a_huge_document_is_not_tokenized_in_full(model):
+    """Only a prefix a little past the maximum is tokenized; the model reads the same tokens."""
+    segment = "The harbour wakes before dawn and the boats come in with their catch. " * 6000  # ~420 kB
+    docs, _ = parse_documents([{"id": "big", "segments": [segment, segment]}])
+    calls = []
+    tokenizer_call = type(model.tokenizer).__call__
+
+    def counting(self, text, *args, **kwargs):
+        calls.append(sum(map(len, text)) if isinstance(text, list) else len(text))
+        return tokenizer_call(self, text, *args, **kwargs)
+
+    type(model.tokenizer).__call__ = counting
+    try:
+        [enc] = encode_documents(model, docs, uncalibrated_vectors=False)
+    finally:
+        type(model.tokenizer).__call__ = tokenizer_call
+    assert max(calls) < len(docs[0].text) / 20  # never the whole text
+    assert enc.n_tokens > model.max_seq_length and not enc.n_tokens_exact
+    assert [lay.coverage for lay in enc.layout] == ["partial", "cut"]
+    assert "has more than" in str(enc.truncation)
+    plain = model.encode_document([docs[0].text], convert_to_numpy=True)[0]  # the full text, cut by the model
+    assert np.allclose(enc.calibrated, plain, atol=1e-6)

@@ -133,3 +133,28 @@ def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys):
     finally:
         client.close()
     assert (spec.model, spec.calibration, spec.vectors) == (MINILM_HUB_ID, "b8_lhalf_a0.5", ("calibrated",))
+
+
+def test_held_out_bad_input_is_one_clear_line(tmp_path, docs_file, reuse_model, capsys):
+    store = tmp_path / "qdrant"
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n  \n")
+    assert main(["index", str(blank), "-c", "pages", "--path", str(store), "--quiet"]) == 2
+    assert "blank.jsonl: nothing to index: it holds no record" in capsys.readouterr().err
+    assert not store.exists() and reuse_model == []  # nothing created, no model loaded
+    assert main(["index", str(tmp_path), "-c", "pages", "--path", str(store), "--quiet"]) == 2
+    assert "is a folder; give a JSONL or Parquet file" in capsys.readouterr().err
+    typo = tmp_path / "qdrnat"
+    for command in (["search", "x"], ["discoverability"]):
+        assert main([*command, "-c", "pages", "--path", str(typo)]) == 2
+        assert f"no local Qdrant store at {str(typo)!r}" in capsys.readouterr().err
+    assert not typo.exists()  # a mistyped path leaves no empty store behind
+
+    assert main(["index", str(docs_file), "-c", "pages", "--path", str(store), "--calibration", "b8_lhalf_a0.5",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"doc_id": "page9", "position": 1, "query": "budget"}) + "\n")
+    assert main(["discoverability", "-c", "pages", "--path", str(store), "--queries", str(queries),
+                 "--out", str(tmp_path / "report")]) == 2
+    assert "not in collection 'pages': 'page9'" in capsys.readouterr().err

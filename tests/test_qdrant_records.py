@@ -131,3 +131,43 @@ def test_point_ids_are_deterministic_and_distinct():
     # length-prefixed names: no collision between ("c", "1" + "2") and ("c1", "2")-like splits
     assert point_id("c1", "2", 0) != point_id("c", "12", 0)
     assert point_id("c", "doc1", 2) != point_id("c", "doc", 12)
+
+
+# ---------------------------------------------------------------------------- held-out bad input (#12)
+def test_misspelled_keys_are_refused_with_a_suggestion():
+    with pytest.raises(InputError, match=r"unknown record key\(s\) 'langauge' \(did you mean 'language'\?\).*metadata"):
+        parse_document({"id": "d", "langauge": "de", "segments": ["a", "b"]})
+    with pytest.raises(InputError, match=r"segment 2: unknown segment key\(s\) 'txt' \(did you mean 'text'\?\)"):
+        parse_document({"id": "d", "segments": ["a", {"txt": "b"}]})
+    with pytest.raises(InputError, match=r"unknown segment key\(s\) 'lang'"):
+        parse_document({"id": "d", "text": "ab cd", "segments": [{"start": 0, "end": 2, "lang": "en"}]})
+
+
+def test_a_lone_surrogate_is_refused_before_the_tokenizer():
+    with pytest.raises(InputError, match=r"segment 2: the segment text holds a lone surrogate \('\\ud800'\) at character 3"):
+        parse_document({"id": "d", "segments": ["fine", "bad\ud800text"]})
+    with pytest.raises(InputError, match="the document 'text' holds a lone surrogate"):
+        parse_document({"id": "d", "text": "x\udfffy z", "spans": [[0, 3]]})
+    with pytest.raises(InputError, match="the document 'id' holds a lone surrogate"):
+        parse_document({"id": "d\ud800", "segments": ["a"]})
+
+
+def test_non_utf8_bytes_name_the_line_and_can_be_skipped(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(json.dumps({"id": "a", "segments": ["one", "two"]}).encode() + b"\n"
+                     + b'{"id": "b", "segments": ["caf\xe9", "x"]}\n'
+                     + json.dumps({"id": "c", "segments": ["three", "four"]}).encode() + b"\n")
+    byte = b'{"id": "b", "segments": ["caf\xe9'.index(b"\xe9") + 1
+    with pytest.raises(InputError, match=rf"docs.jsonl line 2: .*not UTF-8: invalid continuation byte at byte {byte} "):
+        read_documents(path)
+    docs, problems = read_documents(path, on_error="skip")
+    assert [d.doc_id for d in docs] == ["a", "c"] and [p.where for p in problems] == ["docs.jsonl line 2"]
+
+
+def test_a_folder_a_string_or_a_single_dict_get_clear_errors(tmp_path):
+    with pytest.raises(InputError, match="is a folder; give a JSONL or Parquet file"):
+        read_documents(tmp_path)
+    with pytest.raises(TypeError, match="got a str; to index a file, use index_file"):
+        parse_documents("docs.jsonl")
+    with pytest.raises(TypeError, match=r"got a single record \(a dict\): wrap it in a list"):
+        parse_documents({"id": "a", "segments": ["x"]})

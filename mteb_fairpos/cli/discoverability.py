@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
         queries = read_queries(args.queries) if args.queries else None
         documents = read_documents(args.input)[0] if args.input else None
-        client = _cli.connect_from(args)
+        client = _cli.connect_from(args, existing=True)
         try:
             model, name = _cli.model_for_collection(args, client, calibrated=False)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)

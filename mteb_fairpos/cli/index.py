@@ -50,8 +50,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         # validate the whole input before connecting, loading the model or writing anything
         from ..integrations.qdrant import FairQdrantIndex, read_documents
+        from ..integrations.qdrant.records import require_documents
 
         docs, problems = read_documents(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
+        require_documents(docs, problems, args.input)
         client = _cli.connect_from(args)
         try:
             model, name = _cli.model_for_collection(args, client, calibrated=True)

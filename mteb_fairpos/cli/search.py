@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from ..integrations.qdrant import FairQdrantIndex
 
-        client = _cli.connect_from(args)
+        client = _cli.connect_from(args, existing=True)
         try:
             model, name = _cli.model_for_collection(args, client, calibrated=False)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)

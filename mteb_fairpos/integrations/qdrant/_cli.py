@@ -28,14 +28,22 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
 
 
-def connect_from(args: argparse.Namespace):
-    """A client for the parsed connection arguments (probing a server before anything else)."""
+def connect_from(args: argparse.Namespace, *, existing: bool = False):
+    """A client for the parsed connection arguments (probing a server before anything else).
+
+    ``existing``: the command only reads, so a local folder that does not exist is an error
+    (a mistyped ``--path`` must not leave an empty store behind).
+    """
     if args.url is not None:
         api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
         return store.connect(url=args.url, api_key=api_key, timeout=args.timeout)
     if args.api_key is not None:
         raise ValueError("--api-key applies to a server; give --url as well.")
-    return store.connect(args.path or DEFAULT_PATH)
+    path = args.path or DEFAULT_PATH
+    if existing and path != ":memory:" and not os.path.isdir(path):
+        raise FileNotFoundError(f"no local Qdrant store at {path!r}; index into it first "
+                                "(mteb-fairpos index ... --path) or give the folder you indexed into.")
+    return store.connect(path)
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):

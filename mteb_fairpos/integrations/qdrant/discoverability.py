@@ -165,6 +165,8 @@ def discoverability(
         items = stored_segment_queries(index)
     if not items:
         raise ValueError("there are no queries: the collection has no documents and none were given.")
+    if queries is not None or documents is not None:
+        _check_targets(index, items)
     report = DiscoverabilityReport(index.collection, spec.model, spec.calibration, ks, depth)
     encoded = index.model.encode_query([q.text for q in items], batch_size=batch_size, show_progress_bar=show_progress)
     for name in names:
@@ -180,6 +182,30 @@ def discoverability(
         report.ranks[name] = ranks
         report.rows.extend(_rows(name, ranks, ks))
     return report
+
+
+def _check_targets(index: FairQdrantIndex, items: Sequence[PositionQuery]) -> None:
+    """Every query must name an indexed document and one of its positions: a typo scored as a
+    miss would pass for a finding about position."""
+    wanted = sorted({q.doc_id for q in items})
+    segments: dict[str, int] = {}
+    for begin in range(0, len(wanted), 1000):
+        ids = [store.point_id(index.collection, doc_id, 0) for doc_id in wanted[begin:begin + 1000]]
+        for point in index.client.retrieve(index.collection, ids, with_payload=["doc_id", "n_segments"]):
+            segments[str(point.payload["doc_id"])] = int(point.payload["n_segments"])
+    unknown = [doc_id for doc_id in wanted if doc_id not in segments]
+    if unknown:
+        raise InputError(f"{len(unknown)} quer(ies) name document(s) that are not in collection {index.collection!r}: "
+                         f"{_some(unknown)}; check the ids (or index those documents first).")
+    beyond = sorted({(q.doc_id, q.position) for q in items if q.position > segments[q.doc_id]})
+    if beyond:
+        listed = [f"{doc_id!r} position {position} (it has {segments[doc_id]})" for doc_id, position in beyond]
+        raise InputError(f"{len(beyond)} quer(ies) name a position the document does not have: {_some(listed, quote=False)}.")
+
+
+def _some(values: Sequence[Any], limit: int = 5, *, quote: bool = True) -> str:
+    shown = ", ".join(repr(v) if quote else str(v) for v in values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
 def stored_segment_queries(index: FairQdrantIndex) -> list[PositionQuery]:

@@ -24,6 +24,10 @@ from ...offline import MINILM_HUB_ID, minilm_path
 from ...spans import token_spans
 from .records import Document
 
+COUNT_MARGIN = 16
+"""Tokens counted beyond the model's maximum before a long document's count stops: enough for the
+cut to fall past every token the model reads."""
+
 COVERAGE_FULL = "full"
 COVERAGE_PARTIAL = "partial"
 COVERAGE_CUT = "cut"
@@ -46,9 +50,12 @@ class Truncation:
     max_tokens: int
     partial: tuple[int, ...]
     cut: tuple[int, ...]
+    n_tokens_exact: bool = True
+    """False when counting stopped early: the document has at least ``n_tokens`` tokens."""
 
     def __str__(self) -> str:
-        parts = [f"document {self.doc_id!r} has {self.n_tokens} tokens, the model reads {self.max_tokens}"]
+        count = f"{self.n_tokens}" if self.n_tokens_exact else f"more than {self.n_tokens}"
+        parts = [f"document {self.doc_id!r} has {count} tokens, the model reads {self.max_tokens}"]
         if self.partial:
             parts.append(f"segment(s) {', '.join(map(str, self.partial))} cut short")
         if self.cut:
@@ -68,6 +75,8 @@ class EncodedDocument:
     max_tokens: int
     late_chunks: dict[int, np.ndarray] | None = None  # position -> calibrated late-chunking vector
     late_chunks_uncalibrated: dict[int, np.ndarray] | None = None
+    n_tokens_exact: bool = True
+    """False for a document so long that its tokens were counted only up to past the maximum."""
 
     @property
     def truncation(self) -> Truncation | None:
@@ -75,7 +84,7 @@ class EncodedDocument:
             return None
         partial = tuple(s.position for s, lay in zip(self.document.segments, self.layout) if lay.coverage == COVERAGE_PARTIAL)
         cut = tuple(s.position for s, lay in zip(self.document.segments, self.layout) if lay.coverage == COVERAGE_CUT)
-        return Truncation(self.document.doc_id, self.n_tokens, self.max_tokens, partial, cut)
+        return Truncation(self.document.doc_id, self.n_tokens, self.max_tokens, partial, cut, self.n_tokens_exact)
 
 
 def model_name(model: SentenceTransformer) -> str:
@@ -141,7 +150,7 @@ def encode_documents(
             f"{pooling_of(model)!r}. Index without late chunks."
         )
     prompt = document_prompt(model)
-    texts = [doc.text for doc in documents]
+    texts = [model_text(model.tokenizer, prompt, doc.text, model.max_seq_length) for doc in documents]
     token_rows = _tokenize(model, prompt, texts)
     passes = [("calibrated", contextlib.nullcontext())]
     if uncalibrated_vectors:
@@ -154,7 +163,7 @@ def encode_documents(
     encoded = []
     for i, doc in enumerate(documents):
         ids, offsets, special, n_tokens = token_rows[i]
-        layout = _layout(model, prompt, doc, ids, offsets, special, n_tokens)
+        layout = _layout(prompt, doc, ids, offsets, special, n_tokens)
         vectors: dict[str, np.ndarray] = {}
         chunks: dict[str, dict[int, np.ndarray]] = {}
         for name, _ in passes:
@@ -172,8 +181,22 @@ def encode_documents(
             max_tokens=model.max_seq_length,
             late_chunks=chunks.get("calibrated"),
             late_chunks_uncalibrated=chunks.get("uncalibrated"),
+            n_tokens_exact=len(texts[i]) == len(doc.text),
         ))
     return encoded
+
+
+def model_text(tokenizer, prompt: str, text: str, limit: int) -> str:
+    """``text``, or for a very long one the shortest doubling prefix that still tokenizes to more
+    than ``limit`` + `COUNT_MARGIN` tokens: the model reads exactly the same tokens, and a 3 MB
+    document is not tokenized in full only to be cut at ``limit``."""
+    chars = max(64, 16 * limit)
+    while chars < len(text):
+        prefix = text[:chars]
+        if len(tokenizer(prompt + prefix, add_special_tokens=True, verbose=False)["input_ids"]) > limit + COUNT_MARGIN:
+            return prefix
+        chars *= 2
+    return text
 
 
 # ---------------------------------------------------------------------------- internals
@@ -206,21 +229,19 @@ def _spans(offsets: Sequence[tuple[int, int]], special: Sequence[int], shift: in
     return token_spans(offsets, char_spans, special=special, shift=shift, straddling="every").spans
 
 
-def _layout(model: SentenceTransformer, prompt: str, doc: Document, ids: list[int], offsets: list[tuple[int, int]],
+def _layout(prompt: str, doc: Document, ids: list[int], offsets: list[tuple[int, int]],
             special: list[int], n_tokens: int) -> tuple[SegmentLayout, ...]:
+    """Each segment's kept token span and coverage; a truncated document is judged on characters:
+    a segment whose text goes on past the last kept token lost its tail."""
     kept = _spans(offsets, special, len(prompt), doc)
     if n_tokens <= len(ids):
         return tuple(SegmentLayout(span, COVERAGE_FULL if span else COVERAGE_CUT) for span in kept)
-    full = model.tokenizer(prompt + doc.text, truncation=False, return_offsets_mapping=True,
-                           return_special_tokens_mask=True, add_special_tokens=True, verbose=False)
-    whole = _spans([tuple(o) for o in full["offset_mapping"]], full["special_tokens_mask"], len(prompt), doc)
+    covered = max((end for (_, end), is_special in zip(offsets, special) if not is_special), default=0) - len(prompt)
     layout = []
-    for span, whole_span in zip(kept, whole):
-        kept_count = 0 if span is None else span[1] - span[0]
-        whole_count = 0 if whole_span is None else whole_span[1] - whole_span[0]
-        if kept_count == 0:
+    for segment, span in zip(doc.segments, kept):
+        if span is None:
             layout.append(SegmentLayout(None, COVERAGE_CUT))
-        elif kept_count < whole_count:
+        elif doc.text[max(covered, segment.start):segment.end].strip():
             layout.append(SegmentLayout(span, COVERAGE_PARTIAL))
         else:
             layout.append(SegmentLayout(span, COVERAGE_FULL))

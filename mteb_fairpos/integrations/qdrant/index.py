@@ -38,7 +38,15 @@ from .encoding import (
     model_name,
     pooling_of,
 )
-from .records import Document, OnError, Problem, parse_documents, read_documents
+from .records import (
+    Document,
+    OnError,
+    Problem,
+    check_iterable_of_records,
+    parse_documents,
+    read_documents,
+    require_documents,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +93,7 @@ class IndexReport:
             "stale_points_deleted": self.stale_points_deleted,
             "created_collection": self.created_collection,
             "invalid": [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid],
-            "truncated": [{"doc_id": t.doc_id, "n_tokens": t.n_tokens, "max_tokens": t.max_tokens,
+            "truncated": [{"doc_id": t.doc_id, "n_tokens": t.n_tokens, "n_tokens_exact": t.n_tokens_exact, "max_tokens": t.max_tokens,
                            "partial_positions": list(t.partial), "cut_positions": list(t.cut)} for t in self.truncated],
             "seconds": round(self.seconds, 3),
         }
@@ -232,6 +240,7 @@ class FairQdrantIndex:
         """
         start = time.perf_counter()
         docs, problems = _as_documents(documents, on_error)
+        require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
         report = IndexReport(self.collection, documents=len(docs), invalid=list(invalid) + problems)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
                                                        **collection_options)
@@ -320,6 +329,7 @@ def _model_name(model: SentenceTransformer) -> str:
 
 
 def _as_documents(documents: Iterable[Document | dict], on_error: OnError) -> tuple[list[Document], list[Problem]]:
+    check_iterable_of_records(documents)
     items = list(documents)
     if all(isinstance(d, Document) for d in items):
         seen: set[str] = set()
@@ -470,7 +480,8 @@ class _Writer:
                                  "which this collection stores.")
             vectors[store.VECTOR_UNCALIBRATED] = enc.uncalibrated.tolist()
         payload = {"kind": store.KIND_DOCUMENT, "doc_id": doc.doc_id, "n_segments": n, "segments": layout,
-                   "n_tokens": enc.n_tokens, "max_tokens": enc.max_tokens, "truncated": enc.n_tokens > enc.max_tokens,
+                   "n_tokens": enc.n_tokens, "n_tokens_exact": enc.n_tokens_exact, "max_tokens": enc.max_tokens,
+                   "truncated": enc.n_tokens > enc.max_tokens,
                    "model": spec.model, "calibration": spec.calibration, "content_hash": digest}
         if self.store_text:
             payload["text"] = doc.text

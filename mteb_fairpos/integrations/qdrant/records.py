@@ -17,6 +17,7 @@ left out and reported as a :class:`Problem`.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,10 @@ from typing import Any, Literal
 from ...jsonl import jsonl_lines
 
 OnError = Literal["raise", "skip"]
+
+RECORD_KEYS = ("id", "language", "metadata", "text", "segments", "spans")
+SEGMENT_KEYS = ("text", "language", "id")
+SPAN_KEYS = ("start", "end", "language", "id")
 
 
 class InputError(ValueError):
@@ -73,6 +78,7 @@ def parse_document(record: Any, where: str = "record") -> Document:
         raise InputError(f"{where}: expected a JSON object with 'id' and 'segments', got {type(record).__name__}.")
     doc_id = _doc_id(record.get("id"), where)
     where = f"{where} (document {doc_id!r})"
+    _check_keys(record, RECORD_KEYS, where, "record")
     default_language = _optional_str(record.get("language"), "language", where)
     metadata = record.get("metadata")
     if metadata is None:
@@ -95,17 +101,40 @@ def parse_document(record: Any, where: str = "record") -> Document:
         return _from_segment_list(doc_id, items, default_language, dict(metadata), where)
     if not isinstance(text, str):
         raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}.")
+    _unicode(text, where, "the document 'text'")
     return _from_spans(doc_id, text, items, default_language, dict(metadata), where, shorthand=spans is not None)
 
 
 def parse_documents(records: Iterable[Any], *, on_error: OnError = "raise", source: str = "record") -> tuple[list[Document], list[Problem]]:
     """Validate records given in memory (the Python API's input). Duplicate ids are errors too."""
+    check_iterable_of_records(records)
     return _collect(((f"{source} {i}", r) for i, r in enumerate(records, start=1)), on_error)
+
+
+def check_iterable_of_records(records: Any) -> None:
+    """A string, path or single dict where a list of records belongs is a clear TypeError."""
+    if isinstance(records, (str, bytes, Path)):
+        raise TypeError(f"expected an iterable of records (dicts), got a {type(records).__name__}; "
+                        "to index a file, use index_file(path) or read_documents(path).")
+    if isinstance(records, Mapping):
+        raise TypeError("expected an iterable of records, got a single record (a dict): wrap it in a list.")
+    if not isinstance(records, Iterable):
+        raise TypeError(f"expected an iterable of records (dicts), got {type(records).__name__}.")
+
+
+def require_documents(documents: list[Document], problems: list[Problem], source: str) -> None:
+    """Refuse an input with nothing to index, before a collection is created for it."""
+    if documents:
+        return
+    reason = f"all {len(problems)} record(s) are invalid (first: {problems[0]})" if problems else "it holds no record"
+    raise InputError(f"{source}: nothing to index: {reason}.")
 
 
 def read_documents(path: str | Path, *, on_error: OnError = "raise", format: str | None = None) -> tuple[list[Document], list[Problem]]:
     """Read and validate a JSONL or Parquet file (``format`` from the suffix unless given)."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{str(path)!r} is a folder; give a JSONL or Parquet file of documents.")
     if not path.is_file():
         raise FileNotFoundError(f"input file {str(path)!r} does not exist.")
     fmt = format or _format_of(path)
@@ -182,10 +211,30 @@ def _format_of(path: Path) -> str:
 def _doc_id(value: Any, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{where}: every document needs an 'id' (string or integer), got {value!r}.")
-    text = str(value)
+    text = _unicode(str(value), where, "the document 'id'")
     if not text.strip():
         raise InputError(f"{where}: the document 'id' is empty.")
     return text
+
+
+def _unicode(text: str, where: str, what: str) -> str:
+    """``text`` if it can be stored and tokenized: a lone surrogate (``\\ud800``) cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InputError(f"{where}: {what} holds a lone surrogate ({text[err.start]!r}) at character {err.start}; "
+                         "texts must be valid Unicode (was a UTF-16 string decoded wrongly?).") from None
+    return text
+
+
+def _check_keys(item: Mapping[str, Any], known: tuple[str, ...], where: str, what: str) -> None:
+    unknown = [key for key in item if key not in known]
+    if not unknown:
+        return
+    hints = [f"{key!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(str(key), known, n=1)) else repr(key)
+             for key in unknown]
+    extra = "; put other fields under 'metadata'" if what == "record" else ""
+    raise InputError(f"{where}: unknown {what} key(s) {', '.join(hints)}; known: {', '.join(known)}{extra}.")
 
 
 def _optional_str(value: Any, name: str, where: str) -> str | None:
@@ -213,6 +262,7 @@ def _from_segment_list(doc_id: str, items: list, default_language: str | None, m
         elif isinstance(item, Mapping):
             if "start" in item or "end" in item:
                 raise InputError(f"{here}: has a character span but the document has no 'text'.")
+            _check_keys(item, SEGMENT_KEYS, here, "segment")
             text = item.get("text")
             if not isinstance(text, str):
                 raise InputError(f"{here}: needs a 'text' string, got {text!r:.60}.")
@@ -220,7 +270,7 @@ def _from_segment_list(doc_id: str, items: list, default_language: str | None, m
             seg_id = _segment_id(item.get("id"), here)
         else:
             raise InputError(f"{here}: expected a string or an object with 'text', got {type(item).__name__}.")
-        if not text.strip():
+        if not _unicode(text, here, "the segment text").strip():
             raise InputError(f"{here}: the segment text is empty.")
         if texts:
             cursor += 1  # the single joining space
@@ -245,6 +295,7 @@ def _from_spans(doc_id: str, text: str, items: list, default_language: str | Non
             if "text" in item and "start" not in item:
                 raise InputError(f"{here}: the document has a 'text', so segments must be character spans "
                                  "({'start', 'end'}); drop 'text' to give segment texts instead.")
+            _check_keys(item, SPAN_KEYS, here, "segment")
             start, end = item.get("start"), item.get("end")
             language = _optional_str(item.get("language"), "language", here) or default_language
             seg_id = _segment_id(item.get("id"), here)
