@@ -19,7 +19,7 @@ _EXPORTS = {
     "UnsupportedModelError": "attention",
     "attach": "attention",
     "FairSentenceTransformer": "model",
-    "TruncationWarning": "model",
+    "TruncationWarning": "segmented",
     "minilm_path": "offline",
 }
 __all__ = sorted(_EXPORTS)
@@ -28,7 +28,8 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .attention import CalibrationPlan, UnsupportedModelError, attach
     from .config import CalibrationConfig, ConfigError
-    from .model import FairSentenceTransformer, TruncationWarning
+    from .model import FairSentenceTransformer
+    from .segmented import TruncationWarning
     from .offline import minilm_path
 
 

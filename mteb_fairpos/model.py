@@ -15,33 +15,14 @@ from typing import Any
 
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.sentence_transformer.modules import Pooling as PoolingModule
 
 from .attention import CalibrationPlan, attach
-from .config import CalibrationConfig, ConfigError, Pooling
+from .config import CalibrationConfig, ConfigError
+from .segmented import TruncationWarning, model_pooling
 
 logger = logging.getLogger(__name__)
 
-_ST_POOLING = {"cls": "cls", "lasttoken": "last", "mean": "mean"}
-
-
-class TruncationWarning(UserWarning):
-    """Some inputs were longer than the model's maximum length and were cut."""
-
-
-def model_pooling(model: SentenceTransformer) -> Pooling:
-    """The pooling of a sentence-transformers model, in SPEC 1.1 terms."""
-    modules = [m for m in model if isinstance(m, PoolingModule)]
-    if not modules:
-        raise ConfigError("the model has no sentence-transformers Pooling module; pass CalibrationConfig(pooling=...).")
-    mode = modules[0].pooling_mode
-    modes = (mode,) if isinstance(mode, str) else tuple(mode)
-    if len(modes) != 1 or modes[0] not in _ST_POOLING:
-        raise ConfigError(
-            f"the model pools with {modes}; calibration supports cls, lasttoken and mean pooling. "
-            "Pass CalibrationConfig(pooling=...) to calibrate as one of these."
-        )
-    return _ST_POOLING[modes[0]]  # type: ignore[return-value]
+__all__ = ["FairSentenceTransformer", "TruncationWarning"]
 
 
 class FairSentenceTransformer(SentenceTransformer):
@@ -90,6 +71,15 @@ class FairSentenceTransformer(SentenceTransformer):
         with self.plan.applied(input["attention_mask"]):
             return super().forward(input, **kwargs)
 
+    @contextlib.contextmanager
+    def calibration_disabled(self) -> Iterator[None]:
+        """Inside the block ``encode_document`` runs uncalibrated, with the same prompts and routing."""
+        plan, self.plan = self.plan, None
+        try:
+            yield
+        finally:
+            self.plan = plan
+
     # ------------------------------------------------------------------ input checks
     def encode(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """sentence-transformers' ``encode`` with input checks and a truncation report."""
@@ -122,23 +112,6 @@ class FairSentenceTransformer(SentenceTransformer):
                 extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
                 self._truncated += sum(len(ids) + extra > limit for ids in lengths)
         return features
-
-
-@contextlib.contextmanager
-def calibration_off(model: SentenceTransformer) -> Iterator[None]:
-    """Inside the block, ``model.encode_document`` runs uncalibrated, with the same prompts and routing.
-
-    A no-op for models without a calibration plan, so callers need not check the model's type.
-    """
-    plan = getattr(model, "plan", None)
-    if plan is None:
-        yield
-        return
-    model.plan = None
-    try:
-        yield
-    finally:
-        model.plan = plan
 
 
 def _check_texts(inputs: Any) -> None:

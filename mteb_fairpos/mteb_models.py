@@ -292,7 +292,7 @@ class FairEncoder(AbsEncoder):
         base = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
         self.model = _routed_model(base, calibration, self.calibrated_sides)
         if expected_pooling is not None:
-            from .model import model_pooling
+            from .segmented import model_pooling
 
             found = model_pooling(self.model)
             if found != expected_pooling:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .calibration import first_valid, last_valid
 from .config import CalibrationConfig, LayerSpec, Pooling
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
@@ -95,10 +96,7 @@ def pooling_rows(probs: Tensor, valid: Tensor, pooling: Pooling) -> Tensor:
         weights = valid.to(probs.dtype)
         rows = (probs * weights[:, None, :, None]).sum(dim=2) / weights.sum(dim=1).clamp(min=1)[:, None, None]
         return rows.mean(dim=1)
-    if pooling == "cls":
-        index = valid.to(torch.int8).argmax(dim=1)
-    else:
-        index = valid.shape[1] - 1 - valid.flip(1).to(torch.int8).argmax(dim=1)
+    index = first_valid(valid) if pooling == "cls" else last_valid(valid)
     return probs[batch, :, index, :].mean(dim=1)
 
 
@@ -106,8 +104,7 @@ def group_masses(rows: Tensor, valid: Tensor, basket_size: int) -> tuple[Tensor,
     """Split attention rows (N, K) into first-token, per-basket (N, M) and last-token masses."""
     n, k = rows.shape
     batch = torch.arange(n, device=rows.device)
-    first = valid.to(torch.int8).argmax(dim=1)
-    last = k - 1 - valid.flip(1).to(torch.int8).argmax(dim=1)
+    first, last = first_valid(valid), last_valid(valid)
     positions = torch.arange(k, device=rows.device)[None, :]
     content = valid & (positions > first[:, None]) & (positions < last[:, None])
     rank = content.long().cumsum(dim=1) - 1

@@ -35,15 +35,12 @@ import torch
 from torch import Tensor, nn
 
 from .attention import UnsupportedModelError
-from .calibration import BasketLayout, basket_layout, calibrate_rows
+from .calibration import BasketLayout, basket_layout, calibrate_rows, first_valid, last_valid
 from .config import CalibrationConfig, Pooling
+from .segmented import document_prompt, model_pooling
 
 ROW_TILE_ELEMENTS = 1 << 22
 """Bound on the probability elements calibrated at once when every row is calibrated (mean pooling)."""
-
-_DOCUMENT_PROMPTS = ("document", "passage", "corpus")
-"""The prompt names sentence-transformers' ``encode_document`` looks for, in its order."""
-
 
 # ---------------------------------------------------------------------------------- model access
 def _is_sentence_transformer(model: Any) -> bool:
@@ -190,9 +187,9 @@ def pool(hidden: Tensor, attention_mask: Tensor, pooling: Pooling) -> Tensor:
     valid = attention_mask.bool()
     batch = torch.arange(hidden.shape[0], device=hidden.device)
     if pooling == "cls":
-        return hidden[batch, valid.to(torch.int8).argmax(dim=1)]
+        return hidden[batch, first_valid(valid)]
     if pooling == "last":
-        return hidden[batch, valid.shape[1] - 1 - valid.flip(1).to(torch.int8).argmax(dim=1)]
+        return hidden[batch, last_valid(valid)]
     weights = valid.to(hidden.dtype).unsqueeze(-1)
     return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
 
@@ -203,8 +200,6 @@ def resolve_pooling(model: Any, config: CalibrationConfig | None, pooling: Pooli
     if chosen is not None:
         return chosen
     if _is_sentence_transformer(model):
-        from .model import model_pooling
-
         return model_pooling(model)
     raise ValueError("a transformers model has no Pooling module: pass pooling='cls', 'last' or 'mean'.")
 
@@ -251,15 +246,14 @@ def _to_device(features: dict[str, Any], device: Any) -> dict[str, Any]:
     return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in features.items()}
 
 
-def _document_prompt(model: Any, prompt: str | None, prompt_name: str | None, document: bool) -> str | None:
+def _text_prompt(model: Any, prompt: str | None, prompt_name: str | None, document: bool) -> str | None:
     """The prompt ``encode_document`` (document=True) or ``encode`` would prepend."""
     if prompt is not None:
         return prompt
-    prompts = getattr(model, "prompts", None) or {}
     if prompt_name is None and document:
-        prompt_name = next((name for name in _DOCUMENT_PROMPTS if name in prompts), None)
-    if prompt_name is None:
-        prompt_name = getattr(model, "default_prompt_name", None)
+        return document_prompt(model) or None
+    prompts = getattr(model, "prompts", None) or {}
+    prompt_name = prompt_name or getattr(model, "default_prompt_name", None)
     return prompts.get(prompt_name) if prompt_name else None
 
 
@@ -303,7 +297,7 @@ def reference_embeddings(
     isolated = config.isolated_tokens(resolved) if config is not None else ()
     basket = config.basket_size if config is not None else 1
     is_st = _is_sentence_transformer(model)
-    text_prompt = _document_prompt(model, prompt, prompt_name, document) if is_st else None
+    text_prompt = _text_prompt(model, prompt, prompt_name, document) if is_st else None
     task = "document" if (document and is_st) else None
 
     order = None

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .mteb_models import BASE_MODELS, fair_model_meta
+from .segmented import find_sentence_transformer
 
 logger = logging.getLogger(__name__)
 
@@ -150,15 +151,6 @@ class Chunker:
 
 
 # --------------------------------------------------------------------------- the encoder
-def _sentence_transformer(base: Any) -> Any:
-    from sentence_transformers import SentenceTransformer
-
-    for candidate in (base, getattr(base, "model", None)):
-        if isinstance(candidate, SentenceTransformer):
-            return candidate
-    return None
-
-
 def _as_numpy(array: Any) -> np.ndarray:
     if hasattr(array, "detach"):
         array = array.detach().cpu().float().numpy()
@@ -187,7 +179,7 @@ class SegmentEmbedAverage:
     ) -> None:
         self.base = base
         if chunker is None:
-            st = _sentence_transformer(base)
+            st = find_sentence_transformer(base)
             if max_tokens is None and st is not None and st.max_seq_length:
                 max_tokens = max(int(st.max_seq_length) - 2, 1)
             chunker = Chunker(

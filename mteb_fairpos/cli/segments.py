@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,25 +69,28 @@ def segment_report(model, segments: list[str]) -> SegmentReport:
     alone; the standalone segments go through the uncalibrated ``encode_document`` too. Truncation
     is judged on the exact model input, prompt and special tokens included.
     """
-    from ..integrations.qdrant.encoding import COVERAGE_FULL, encode_documents
-    from ..integrations.qdrant.records import parse_document
-    from ..model import calibration_off
+    from ..segmented import COVERAGE_FULL, encode_segmented
 
     if len(segments) < 2:
         raise ValueError("a multi-segment document needs at least two segments.")
     if any(not s.strip() for s in segments):
         raise ValueError("segments must not be empty.")
-    (encoded,) = encode_documents(model, [parse_document({"id": "document", "segments": segments})])
-    with calibration_off(model):
-        parts = model.encode_document(segments, normalize_embeddings=True)
-    plain = encoded.uncalibrated / np.linalg.norm(encoded.uncalibrated)
-    fair = encoded.calibrated / np.linalg.norm(encoded.calibrated)
+    document, spans, start = " ".join(segments), [], 0
+    for segment in segments:
+        spans.append((start, start + len(segment)))
+        start += len(segment) + 1
+    plain, fair = (encode_segmented(model, [document], [spans], calibrated=mode) for mode in (False, True))
+    parts = encode_segmented(model, segments, [[(0, len(s))] for s in segments], calibrated=False).vectors
     return SegmentReport(
         positions=list(range(1, len(segments) + 1)),
-        uncalibrated=parts @ plain,
-        calibrated=parts @ fair,
-        truncated_positions=[p for p, lay in enumerate(encoded.layout, start=1) if lay.coverage != COVERAGE_FULL],
+        uncalibrated=_unit(parts) @ _unit(plain.vectors)[0],
+        calibrated=_unit(parts) @ _unit(fair.vectors)[0],
+        truncated_positions=[p for p, c in enumerate(fair.layouts[0].coverage, start=1) if c != COVERAGE_FULL],
     )
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=-1, keepdims=True), 1e-12)
 
 
 def format_report(report: SegmentReport) -> str:
@@ -107,13 +109,11 @@ def _ratio(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..model import FairSentenceTransformer, TruncationWarning
+    from ..model import FairSentenceTransformer
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
     model = FairSentenceTransformer(args.model or minilm_path(), calibration_from_args(args))
-    with warnings.catch_warnings():  # truncation is reported below, per segment
-        warnings.simplefilter("ignore", TruncationWarning)
-        report = segment_report(model, segments)
+    report = segment_report(model, segments)
     print(f"model: {args.model or 'all-MiniLM-L6-v2 (offline)'}   calibration: {model.calibration}")
     print("cosine(document, standalone segment), segments embedded uncalibrated:")
     print(format_report(report))

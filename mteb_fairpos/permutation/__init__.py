@@ -6,7 +6,8 @@ models how much of each segment survives inside the document (tau), is regressed
 The mteb tasks are in :mod:`mteb_fairpos.tasks.permutation`; ``mteb-fairpos demo`` runs it offline.
 """
 
-from .access import ModelAccess, find_sentence_transformer
+from ..segmented import find_sentence_transformer
+from .access import ModelAccess
 from .corpus import (
     HF_DATASET,
     SAMPLE_PATH,

@@ -4,9 +4,9 @@ Two routes:
 
 * **direct**, whenever a ``SentenceTransformer`` is reachable (the model itself, or the
   ``.model`` of an mteb wrapper such as ``SentenceTransformerEncoderWrapper``): documents go
-  through ``encode_document`` with the document prompt the wrapper would use, and for
-  mean-pooled models the same single forward pass also returns the token vectors needed for
-  late chunking (tau). Standalone segments are the reference for what each segment says, so
+  through `mteb_fairpos.segmented.encode_segmented` with the document prompt the wrapper would
+  use, and for mean-pooled models the same single forward pass also gives the late-chunking
+  vectors (tau). Standalone segments are the reference for what each segment says, so
   they are embedded with the *plain* model: a :class:`~mteb_fairpos.FairSentenceTransformer`'s
   calibration is switched off for them (documents stay calibrated);
 * **protocol**, for any other mteb encoder: ``model.encode`` with ``prompt_type=document`` for
@@ -25,17 +25,19 @@ from typing import Any
 
 import numpy as np
 
+from ..config import ConfigError
+from ..segmented import (
+    SegmentedEncoding,
+    TokenLayout,
+    TruncationWarning,
+    calibration_mode,
+    document_prompt,
+    encode_segmented,
+    find_sentence_transformer,
+    model_pooling,
+)
+
 logger = logging.getLogger(__name__)
-
-
-def find_sentence_transformer(model: Any) -> Any | None:
-    """The ``SentenceTransformer`` behind ``model`` (itself or an mteb wrapper's ``.model``), else None."""
-    from sentence_transformers import SentenceTransformer
-
-    for candidate in (model, getattr(model, "model", None), getattr(model, "_model", None)):
-        if isinstance(candidate, SentenceTransformer):
-            return candidate
-    return None
 
 
 def _normalize(matrix: np.ndarray) -> np.ndarray:
@@ -96,12 +98,7 @@ class ModelAccess:
             name = get_prompt_name(prompts, self.task_metadata, PromptType.document)
             if name and prompts.get(name) is not None:
                 return prompts[name]
-        for name in ("document", "passage", "corpus"):  # what encode_document picks by itself
-            if st.prompts.get(name):
-                return st.prompts[name]
-        if st.default_prompt_name:
-            return st.prompts.get(st.default_prompt_name) or ""
-        return ""
+        return document_prompt(st)  # what encode_document picks by itself
 
     def _tau_status(self) -> str | None:
         if self.st is None:
@@ -132,52 +129,31 @@ class ModelAccess:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         if self.st is not None:
-            from ..model import calibration_off
-
-            with calibration_off(self.st):
-                return self._sorted(texts, lambda batch: self._st_encode(batch))
+            with calibration_mode(self.st, calibrated=False):
+                return self._sorted(texts, self._st_encode)
         return self._sorted(texts, self._protocol_encode)
 
-    def encode_documents(
-        self,
-        texts: Sequence[str],
-        on_tokens: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
-        chunk_size: int | None = None,
-    ) -> np.ndarray:
-        """Normalized document embeddings; with ``on_tokens`` also the token vectors.
-
-        ``on_tokens(index, input_ids, token_vectors)`` is called once per document (valid tokens
-        only, in order) as chunks of documents are encoded, so token vectors never pile up.
-        """
+    def encode_documents(self, texts: Sequence[str], layouts: Sequence[TokenLayout] | None = None,
+                         late_chunks: bool = False) -> SegmentedEncoding:
+        """Normalized document embeddings; on the direct route with ``late_chunks`` (and the documents'
+        ``layouts``) also each segment's late-chunking vector, from the same forward pass."""
         if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        if on_tokens is None or self.tau_status is not None:
-            if self.st is not None:
-                return self._sorted(texts, self._st_encode)
-            return self._sorted(texts, self._protocol_encode)
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        chunk = chunk_size or max(self.batch_size * 2, 1)  # token vectors of one chunk at a time
-        out: list[np.ndarray] = [None] * len(texts)  # type: ignore[list-item]
-        for begin in range(0, len(order), chunk):
-            indices = [int(i) for i in order[begin:begin + chunk]]
-            rows = self._st_encode([texts[i] for i in indices], output_value=None)
-            for index, row in zip(indices, rows):
-                mask = row["attention_mask"].bool()
-                ids = row["input_ids"][mask].cpu().numpy().astype(np.int64)
-                vectors = row["token_embeddings"][mask].float().cpu().numpy()
-                on_tokens(index, ids, vectors)
-                out[index] = row["sentence_embedding"].float().cpu().numpy()
-        return _normalize(np.stack(out))
+            return SegmentedEncoding(np.zeros((0, 0), dtype=np.float32), [])
+        if self.st is None:
+            return SegmentedEncoding(self._sorted(texts, self._protocol_encode), list(layouts or []))
+        self.encoded_texts += len(texts)
+        late = late_chunks and self.tau_status is None and layouts is not None
+        encoded = encode_segmented(self.st, texts, late_chunks=late, layouts=layouts if late else None,
+                                   prompt=self.prompt, batch_size=self.batch_size, show_progress=self.show_progress)
+        encoded.vectors = _normalize(encoded.vectors)
+        return encoded
 
-    def _st_encode(self, batch: list[str], output_value: str | None = "sentence_embedding") -> Any:
-        from ..model import TruncationWarning
-
+    def _st_encode(self, batch: list[str]) -> np.ndarray:
         self.encoded_texts += len(batch)
         with warnings.catch_warnings():  # the probe reports truncated segments itself
             warnings.simplefilter("ignore", TruncationWarning)
             return self.st.encode_document(batch, prompt=self.prompt, batch_size=self.batch_size,
-                                           show_progress_bar=self.show_progress, output_value=output_value,
-                                           convert_to_numpy=output_value == "sentence_embedding")
+                                           show_progress_bar=self.show_progress)
 
     def _protocol_encode(self, batch: list[str]) -> np.ndarray:
         from datasets import Dataset
@@ -201,9 +177,6 @@ class ModelAccess:
 
 
 def _pooling_of(st: Any) -> str | None:
-    from ..config import ConfigError
-    from ..model import model_pooling
-
     try:
         return model_pooling(st)
     except ConfigError:

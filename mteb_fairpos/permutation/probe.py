@@ -171,21 +171,17 @@ class ProbeSession:
         for row, info in enumerate(tokens):
             truncated[row] = info.truncated
 
-        def late_chunks(index: int, ids: np.ndarray, vectors: np.ndarray) -> None:
-            nonlocal unaligned
-            info = tokens[index]
-            if not np.array_equal(ids, info.input_ids):
-                unaligned += 1
-                return
-            for pos, span in enumerate(info.spans):
-                if span is None or info.truncated[pos]:
-                    continue
-                context = vectors[span[0]:span[1]].mean(axis=0)
-                context = context / max(float(np.linalg.norm(context)), 1e-12)
-                tau[index, pos] = float(context @ self.segment_cache[docs[index].keys[pos]])
-
         want_tau = self.access.tau_status is None
-        doc_vectors = self.access.encode_documents([d.text for d in docs], late_chunks if want_tau else None)
+        encoded = self.access.encode_documents([d.text for d in docs], tokens, late_chunks=want_tau)
+        if encoded.late_chunks is not None:
+            for index, (chunks, aligned) in enumerate(zip(encoded.late_chunks, encoded.aligned)):
+                if not aligned:
+                    unaligned += 1
+                    continue
+                for pos, context in enumerate(chunks):
+                    if context is not None and not truncated[index, pos]:
+                        tau[index, pos] = float(context @ self.segment_cache[docs[index].keys[pos]])
+        doc_vectors = encoded.vectors
         self.documents_encoded += len(docs)
         segment_vectors = np.stack([[self.segment_cache[key] for key in d.keys] for d in docs])  # (docs, n, dim)
         sigma = np.einsum("dnk,dk->dn", segment_vectors, doc_vectors)

@@ -29,6 +29,7 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 from sentence_transformers import SentenceTransformer
 
+from ...segmented import calibration_pooling
 from . import store
 from .encoding import (
     EncodedDocument,
@@ -36,7 +37,6 @@ from .encoding import (
     calibration_text,
     encode_documents,
     model_name,
-    pooling_of,
 )
 from .records import (
     Document,
@@ -168,7 +168,7 @@ class FairQdrantIndex:
         return store.CollectionSpec(
             model=self.model_name,
             calibration=calibration_text(self.model),
-            pooling=pooling_of(self.model),
+            pooling=calibration_pooling(self.model),
             dimension=int(self.model.get_embedding_dimension()),
             distance=store.distance_for(getattr(self.model, "similarity_fn_name", None)),
             vectors=tuple(vectors),
@@ -199,10 +199,10 @@ class FairQdrantIndex:
             uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True
         if late_chunks is None:
             late_chunks = store.VECTOR_LATE in stored.vectors if stored else False
-        if late_chunks and pooling_of(self.model) != "mean":
+        if late_chunks and calibration_pooling(self.model) != "mean":
             raise ValueError(
                 f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); {self.model_name} pools "
-                f"with {pooling_of(self.model)!r}. Index without late chunks."
+                f"with {calibration_pooling(self.model)!r}. Index without late chunks."
             )
         wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
         if stored is not None:
