@@ -2,7 +2,9 @@
 
 One model copy serves both sides: ``encode_document`` runs inside the calibration plan,
 ``encode_query`` does not (SPEC 1.4: documents only), and plain ``encode`` follows the
-``calibrate_encode`` flag. Everything else is sentence-transformers' own ``encode``.
+``calibrate_encode`` flag (``calibrate_queries`` turns the query side on too, an ablation).
+Everything else is sentence-transformers' own ``encode``. The model pickles like any
+SentenceTransformer, so it can travel to worker processes.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ class FairSentenceTransformer(SentenceTransformer):
         model: a model name or path (loaded by sentence-transformers) or a loaded
             ``SentenceTransformer``, whose modules are reused (no second copy of the weights).
         calibration: the settings; ``None`` (or strength 0) gives exactly the plain model.
-        calibrate_encode: whether plain ``encode()`` calibrates (``encode_document`` always
-            does and ``encode_query`` never does).
+        calibrate_encode: whether plain ``encode()`` calibrates (``encode_document`` always does).
+        calibrate_queries: whether ``encode_query`` calibrates too (an ablation; the papers do not).
         **kwargs: passed to ``SentenceTransformer`` when ``model`` is a name or path.
     """
 
@@ -43,6 +45,7 @@ class FairSentenceTransformer(SentenceTransformer):
         calibration: CalibrationConfig | None = CalibrationConfig(),
         *,
         calibrate_encode: bool = False,
+        calibrate_queries: bool = False,
         **kwargs: Any,
     ) -> None:
         if isinstance(model, SentenceTransformer):
@@ -54,6 +57,7 @@ class FairSentenceTransformer(SentenceTransformer):
             super().__init__(model, **kwargs)
         self.calibration = calibration
         self.calibrate_encode = calibrate_encode
+        self.calibrate_queries = calibrate_queries
         self.plan: CalibrationPlan | None = None
         if calibration is not None:
             pooling = calibration.pooling or model_pooling(self)
@@ -65,7 +69,9 @@ class FairSentenceTransformer(SentenceTransformer):
     # ------------------------------------------------------------------ forward
     def forward(self, input: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
         task = kwargs.get("task")
-        calibrate = self.plan is not None and (task == "document" or (task is None and self.calibrate_encode))
+        calibrate = self.plan is not None and (
+            task == "document" or (task is None and self.calibrate_encode) or (task == "query" and self.calibrate_queries)
+        )
         if not calibrate:
             return super().forward(input, **kwargs)
         with self.plan.applied(input["attention_mask"]):

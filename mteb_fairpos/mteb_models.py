@@ -24,7 +24,6 @@ This module imports no torch at import time: it is read whenever mteb is importe
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
@@ -290,7 +289,10 @@ class FairEncoder(AbsEncoder):
         if trust_remote_code:
             kwargs["trust_remote_code"] = True
         base = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
-        self.model = _routed_model(base, calibration, self.calibrated_sides)
+        from .model import FairSentenceTransformer
+
+        self.model = FairSentenceTransformer(base, calibration, calibrate_encode="other" in self.calibrated_sides,
+                                             calibrate_queries="query" in self.calibrated_sides)
         if expected_pooling is not None:
             from .segmented import model_pooling
 
@@ -410,34 +412,6 @@ class shared_weights:
 
     def __exit__(self, *exc: object) -> None:
         _SHARED_WEIGHTS.pop()
-
-
-def _routed_model(base, calibration: CalibrationConfig | None, sides: frozenset[str]):
-    """A FairSentenceTransformer over ``base``'s modules (no copy) that calibrates exactly ``sides``."""
-    model = _side_routed_class()(base, calibration, calibrate_encode="other" in sides)
-    model.calibrate_queries = "query" in sides
-    return model
-
-
-@functools.lru_cache(maxsize=None)
-def _side_routed_class() -> type:
-    # defined on first use: importing FairSentenceTransformer imports torch
-    from sentence_transformers import SentenceTransformer
-
-    from .model import FairSentenceTransformer
-
-    class SideRoutedFairSentenceTransformer(FairSentenceTransformer):
-        """``FairSentenceTransformer`` whose queries can be calibrated too (an ablation)."""
-
-        calibrate_queries = False
-
-        def forward(self, input, **kwargs):  # noqa: A002 - sentence-transformers' signature
-            if self.calibrate_queries and self.plan is not None and kwargs.get("task") == "query":
-                with self.plan.applied(input["attention_mask"]):
-                    return SentenceTransformer.forward(self, input, **kwargs)
-            return super().forward(input, **kwargs)
-
-    return SideRoutedFairSentenceTransformer
 
 
 def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:

@@ -134,3 +134,24 @@ def test_shared_weights_share_one_model():
     assert a.model.plan is not None and b.model.plan is None
     assert longer.model[0] is not a.model[0]  # a different maximum length is a different model
     assert (a.model.max_seq_length, longer.model.max_seq_length) == (256, 512)
+
+
+def test_a_fair_model_pickles_with_its_calibration():
+    """Worker processes (multi-process pools, Ray actors) receive models by pickling."""
+    import pickle
+
+    import mteb
+
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    encoder = mteb.get_model("fair/all-MiniLM-L6-v2", device="cpu", calibrate_queries=True)
+    copy = pickle.loads(pickle.dumps(encoder))
+    assert type(copy.model) is type(encoder.model) and copy.model.calibrate_queries
+    assert str(copy.calibration) == str(encoder.calibration) and copy.model.plan is not None
+    text = " ".join(["The harbour wakes before dawn and the boats come in."] * 40)
+    for side in ("document", "query"):
+        np.testing.assert_allclose(copy.encode_texts([text], side=side), encoder.encode_texts([text], side=side), atol=1e-6)
+    with copy.model.calibration_disabled():  # the copy really calibrates
+        plain = copy.model.encode_document([text])
+    assert not np.allclose(copy.encode_texts([text], side="document"), plain, atol=1e-4)
