@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from qdrant_client import models
 
@@ -23,10 +23,7 @@ from ...fairness import psi, undefined_reason
 from ...jsonl import jsonl_lines
 from . import store
 from .records import Document, InputError
-from .search import checked_spec
-
-if TYPE_CHECKING:
-    from .index import FairQdrantIndex
+from .search import SearchableIndex
 
 
 def _fmt(value: float | None) -> str:
@@ -132,7 +129,7 @@ class DiscoverabilityReport:
 
 
 def discoverability(
-    index: FairQdrantIndex,
+    index: SearchableIndex,
     *,
     queries: Iterable[PositionQuery | dict] | None = None,
     documents: Sequence[Document] | None = None,
@@ -151,7 +148,7 @@ def discoverability(
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive integers, got {ks}.")
     depth = max(depth, ks[-1])
-    spec = checked_spec(index)
+    spec = index.searchable_spec()
     names = list(vectors) if vectors is not None else [v for v in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) if v in spec.vectors]
     for name in names:
         if name not in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) or name not in spec.vectors:
@@ -184,7 +181,7 @@ def discoverability(
     return report
 
 
-def _check_targets(index: FairQdrantIndex, items: Sequence[PositionQuery]) -> None:
+def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery]) -> None:
     """Every query must name an indexed document and one of its positions: a typo scored as a
     miss would pass for a finding about position."""
     wanted = sorted({q.doc_id for q in items})
@@ -208,7 +205,7 @@ def _some(values: Sequence[Any], limit: int = 5, *, quote: bool = True) -> str:
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
-def stored_segment_queries(index: FairQdrantIndex) -> list[PositionQuery]:
+def stored_segment_queries(index: SearchableIndex) -> list[PositionQuery]:
     """Every segment of every indexed document, its text cut from the stored document text."""
     items: list[PositionQuery] = []
     flt = models.Filter(must=[models.FieldCondition(key="kind", match=models.MatchValue(value=store.KIND_DOCUMENT))])

@@ -31,6 +31,7 @@ from sentence_transformers import SentenceTransformer
 
 from ...segmented import calibration_pooling
 from . import store
+from .discoverability import DiscoverabilityReport, discoverability
 from .encoding import (
     EncodedDocument,
     Truncation,
@@ -47,6 +48,7 @@ from .records import (
     read_documents,
     require_documents,
 )
+from .search import SearchHit, search
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +143,7 @@ class FairQdrantIndex:
             self._owns_client = False
         self.client = client
         self._prepared: store.CollectionSpec | None = None
-        self._search_spec: store.CollectionSpec | None = None  # set by the first search
+        self._search_spec: store.CollectionSpec | None = None  # set by prepare() or searchable_spec()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -178,6 +180,21 @@ class FairQdrantIndex:
     def stored_spec(self) -> store.CollectionSpec | None:
         """The spec stored with the collection, ``None`` if the collection does not exist."""
         return store.read_spec(self.client, self.collection)
+
+    def searchable_spec(self) -> store.CollectionSpec:
+        """The collection's spec, once checked that it exists and that this index's model built it (cached)."""
+        if self._search_spec is not None:
+            return self._search_spec
+        spec = self.stored_spec()
+        if spec is None:
+            raise store.QdrantIndexError(f"collection {self.collection!r} does not exist; index documents into it first.")
+        if spec.model != self.model_name:
+            raise store.CollectionMismatchError(
+                f"collection {self.collection!r} was built with model {spec.model!r}, but queries would be encoded with "
+                f"{self.model_name!r}; vectors of different models are not comparable. Load {spec.model!r}."
+            )
+        self._search_spec = spec
+        return spec
 
     def prepare(
         self,
@@ -301,16 +318,12 @@ class FairQdrantIndex:
         found = self.client.retrieve(self.collection, [store.point_id(self.collection, str(doc_id), 0)], with_payload=True)
         return dict(found[0].payload or {}) if found else None
 
-    def search(self, query: str, **options: Any):
+    def search(self, query: str, **options: Any) -> list[SearchHit]:
         """See :func:`mteb_fairpos.integrations.qdrant.search.search`."""
-        from .search import search
-
         return search(self, query, **options)
 
-    def discoverability(self, **options: Any):
+    def discoverability(self, **options: Any) -> DiscoverabilityReport:
         """See :func:`mteb_fairpos.integrations.qdrant.discoverability.discoverability`."""
-        from .discoverability import discoverability
-
         return discoverability(self, **options)
 
 

@@ -11,14 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from . import store
 
-if TYPE_CHECKING:
-    from .index import FairQdrantIndex
+
+class SearchableIndex(Protocol):
+    """What searching needs of an index (`FairQdrantIndex` is one); this module imports no index."""
+
+    client: QdrantClient
+    collection: str
+    model: Any
+
+    def searchable_spec(self) -> store.CollectionSpec: ...
 
 
 @dataclass
@@ -57,7 +64,7 @@ def position_filter(position: int | Sequence[int] | None = None, language: str |
 
 
 def search(
-    index: FairQdrantIndex,
+    index: SearchableIndex,
     query: str,
     *,
     limit: int = 10,
@@ -72,7 +79,7 @@ def search(
         raise ValueError("the query must be a non-empty string.")
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}.")
-    spec = checked_spec(index)
+    spec = index.searchable_spec()
     using = vector_name(spec, vector, level)
     query_vector = index.model.encode_query([query], show_progress_bar=False)[0]
     payload: bool | list[str] = True if with_text else models.PayloadSelectorExclude(exclude=["text"])
@@ -84,23 +91,6 @@ def search(
         return [_document_hit(p) for p in found]
     parents = _parents(index, [p.payload.get("parent_id") for p in found])
     return [_segment_hit(p, parents.get(p.payload.get("parent_id")), with_text) for p in found]
-
-
-def checked_spec(index: FairQdrantIndex) -> store.CollectionSpec:
-    """The collection's spec, after checking that it exists and that the index's model built it (cached)."""
-    cached = getattr(index, "_search_spec", None)
-    if cached is not None:
-        return cached
-    spec = index.stored_spec()
-    if spec is None:
-        raise store.QdrantIndexError(f"collection {index.collection!r} does not exist; index documents into it first.")
-    if spec.model != index.model_name:
-        raise store.CollectionMismatchError(
-            f"collection {index.collection!r} was built with model {spec.model!r}, but queries would be encoded with "
-            f"{index.model_name!r}; vectors of different models are not comparable. Load {spec.model!r}."
-        )
-    index._search_spec = spec
-    return spec
 
 
 def vector_name(spec: store.CollectionSpec, vector: str, level: str) -> str:
@@ -145,7 +135,7 @@ def _segment_hit(point: models.ScoredPoint, parent: dict | None, with_text: bool
                      text=payload.get("text") if with_text else None, payload=payload)
 
 
-def _parents(index: FairQdrantIndex, ids: list[str | None]) -> dict[str, dict]:
+def _parents(index: SearchableIndex, ids: list[str | None]) -> dict[str, dict]:
     wanted = sorted({i for i in ids if i})
     if not wanted:
         return {}

@@ -1,0 +1,56 @@
+"""The package's shape: no import circle (lazy and type-checking imports included), one home per concept."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mteb_fairpos"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every mteb_fairpos module ``name`` imports anywhere in its file (``from . import x`` imports x)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else (node.module or "")
+            targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+        elif isinstance(node, ast.Import):
+            targets.update(a.name for a in node.names)
+    return {t for t in targets if t in modules and t != name}
+
+
+def test_the_import_graph_has_no_circle():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            assert state.get(nxt) != 1, "import circle: " + " -> ".join(path[path.index(nxt):] + [node, nxt])
+            if nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+
+
+def test_document_prompt_and_pooling_rules_have_one_home():
+    """Only mteb_fairpos.segmented spells out sentence-transformers' document prompt names."""
+    spelled = [p.name for p in PACKAGE.rglob("*.py") if '"passage", "corpus"' in p.read_text(encoding="utf-8")]
+    assert spelled == ["segmented.py"]
+    pooling_maps = [p.name for p in PACKAGE.rglob("*.py") if '"lasttoken": "last"' in p.read_text(encoding="utf-8")]
+    assert pooling_maps == ["segmented.py"]
