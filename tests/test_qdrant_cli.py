@@ -9,7 +9,7 @@ import pytest
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
 from mteb_fairpos.cli import main
-from mteb_fairpos.integrations.qdrant import _cli
+from mteb_fairpos.cli import qdrant_common as _cli
 from mteb_fairpos.offline import MINILM_HUB_ID
 
 DOCS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..integrations.qdrant import _cli
+from . import qdrant_common
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -15,7 +15,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Use every indexed segment (or the queries of --queries) as a query and report, by position, how "
         "often its document is found: calibrated vs. uncalibrated vectors, as a table, JSON and a PNG plot.",
     )
-    _cli.add_connection_arguments(parser)
+    qdrant_common.add_connection_arguments(parser)
     parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     source = parser.add_mutually_exclusive_group()
@@ -34,17 +34,17 @@ def run(args: argparse.Namespace) -> int:
 
         queries = read_queries(args.queries) if args.queries else None
         documents = read_documents(args.input)[0] if args.input else None
-        client = _cli.connect_from(args, existing=True)
+        client = qdrant_common.connect_from(args, existing=True)
         try:
-            model, name = _cli.model_for_collection(args, client, calibrated=False)
+            model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)
             report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth)
         finally:
             client.close()
         out = Path(args.out or Path("fairpos-output") / f"discoverability-{args.collection}")
         paths = report.save(out)
-    except _cli.ERRORS as err:
-        return _cli.fail("discoverability", err)
+    except qdrant_common.ERRORS as err:
+        return qdrant_common.fail("discoverability", err)
     print(f"collection {report.collection!r} ({report.model}, calibration {report.calibration})")
     print(report.table())
     for kind, path in paths.items():

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..integrations.qdrant import _cli
+from . import qdrant_common
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -18,7 +18,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "with its segment layout. Re-running the same command writes nothing new and resumes a killed run.",
     )
     parser.add_argument("input", help="JSONL or Parquet file of documents (see the README for the record format)")
-    _cli.add_connection_arguments(parser)
+    qdrant_common.add_connection_arguments(parser)
     parser.add_argument("--model", default=None,
                         help="model name or path (default: the collection's model, else sentence-transformers/all-MiniLM-L6-v2)")
     parser.add_argument("--calibration", default=None,
@@ -54,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
         docs, problems = read_documents(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
         require_documents(docs, problems, args.input)
-        client = _cli.connect_from(args)
+        client = qdrant_common.connect_from(args)
         try:
-            model, name = _cli.model_for_collection(args, client, calibrated=True)
+            model, name = qdrant_common.model_for_collection(args, client, calibrated=True)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)
             report = index.index(
                 docs, invalid=problems, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
             )
         finally:
             client.close()
-    except _cli.ERRORS as err:
-        return _cli.fail("index", err)
+    except qdrant_common.ERRORS as err:
+        return qdrant_common.fail("index", err)
     print(report.summary())
     if args.report:
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)

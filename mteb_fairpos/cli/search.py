@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..integrations.qdrant import _cli
+from . import qdrant_common
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "(or segments, with --segments) by their calibrated or uncalibrated vectors.",
     )
     parser.add_argument("query", help="query text")
-    _cli.add_connection_arguments(parser)
+    qdrant_common.add_connection_arguments(parser)
     parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     parser.add_argument("--limit", type=int, default=10, help="number of results (default 10)")
@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         from ..integrations.qdrant import FairQdrantIndex
 
-        client = _cli.connect_from(args, existing=True)
+        client = qdrant_common.connect_from(args, existing=True)
         try:
-            model, name = _cli.model_for_collection(args, client, calibrated=False)
+            model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)
             position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
             language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
                                 level="segment" if args.segments else "document", with_text=True)
         finally:
             client.close()
-    except _cli.ERRORS as err:
-        return _cli.fail("search", err)
+    except qdrant_common.ERRORS as err:
+        return qdrant_common.fail("search", err)
     if args.json:
         for hit in hits:
             print(json.dumps(hit.to_dict(), ensure_ascii=False))

@@ -1,4 +1,5 @@
-"""Shared pieces of the ``index``, ``search`` and ``discoverability`` subcommands."""
+"""Shared pieces of the ``index``, ``search`` and ``discoverability`` subcommands: connection
+arguments, the model a collection was built with, and one-line errors."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import os
 import sys
 from typing import Any
 
-from ...config import CalibrationConfig
-from ...offline import MINILM_HUB_ID
-from . import store
-from .encoding import resolve_model_path
-from .records import InputError
+from ..config import CalibrationConfig
+from ..integrations.qdrant import store
+from ..integrations.qdrant.encoding import resolve_model_path
+from ..integrations.qdrant.records import InputError
+from ..offline import MINILM_HUB_ID
 
 DEFAULT_PATH = "qdrant-local"
 ERRORS = (store.QdrantIndexError, InputError, ValueError, TypeError, FileNotFoundError)
@@ -48,7 +49,7 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
 
 def load_model(name: str, calibration: str | None, device: str | None = None):
     """A FairSentenceTransformer for ``name`` (offline MiniLM for its Hub id) with ``calibration`` text."""
-    from ...model import FairSentenceTransformer
+    from ..model import FairSentenceTransformer
 
     config = None if calibration in (None, "none") else CalibrationConfig.parse(calibration)
     kwargs: dict[str, Any] = {}
