@@ -10,7 +10,7 @@ import pytest
 
 import fairpos_tiny_tasks
 from mteb_fairpos.cli import main
-from mteb_fairpos.cli.compare import collect, position_profiles, profile_psi
+from mteb_fairpos.results import collect, position_profiles, profile_psi
 
 TASK = "FairPosTinyRetrieval"
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -132,7 +132,7 @@ def test_per_query_scores_counts_missing_as_zero():
 
 def test_one_rule_for_undefined_spread_everywhere():
     # every writer and reader of PSI / min-max shares mteb_fairpos.fairness's rule
-    from mteb_fairpos.cli.compare import profile_psi
+    from mteb_fairpos.results import profile_psi
     from mteb_fairpos.fairness import min_max_ratio, undefined_reason
     from mteb_fairpos.integrations.qdrant.discoverability import DiscoverabilityReport
     from mteb_fairpos.permutation.stats import position_fairness

@@ -21,7 +21,8 @@ from typing import Any
 
 from ..config import CalibrationConfig
 from .common import parse_layers
-from .compare import TaskScores, _fmt, summarize, write_csv
+from ..results import TaskScores, summarize
+from .compare import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
 DEFAULT_BASKETS = (128, 256, 512)
@@ -144,9 +145,9 @@ def tradeoff_tables(rows: list[dict[str, Any]]) -> str:
                             and reference[ref_key] is not None else None)
             name = "uncalibrated" if row["basket"] is None else row["revision"]
             cells = [name, "—" if row["basket"] is None else str(row["basket"]), row["layers"] or "—", f"{row['strength']:g}",
-                     *[_fmt(row["profile"].get(label)) for label in labels],
-                     _fmt(row["main_score"]) + (" (partial)" if row["status"] == "partial" else ""),
-                     _signed(row["delta_main"]), _fmt(row["psi"]), _signed(row["delta_psi"])]
+                     *[format_score(row["profile"].get(label)) for label in labels],
+                     format_score(row["main_score"]) + (" (partial)" if row["status"] == "partial" else ""),
+                     _signed(row["delta_main"]), format_score(row["psi"]), _signed(row["delta_psi"])]
             lines.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)

@@ -1,0 +1,365 @@
+"""Reading an mteb results folder: scores, position profiles and PSI per (model, task).
+
+The library half of ``mteb-fairpos compare`` and ``sweep`` (which print and plot what this module
+reads). Every ``<model>/<revision>/<Task>.json`` (and ``<revision>/experiments/<name>/<Task>.json``)
+is read with mteb's own ``TaskResult`` parser; missing, partial, foreign and corrupt results are
+recorded as :class:`Issue` objects, never skipped silently.
+
+Position convention (what task authors write into a score entry, one entry per split x subset):
+
+* ``position_<label>``: the profile's value at position ``<label>`` (a number, or ``null`` for an
+  empty group), in order; ``<family>_position_<label>`` is a second profile named ``<family>``
+  (e.g. ``tau_position_2``). Not positions: the labels ``fairness`` and ``counts``, labels ending
+  in ``_se``, ``_ci_low``, ``_ci_high``, ``_pvalue``, ``_n``, and values that are not numbers;
+* or a mapping ``"positions": {"<label>": value, ...}`` (``"<family>_positions"`` likewise);
+* ``psi``: the Position Sensitivity Index; without it, ``1 - position_fairness``, else computed
+  from the profile (`mteb_fairpos.fairness`).
+
+Main score, PSI and profile are plain means over a result's entries, unless the task class says
+how to pool its subsets: ``summarize_scores(entries)`` returning ``main_score``, ``psi`` and
+``positions`` (PosIR pools its (language, domain) subsets per language, as its papers report).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import fairness
+
+_NOT_LABELS = {"fairness", "counts"}
+_STAT_SUFFIXES = ("_se", "_ci_low", "_ci_high", "_pvalue", "_n")
+_POSITION_KEY = re.compile(r"^(?:(?P<family>.+?)_)?position_(?P<label>.+)$")
+_POSITIONS_MAP = re.compile(r"^(?:(?P<family>.+?)_)?positions$")
+_RESULT_SIDE_FILES = {"model_meta.json"}
+
+# ---------------------------------------------------------------------------------- data
+@dataclass(frozen=True, order=True)
+class ModelKey:
+    """One evaluated model: its name, revision (the calibration config for fair/* models) and experiment."""
+
+    name: str
+    revision: str
+    experiment: str = ""
+
+    @property
+    def label(self) -> str:
+        text = self.name if self.revision in ("", "no_revision_available") else f"{self.name} [{self.revision}]"
+        return f"{text} ({self.experiment})" if self.experiment else text
+
+
+@dataclass
+class TaskScores:
+    """What one result file says: main score, position profiles and PSI, averaged over entries."""
+
+    task: str
+    task_type: str | None
+    main_score: float | None
+    psi: float | None
+    profiles: dict[str, dict[str, float | None]]
+    """family ("" = the main profile) -> label -> mean value over the entries that report it."""
+    entries: int
+    status: str = "ok"
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    """(issue kind, message): ``partial`` for missing scores, ``unchecked`` for an unknown task."""
+
+    @property
+    def profile(self) -> dict[str, float | None]:
+        return self.profiles.get("", {})
+
+
+@dataclass(frozen=True)
+class Issue:
+    kind: str
+    """``corrupt``, ``foreign``, ``partial``, ``missing``, ``no-meta``, ``no-twin``, ``unchecked``."""
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.where}: {self.message}"
+
+
+@dataclass
+class Collection:
+    """Everything read from one results folder."""
+
+    root: Path
+    scores: dict[tuple[ModelKey, str], TaskScores] = field(default_factory=dict)
+    issues: list[Issue] = field(default_factory=list)
+
+    @property
+    def models(self) -> list[ModelKey]:
+        return sorted({key for key, _ in self.scores}, key=model_order)
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({task for _, task in self.scores})
+
+    def get(self, model: ModelKey, task: str) -> TaskScores | None:
+        return self.scores.get((model, task))
+
+
+def model_order(key: ModelKey) -> tuple:
+    org, _, rest = key.name.partition("/")
+    base = rest if org in ("fair", "fair-off") else key.name
+    return (base, org != "fair-off", key.name, key.revision, key.experiment)
+
+
+# ---------------------------------------------------------------------------------- reading
+def results_root(path: Path) -> Path:
+    """The folder holding ``<model>/<revision>/`` folders: ``path`` or its ``results`` subfolder."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"results folder {path} does not exist.")
+    inner = path / "results"
+    if inner.is_dir() and not list(path.glob("*/*/*.json")):
+        return inner
+    return path
+
+
+def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[str] | None = None) -> Collection:
+    """Read an mteb results folder, reporting what cannot be read or is incomplete."""
+    root = results_root(path)
+    found = Collection(root)
+    for model_dir in sorted(root.iterdir()):
+        if not model_dir.is_dir():
+            if not model_dir.name.startswith("."):
+                found.issues.append(Issue("foreign", _rel(model_dir, root), "not a model folder; skipped."))
+            continue
+        for revision_dir in sorted(model_dir.iterdir()):
+            if not revision_dir.is_dir():
+                found.issues.append(Issue("foreign", _rel(revision_dir, root), "expected <model>/<revision>/<Task>.json; skipped."))
+                continue
+            folders = [(revision_dir, "")]
+            experiments = revision_dir / "experiments"
+            if experiments.is_dir():
+                folders += [(d, d.name) for d in sorted(experiments.iterdir()) if d.is_dir()]
+            for folder, experiment in folders:
+                _read_folder(found, root, model_dir, revision_dir, folder, experiment, tasks, models)
+    _report_missing(found)
+    _report_twins(found)
+    return found
+
+
+def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: Path, folder: Path, experiment: str,
+                 tasks: Sequence[str] | None, models: Sequence[str] | None) -> None:
+    files = sorted(p for p in folder.glob("*.json") if p.name not in _RESULT_SIDE_FILES)
+    if not files:
+        return
+    key = _model_key(found, root, model_dir, revision_dir, folder, experiment)
+    if models and key.name not in models:
+        return
+    for file in files:
+        if tasks and file.stem not in tasks:
+            continue
+        scores = read_result(file, found.issues, where=_rel(file, root))
+        if scores is None:
+            continue
+        if scores.task != file.stem:
+            found.issues.append(Issue("foreign", _rel(file, root), f"holds task {scores.task!r}, not {file.stem!r}; skipped."))
+            continue
+        for kind, note in scores.notes:
+            found.issues.append(Issue(kind, f"{key.label}: {_rel(file, root)}", note))
+        found.scores[(key, scores.task)] = scores
+
+
+def _model_key(found: Collection, root: Path, model_dir: Path, revision_dir: Path, folder: Path, experiment: str) -> ModelKey:
+    name = model_dir.name.replace("__", "/")
+    revision = revision_dir.name
+    meta_file = folder / "model_meta.json"
+    if meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            name = meta.get("name") or name
+            revision = meta.get("revision") or revision
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+            found.issues.append(Issue("corrupt", _rel(meta_file, root), f"unreadable ({err}); model name taken from the folder."))
+    else:
+        found.issues.append(Issue("no-meta", _rel(folder, root), "no model_meta.json; model name and revision taken from the folders."))
+    return ModelKey(name, revision, experiment)
+
+
+def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | None = None) -> TaskScores | None:
+    """One mteb result file as :class:`TaskScores`; ``None`` (with an issue) when it is not one."""
+    from mteb.results.task_result import TaskResult
+
+    where = where or str(file)
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        _add(issues, Issue("corrupt", where, f"not valid JSON ({err}); skipped."))
+        return None
+    if not isinstance(raw, dict) or "task_name" not in raw or "scores" not in raw:
+        _add(issues, Issue("foreign", where, "not an mteb task result (no task_name/scores); skipped."))
+        return None
+    try:
+        result = TaskResult.from_disk(file)
+    except Exception as err:  # mteb's parser: pydantic validation and format conversions
+        _add(issues, Issue("foreign", where, f"mteb cannot read it ({type(err).__name__}: {_first_line(err)}); skipped."))
+        return None
+    return summarize(result)
+
+
+def summarize(result) -> TaskScores:
+    """Main score, profiles and PSI of an mteb ``TaskResult``, with completeness notes."""
+    mains: list[float] = []
+    psis: list[float] = []
+    sums: dict[str, dict[str, list[float]]] = {}
+    labels_seen: dict[str, dict[str, None]] = {}
+    notes: list[tuple[str, str]] = []
+    entries = 0
+    for split, split_scores in result.scores.items():
+        for entry in split_scores:
+            entries += 1
+            subset = entry.get("hf_subset", "default")
+            main = _number(entry.get("main_score"))
+            if main is None:
+                notes.append(("partial", f"split {split}, subset {subset}: no numeric main score."))
+            else:
+                mains.append(main)
+            profiles = position_profiles(entry)
+            for family, profile in profiles.items():
+                order = labels_seen.setdefault(family, {})
+                for label, value in profile.items():
+                    order.setdefault(label, None)
+                    if value is not None:
+                        sums.setdefault(family, {}).setdefault(label, []).append(value)
+            psi = entry_psi(entry, profiles.get(""))
+            if psi is not None:
+                psis.append(psi)
+    averaged = {
+        family: {label: _mean(sums.get(family, {}).get(label, [])) for label in order}
+        for family, order in labels_seen.items()
+    }
+    status = "partial" if notes else "ok"
+    task_type = None
+    main_score, psi = _mean(mains), _mean(psis)
+    try:
+        task = result.task
+        task_type = task.metadata.type
+        missing = result.get_missing_evaluations(task)
+        if missing:
+            status = "partial"
+            notes.append(("partial", "missing " + "; ".join(f"split {s}: {_some(v, 'subset')}" for s, v in sorted(missing.items())) + "."))
+    except Exception:  # noqa: BLE001 - a task mteb does not know: completeness cannot be checked
+        task = None
+        notes.append(("unchecked", f"task {result.task_name} is not registered with mteb; completeness not checked."))
+    pool = getattr(task, "summarize_scores", None)
+    if pool is not None:
+        try:
+            pooled = pool([entry for split_scores in result.scores.values() for entry in split_scores])
+        except ValueError as err:  # e.g. a file written before the task stored what its pooling needs
+            status = "partial"
+            notes.append(("partial", f"cannot pool the subsets as {result.task_name} does ({err}); plain means shown."))
+        else:
+            main_score, psi = pooled["main_score"], pooled["psi"]
+            averaged[""] = dict(pooled["positions"])
+    return TaskScores(
+        task=result.task_name,
+        task_type=task_type,
+        main_score=main_score,
+        psi=psi,
+        profiles=averaged,
+        entries=entries,
+        status=status,
+        notes=notes,
+    )
+
+
+def position_profiles(entry: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    """The per-position profiles of one score entry (see the module docstring for the convention)."""
+    profiles: dict[str, dict[str, float | None]] = {}
+    for key, value in entry.items():
+        mapping = _POSITIONS_MAP.match(key)
+        if mapping and isinstance(value, Mapping):
+            family = mapping.group("family") or ""
+            for label, item in value.items():
+                if _is_value(item):
+                    profiles.setdefault(family, {})[str(label)] = _number(item)
+            continue
+        match = _POSITION_KEY.match(key)
+        if not match or not _is_value(value):
+            continue
+        label = match.group("label")
+        if label in _NOT_LABELS or label.endswith(_STAT_SUFFIXES):
+            continue
+        profiles.setdefault(match.group("family") or "", {})[label] = _number(value)
+    return profiles
+
+
+def entry_psi(entry: Mapping[str, Any], profile: Mapping[str, float | None] | None) -> float | None:
+    """``psi``; else ``1 - position_fairness``; else ``1 - min/max`` of the profile."""
+    psi = _number(entry.get("psi"))
+    if psi is not None:
+        return psi
+    fairness = _number(entry.get("position_fairness"))
+    if fairness is not None:
+        return 1.0 - fairness
+    return profile_psi(profile or {})
+
+
+def profile_psi(profile: Mapping[str, float | None]) -> float | None:
+    return fairness.psi(profile.values())
+
+
+def _report_missing(found: Collection) -> None:
+    tasks = found.tasks
+    for model in found.models:
+        absent = [t for t in tasks if found.get(model, t) is None]
+        if absent:
+            found.issues.append(Issue("missing", model.label, f"no results for {', '.join(absent)}."))
+
+
+def _report_twins(found: Collection) -> None:
+    from .mteb_models import twin_of
+
+    names = {m.name for m in found.models}
+    for name in sorted(names):
+        twin = twin_of(name)
+        if twin is not None and twin not in names:
+            found.issues.append(Issue("no-twin", name, f"its counterpart {twin} has no results here, so the calibration's effect cannot be isolated."))
+
+
+# ---------------------------------------------------------------------------------- helpers
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _is_value(value: Any) -> bool:
+    return value is None or _number(value) is not None
+
+
+def _some(names: Iterable[str], noun: str, shown: int = 5) -> str:
+    """``"3 subsets [a, b, c]"``; long lists (PosIR has 310 subsets) end in ``"... and N more"``."""
+    items = sorted(names)
+    listed = ", ".join(items[:shown]) + (f", ... and {len(items) - shown} more" if len(items) > shown else "")
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'} [{listed}]"
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+
+
+def _add(issues: list[Issue] | None, issue: Issue) -> None:
+    if issues is not None:
+        issues.append(issue)
