@@ -146,7 +146,7 @@ class CalibrationConfig:
             raise ConfigError(
                 f"cannot parse calibration config {text!r} ({err}). Valid form: "
                 "b<basket>_l<layers>_a<strength>[_p<cls|last|mean>][_ib<0|1>][_ie<0|1>][_sb<policy>][_se<policy>], "
-                "layers one of half | last | n<N> | f<fraction> | i<i.j.k>, policy one of orig | eq | <float>; "
+                f"layers {LAYER_GRAMMAR} (no '_' inside the text form), policy one of orig | eq | <float>; "
                 "example: b128_lhalf_a0.5"
             ) from None
         return cls(**kwargs)  # type: ignore[arg-type]
@@ -209,18 +209,30 @@ def _layers_text(spec: LayerSpec) -> str:
     return "i" + ".".join(str(i) for i in spec)
 
 
-def _parse_layers(text: str) -> LayerSpec:
-    if text == "half":
-        return "last_half"
-    if text == "last":
-        return "last"
-    if text.startswith("n"):
-        return int(text[1:])
-    if text.startswith("f"):
-        return float(text[1:])
-    if text.startswith("i"):
-        return tuple(int(i) for i in text[1:].split("."))
-    raise ValueError(f"unknown layer set {text!r}")
+LAYER_GRAMMAR = (
+    "last_half (or half), last, N or nN (the last N layers), a fraction such as 0.5 or f0.5, "
+    "or 0-based indices such as 6,7,8 or i6.7.8"
+)
+"""The one text grammar of a layer set, read by `parse_layers` everywhere: CLI options and the
+``l...`` part of a config's text form (which writes the second spelling of each)."""
+
+
+def parse_layers(text: str) -> LayerSpec:
+    """A layer set from its text (`LAYER_GRAMMAR`); the value is validated by `CalibrationConfig`."""
+    value = str(text).strip()
+    try:
+        if value in ("half", "last_half"):
+            return "last_half"
+        if value == "last":
+            return "last"
+        if value[:1] in ("n", "f", "i"):
+            body = value[1:]
+            return int(body) if value[0] == "n" else float(body) if value[0] == "f" else tuple(int(i) for i in body.split("."))
+        if "," in value:
+            return tuple(int(i) for i in value.split(",") if i.strip())
+        return float(value) if "." in value else int(value)
+    except ValueError:
+        raise ConfigError(f"unknown layer set {text!r}; write {LAYER_GRAMMAR}.") from None
 
 
 def _policy_text(policy: SharePolicy) -> str:
@@ -239,7 +251,7 @@ def _parse_flag(text: str) -> bool:
 
 _TOKEN_PARSERS = {
     "basket_size": int,
-    "layers": _parse_layers,
+    "layers": parse_layers,
     "strength": float,
     "pooling": str,
     "isolate_bos": _parse_flag,

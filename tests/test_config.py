@@ -110,3 +110,32 @@ def test_replace_validates_again():
     assert CalibrationConfig().replace(strength=1.0).strength == 1.0
     with pytest.raises(ConfigError):
         CalibrationConfig().replace(basket_size=0)
+
+
+@pytest.mark.parametrize(
+    ("spellings", "expected"),
+    [
+        (["last_half", "half"], "last_half"),
+        (["last"], "last"),
+        (["6", "n6"], 6),
+        (["0.5", "f0.5"], 0.5),
+        (["6,7,8", "i6.7.8", " 8,6,7 "], (6, 7, 8)),
+    ],
+)
+def test_one_layer_grammar_for_the_cli_and_the_text_form(spellings, expected):
+    from mteb_fairpos.config import parse_layers
+
+    for text in spellings:
+        assert CalibrationConfig(layers=parse_layers(text)).layers == expected
+    config = CalibrationConfig(layers=expected)
+    assert CalibrationConfig.parse(str(config)) == config  # the text form writes the grammar's second spelling
+    if "_" not in spellings[0]:
+        assert CalibrationConfig.parse(f"b64_l{spellings[0]}_a1").layers == expected  # the first reads there too
+
+
+def test_a_bad_layer_set_is_one_clear_line(capsys):
+    from mteb_fairpos.cli import main
+
+    assert main(["segments", "--segment", "a", "--segment", "b", "--layers", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown layer set 'foo'" in err and "6,7,8 or i6.7.8" in err and "Traceback" not in err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import CalibrationConfig, LayerSpec
+from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,7 +13,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", default=None, metavar="TEXT",
                         help="a calibration config in text form, e.g. b128_lhalf_a0.5 (overrides the options below)")
     parser.add_argument("--basket-size", type=int, default=128)
-    parser.add_argument("--layers", default="last_half", help="last_half | last | N (last N) | fraction | i,j,k")
+    parser.add_argument("--layers", default="last_half", help=f"calibrated layers: {LAYER_GRAMMAR}")
     parser.add_argument("--strength", type=float, default=0.5)
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
 
@@ -24,11 +24,3 @@ def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
     return CalibrationConfig(basket_size=args.basket_size, layers=parse_layers(args.layers),
                              strength=args.strength, pooling=args.pooling)
 
-
-def parse_layers(text: str) -> LayerSpec:
-    """CLI text of a layer set: 'last_half', 'last', '6' (last 6), '0.5' (fraction) or '6,7,8'."""
-    if text in ("last_half", "last"):
-        return text
-    if "," in text:
-        return tuple(int(i) for i in text.split(",") if i.strip())
-    return float(text) if "." in text else int(text)

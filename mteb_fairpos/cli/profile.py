@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from ..offline import minilm_path
-from .common import parse_layers
+from ..config import LAYER_GRAMMAR, parse_layers
 from .segments import read_segments
 
 
@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--file", type=Path, help="texts as a JSON list or JSONL lines (strings or objects with 'text')")
     parser.add_argument("--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
     parser.add_argument("--basket-size", type=int, default=128, help="tokens per content basket (default 128)")
-    parser.add_argument("--layers", default="all", help="all | last_half | last | N (last N) | fraction | i,j,k (0-based)")
+    parser.add_argument("--layers", default="all", help=f"layers to profile: all, or {LAYER_GRAMMAR}")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--output", type=Path, default=Path("attention_profile.png"), help="PNG to write")

@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import CalibrationConfig
-from .common import parse_layers
+from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
 from ..results import TaskScores, summarize
 from .compare import format_score, write_csv
 
@@ -38,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
     parser.add_argument("--baskets", nargs="+", type=int, default=list(DEFAULT_BASKETS), metavar="B")
     parser.add_argument("--layers", nargs="+", default=list(DEFAULT_LAYERS), metavar="SET",
-                        help="layer sets: last | last_half | N (last N) | fraction | i,j,k")
+                        help=f"layer sets, each {LAYER_GRAMMAR}")
     parser.add_argument("--strengths", nargs="+", type=float, default=list(DEFAULT_STRENGTHS), metavar="ALPHA")
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
                         help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
@@ -59,8 +58,7 @@ def grid(baskets, layers, strengths) -> list[CalibrationConfig]:
     """Every combination, in basket, layer set, strength order; duplicates removed."""
     configs = []
     for basket, layer_text, strength in itertools.product(baskets, layers, strengths):
-        layer_set = "last_half" if layer_text in ("half", "last_half") else parse_layers(str(layer_text))
-        configs.append(CalibrationConfig(basket_size=int(basket), layers=layer_set, strength=float(strength)))
+        configs.append(CalibrationConfig(basket_size=int(basket), layers=parse_layers(layer_text), strength=float(strength)))
     return list(dict.fromkeys(configs))
 
 
