@@ -8,8 +8,12 @@ pay only for reading this file. When mteb has finished importing, the finder cal
 
 When it is an mteb_fairpos module that imports mteb (e.g. ``import mteb_fairpos.tasks`` before
 ``import mteb``), registering at once would read half-executed modules; registration then waits
-until the import system marks the last of them done. A failure to register never breaks
-``import mteb``: it is reported as a warning.
+until the import system marks the last of them done. The deferral is this file's alone: plugin
+modules know nothing of it. A failure to register never breaks ``import mteb``: it is a warning.
+
+The two CPython import-system details this relies on sit behind one function each,
+`_is_initialising` and `_when_done`, which ``tests/test_mteb_plugin.py`` checks against the running
+Python, so a release that changes them fails a test instead of silently registering too early.
 """
 
 import sys
@@ -61,28 +65,41 @@ def _disabled():
     return os.environ.get(_DISABLE, "").strip().lower() in ("1", "true", "yes")
 
 
-def _initialising_fairpos_modules():
-    """mteb_fairpos modules still executing (a module may declare itself ready with ``_FAIRPOS_READY``)."""
-    found = []
-    for name, module in list(sys.modules.items()):
-        if name == _PACKAGE or name.startswith(_PACKAGE + "."):
-            spec = getattr(module, "__spec__", None)
-            if spec is not None and getattr(spec, "_initializing", False) and not getattr(module, "_FAIRPOS_READY", False):
-                found.append(module)
-    return found
+def _is_initialising(module):
+    """Whether ``module`` is still executing its body (CPython marks ``spec._initializing``)."""
+    spec = getattr(module, "__spec__", None)
+    return spec is not None and bool(getattr(spec, "_initializing", False))
 
 
-def _watch_class(base):
-    """A subclass of the spec's class that reports when the import system marks the module done."""
+def _when_done(module, callback):
+    """Call ``callback()`` once the import system marks ``module`` done; False if it cannot watch.
+
+    CPython clears ``spec._initializing`` by attribute assignment when a module's body has run;
+    a subclass of the spec's class, swapped in, sees that assignment.
+    """
+    spec = module.__spec__
+    base = type(spec)
+    if base.__name__ == "_DoneWatchingSpec":
+        return True
 
     class _DoneWatchingSpec(base):
         def __setattr__(self, name, value):
             base.__setattr__(self, name, value)
             if name == "_initializing" and not value:
                 object.__setattr__(self, "__class__", base)
-                retry_pending()
+                callback()
 
-    return _DoneWatchingSpec
+    try:
+        spec.__class__ = _DoneWatchingSpec
+    except TypeError:
+        return False
+    return True
+
+
+def _initialising_fairpos_modules():
+    """mteb_fairpos modules still executing their body."""
+    return [module for name, module in list(sys.modules.items())
+            if (name == _PACKAGE or name.startswith(_PACKAGE + ".")) and _is_initialising(module)]
 
 
 def _after_mteb_import():
@@ -96,16 +113,12 @@ def _after_mteb_import():
     # read half-initialised modules (e.g. a partly filled TASKS). The import system sets
     # ``spec._initializing = False`` when a module is done; watch that on each of them.
     _state["pending"] = True
-    for module in busy:
-        spec = module.__spec__
-        if type(spec).__name__ != "_DoneWatchingSpec":
-            try:
-                spec.__class__ = _watch_class(type(spec))
-            except TypeError:
-                pass
+    if not all(_when_done(module, _retry_pending) for module in busy):
+        _state["pending"] = False
+        register_now()  # cannot watch on this Python: register now rather than never
 
 
-def retry_pending():
+def _retry_pending():
     """Register now if registration was deferred and no mteb_fairpos module is still executing."""
     if _state.get("pending") and not _initialising_fairpos_modules():
         _state["pending"] = False

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -526,9 +525,3 @@ def twin_of(name: str) -> str | None:
         return CALIBRATED_ORG + name[len(TWIN_ORG):]
     return None
 
-
-# When an mteb_fairpos import pulled in mteb, the import hook waits for the half-executed modules;
-# this one is complete from here on.
-_FAIRPOS_READY = True
-if "_mteb_fairpos_hook" in sys.modules:
-    sys.modules["_mteb_fairpos_hook"].retry_pending()

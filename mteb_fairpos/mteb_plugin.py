@@ -54,8 +54,17 @@ class Registration:
 
 
 def register() -> Registration:
-    """Register the plugin's models, tasks and benchmark with mteb (idempotent)."""
+    """Register the plugin's models, tasks and benchmark with mteb (idempotent).
+
+    With an mteb outside the range this package pins, nothing is registered and one warning says
+    so: the private registries written here may have changed, and half a plugin is worse than none.
+    """
     report = Registration()
+    unsupported = unsupported_mteb()
+    if unsupported is not None:
+        report.skipped.append(unsupported)
+        warnings.warn(f"mteb-fairpos: {unsupported}", RegistrationWarning, stacklevel=2)
+        return report
     report.models = register_models(_plugin_model_metas(report), report)
     from .tasks import TASKS
 
@@ -68,6 +77,26 @@ def register() -> Registration:
         warnings.warn(f"mteb-fairpos: {problem}", RegistrationWarning, stacklevel=2)
     _warn_invalid_calibration()
     return report
+
+
+def unsupported_mteb() -> str | None:
+    """Why the installed mteb is outside the range this package pins (its own metadata), or None."""
+    import importlib.metadata
+
+    import mteb
+    from packaging.requirements import Requirement
+
+    try:
+        pinned = next(Requirement(r) for r in importlib.metadata.requires("mteb-fairpos") or []
+                      if Requirement(r).name == "mteb")
+    except (importlib.metadata.PackageNotFoundError, StopIteration):
+        return None  # run from a source tree without metadata: nothing to compare with
+    version = getattr(mteb, "__version__", "unknown")
+    if pinned.specifier.contains(version, prereleases=True):
+        return None
+    return (f"mteb {version} is installed, but this release of mteb-fairpos supports mteb{pinned.specifier} only "
+            "(it registers into mteb's private registries); nothing was registered. Install a matching mteb "
+            f'(pip install "mteb{pinned.specifier}") or a newer mteb-fairpos.')
 
 
 # ---------------------------------------------------------------------------------- models
@@ -202,6 +231,3 @@ def _warn_invalid_calibration() -> None:
             RegistrationWarning,
             stacklevel=3,
         )
-
-
-_FAIRPOS_READY = True  # see _mteb_fairpos_hook: registration may run while this module finishes importing

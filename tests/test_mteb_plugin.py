@@ -322,3 +322,51 @@ def test_mteb_run_end_to_end_and_results_load_back(tmp_path, registered, monkeyp
     result = cache.load_task_result(task, mteb.get_model_meta("fair/all-MiniLM-L6-v2"))
     entry = result.scores["test"][0]
     assert {"position_begin", "position_middle", "position_end", "psi"} <= set(entry)
+
+
+# ---------------------------------------------------------------------------------- the hook's own hacks
+def test_cpython_import_details_the_hook_relies_on(tmp_path, monkeypatch):
+    """Fails loudly if a Python release changes how a module is marked as executing, or how that mark is cleared."""
+    import importlib
+
+    import _mteb_fairpos_hook as hook
+
+    (tmp_path / "fairpos_probe_module.py").write_text(
+        "import sys, _mteb_fairpos_hook as hook\n"
+        "SEEN = hook._is_initialising(sys.modules[__name__])\n"
+        "DONE = []\n"
+        "WATCHED = hook._when_done(sys.modules[__name__], lambda: DONE.append('done'))\n"
+        "DONE_BEFORE_END = list(DONE)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("fairpos_probe_module")
+    assert module.SEEN is True and module.WATCHED is True and module.DONE_BEFORE_END == []
+    assert module.DONE == ["done"] and not hook._is_initialising(module)
+    assert type(module.__spec__).__name__ == "ModuleSpec"  # the watcher stepped aside again
+
+
+def test_setuptools_editable_strategy_the_build_wraps():
+    """setup.py wraps setuptools' private editable_wheel._select_strategy (see the wheel test for the whole build)."""
+    import inspect
+
+    from setuptools.command.editable_wheel import _StaticPth, editable_wheel
+
+    assert list(inspect.signature(editable_wheel._select_strategy).parameters) == ["self", "name", "tag", "build_lib"]
+    assert list(inspect.signature(_StaticPth.__call__).parameters) == ["self", "wheel", "files", "mapping"]
+    assert hasattr(_StaticPth, "__enter__") and hasattr(_StaticPth, "__exit__")
+
+
+def test_an_unsupported_mteb_gets_one_warning_and_no_half_registration(monkeypatch):
+    import mteb
+
+    from mteb_fairpos import mteb_plugin
+
+    calls = []
+    monkeypatch.setattr(mteb_plugin, "register_models", lambda *a, **k: calls.append("models") or [])
+    monkeypatch.setattr(mteb_plugin, "register_tasks", lambda *a, **k: calls.append("tasks") or [])
+    monkeypatch.setattr(mteb, "__version__", "2.99.0")
+    with pytest.warns(mteb_plugin.RegistrationWarning, match=r"mteb 2.99.0 is installed, but .* supports mteb<2.27,>=2.26") as caught:
+        report = mteb_plugin.register()
+    assert len(caught) == 1 and calls == [] and report.models == [] and report.tasks == []
+    monkeypatch.undo()
+    assert mteb_plugin.unsupported_mteb() is None  # the installed mteb is within the pin
