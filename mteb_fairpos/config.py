@@ -1,7 +1,7 @@
 """`CalibrationConfig`: what to calibrate, validated once, with a stable text form.
 
 The text form (``str(config)``, parsed back by :meth:`CalibrationConfig.parse`) names result
-folders and model revisions, so two configs never write to the same place. Only settings that
+folders and model names, so two configs never write to the same place. Only settings that
 differ from the defaults appear after the three always-present ones, e.g.
 ``b128_lhalf_a0.5`` or ``b512_li6.7.8_a1_pcls_sb0.1``.
 """

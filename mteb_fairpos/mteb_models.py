@@ -1,23 +1,25 @@
 """Calibrated models for mteb: an encoder on top of `FairSentenceTransformer` and its `ModelMeta` entries.
 
-Every base model is registered twice, loaded through the very same code path:
+Every base model is registered under one name per calibration config, all loaded through the very
+same code path:
 
 * ``fair/<model>``: documents calibrated with the retrieval paper's default
   (``b128_lhalf_a0.5``: basket 128, last half of the layers, strength 0.5); queries are not;
+* ``fair/<model>-<config>``: another config, by its text form (``fair/bge-m3-b256_llast_a1``);
+  the retrieval paper's grid (`PAPER_GRID`) is registered, and so is every config named in
+  ``MTEB_FAIRPOS_CALIBRATION`` (comma-separated, read when mteb is imported);
 * ``fair-off/<model>``: the uncalibrated twin (same weights, same pooling, same prompts,
   calibration off), so that a comparison isolates the calibration.
 
-The calibration config lives in the model *revision* (``str(CalibrationConfig)``; ``"off"`` for
-the twins). mteb keys its result folders by model name and revision, so results of different
-configs never overwrite each other. The plain ``mteb run`` command selects another config through
-the environment variable ``MTEB_FAIRPOS_CALIBRATION`` (read when mteb is imported), e.g.
-``MTEB_FAIRPOS_CALIBRATION=b256_llast_a1 mteb run -m fair/all-MiniLM-L6-v2 -t ...``; in Python,
-:func:`fair_model_meta` gives the entry of any config.
+The config is part of the *name*, so mteb's result folders, ``ResultCache`` tables and
+``join_revisions`` keep every config apart as a model of its own, and the *revision* is what mteb
+users expect it to be: the weights' commit. In Python, :func:`fair_model_meta` gives the entry of
+any config, registered or not.
 
-Other options go through mteb's own experiment mechanism, which gives them their own results
-folder (``<revision>/experiments/<name>``): ``mteb.get_model("fair/bge-m3", calibrate_queries=True)``,
-``calibrate_other=False`` (leave inputs without a prompt type uncalibrated) or
-``max_seq_length=512``.
+Loader options that are not the calibration go through mteb's own experiment mechanism, which
+gives them their own results folder (``<revision>/experiments/<name>``):
+``mteb.get_model("fair/bge-m3", calibrate_queries=True)``, ``calibrate_other=False`` (leave inputs
+without a prompt type uncalibrated) or ``max_seq_length=512``.
 
 This module imports no torch at import time: it is read whenever mteb is imported.
 """
@@ -48,14 +50,20 @@ logger = logging.getLogger(__name__)
 
 CALIBRATED_ORG = "fair"
 TWIN_ORG = "fair-off"
-TWIN_REVISION = "off"
-"""The revision of every uncalibrated twin."""
+TWIN_CALIBRATION = "off"
+"""The ``calibration`` loader argument of every uncalibrated twin."""
 
 DEFAULT_CALIBRATION = CalibrationConfig(basket_size=128, layers="last_half", strength=0.5)
 """The retrieval paper's robust default: basket 128, last half of the layers, strength 0.5."""
 
 ENV_CALIBRATION = "MTEB_FAIRPOS_CALIBRATION"
-"""Calibration config (text form) of the ``fair/*`` models registered with mteb."""
+"""Further calibration configs (text forms, comma-separated) to register as ``fair/<model>-<config>``."""
+
+PAPER_GRID: tuple[CalibrationConfig, ...] = tuple(
+    CalibrationConfig(basket_size=basket, layers=layers, strength=strength)
+    for basket in (128, 256, 512) for layers in ("last", "last_half") for strength in (0.5, 1.0)
+)
+"""The retrieval paper's sweep: registered as ``fair/<model>-<config>`` (the default as ``fair/<model>``)."""
 ENV_TRUST_REMOTE_CODE = "MTEB_FAIRPOS_TRUST_REMOTE_CODE"
 """Set to 1 to allow loading a model that runs code from its repository."""
 
@@ -224,14 +232,15 @@ def _side(prompt_type: PromptType | None) -> str:
 class FairEncoder(AbsEncoder):
     """mteb encoder over :class:`~mteb_fairpos.FairSentenceTransformer`.
 
-    The calibration config is the model *revision*: a config text form such as
+    The calibration config comes as the ``calibration`` loader argument: a config text form such as
     ``b128_lhalf_a0.5``, or ``"off"`` for the uncalibrated twin. Documents are calibrated,
     queries are not; inputs without a prompt type (STS, clustering, classification, the
     permutation probe) are calibrated too unless ``calibrate_other=False``.
 
     Args:
         model_name: the mteb model name (``fair/...``); only used in messages.
-        revision: the calibration config text, or ``"off"``.
+        revision: the weights' revision mteb passes (the checkpoint's own is ``weights_revision``).
+        calibration: the config (text form or object), ``"off"`` or ``None`` for the twin.
         device: torch device.
         hub_id: the checkpoint to load (Hugging Face id or local path).
         weights_revision: the checkpoint's commit on the hub.
@@ -255,6 +264,7 @@ class FairEncoder(AbsEncoder):
         model_name: str,
         revision: str | None = None,
         *,
+        calibration: str | CalibrationConfig | None = str(DEFAULT_CALIBRATION),
         device: str | None = None,
         hub_id: str | None = None,
         weights_revision: str | None = None,
@@ -269,7 +279,7 @@ class FairEncoder(AbsEncoder):
         trust_remote_code: bool = False,
         **kwargs: Any,
     ) -> None:
-        calibration = calibration_from_revision(revision)
+        calibration = _calibration(calibration)
         _check_remote_code(model_name, trust_remote_code, kwargs)
         if instructions is not None and instructions not in _INSTRUCTION_STYLES:
             raise ValueError(f"unknown instruction style {instructions!r}; known: {sorted(_INSTRUCTION_STYLES)}.")
@@ -359,13 +369,10 @@ class FairEncoder(AbsEncoder):
         return f"FairEncoder({self.model_name!r}, {state}, calibrated sides: {sorted(self.calibrated_sides)})"
 
 
-def calibration_from_revision(revision: str | None) -> CalibrationConfig | None:
-    """The calibration a model revision stands for: ``None`` for ``"off"``, else the parsed config."""
-    if revision is None:
-        return DEFAULT_CALIBRATION
-    if revision == TWIN_REVISION:
+def _calibration(value: str | CalibrationConfig | None) -> CalibrationConfig | None:
+    if value is None or value == TWIN_CALIBRATION:
         return None
-    return CalibrationConfig.parse(revision)
+    return value if isinstance(value, CalibrationConfig) else CalibrationConfig.parse(value)
 
 
 def _check_remote_code(model_name: str, trust_remote_code: bool, kwargs: Mapping[str, Any]) -> None:
@@ -423,8 +430,11 @@ def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
 
 
 # ---------------------------------------------------------------------------------- metadata
-def calibrated_name(base: BaseModel | str) -> str:
-    return f"{CALIBRATED_ORG}/{base if isinstance(base, str) else base.key}"
+def calibrated_name(base: BaseModel | str, calibration: CalibrationConfig | str = DEFAULT_CALIBRATION) -> str:
+    """``fair/<key>`` for the default config, ``fair/<key>-<config text>`` for any other."""
+    key = base if isinstance(base, str) else base.key
+    text = str(calibration)
+    return f"{CALIBRATED_ORG}/{key}" if text == str(DEFAULT_CALIBRATION) else f"{CALIBRATED_ORG}/{key}-{text}"
 
 
 def twin_name(base: BaseModel | str) -> str:
@@ -432,25 +442,35 @@ def twin_name(base: BaseModel | str) -> str:
 
 
 def base_model(name: str) -> BaseModel:
-    """The base model behind ``fair/<key>``, ``fair-off/<key>`` or ``<key>``."""
-    key = name.split("/", 1)[1] if name.startswith((CALIBRATED_ORG + "/", TWIN_ORG + "/")) else name
-    for base in BASE_MODELS:
-        if base.key == key:
-            return base
+    """The base model behind ``fair/<key>``, ``fair/<key>-<config>``, ``fair-off/<key>`` or ``<key>``."""
+    return parse_name(name)[0]
+
+
+def parse_name(name: str) -> tuple[BaseModel, CalibrationConfig | None]:
+    """The base model and calibration a plugin model name stands for (``None``: the twin)."""
+    org, _, rest = name.partition("/") if name.startswith((CALIBRATED_ORG + "/", TWIN_ORG + "/")) else ("", "", name)
+    for base in sorted(BASE_MODELS, key=lambda b: -len(b.key)):
+        if rest == base.key:
+            return base, (None if org == TWIN_ORG else DEFAULT_CALIBRATION)
+        if org == CALIBRATED_ORG and rest.startswith(base.key + "-"):
+            try:
+                return base, CalibrationConfig.parse(rest[len(base.key) + 1:])
+            except ConfigError as err:
+                raise KeyError(f"{name!r}: the part after {base.key!r} is not a calibration config ({err}).") from None
     known = ", ".join(calibrated_name(b) for b in BASE_MODELS)
-    raise KeyError(f"{name!r} is not an mteb-fairpos model; known: {known}.")
+    raise KeyError(f"{name!r} is not an mteb-fairpos model; known: {known} (and fair/<model>-<config>, fair-off/<model>).")
 
 
-def _model_meta(base: BaseModel, name: str, revision: str) -> ModelMeta:
+def _model_meta(base: BaseModel, calibration: CalibrationConfig | None) -> ModelMeta:
     upstream = MODEL_REGISTRY.get(base.upstream)
     languages = list(upstream.languages) if upstream is not None and upstream.languages else (
         list(base.languages) if base.languages else None
     )
     return ModelMeta(
         loader=FairEncoder,
-        loader_kwargs=base.loader_kwargs(),
-        name=name,
-        revision=revision,
+        loader_kwargs={**base.loader_kwargs(), "calibration": TWIN_CALIBRATION if calibration is None else str(calibration)},
+        name=twin_name(base) if calibration is None else calibrated_name(base, calibration),
+        revision=base.weights_revision,
         release_date=base.release_date,
         languages=languages,
         n_parameters=base.n_parameters,
@@ -473,43 +493,34 @@ def _model_meta(base: BaseModel, name: str, revision: str) -> ModelMeta:
     )
 
 
-def configured_calibration() -> tuple[str, ConfigError | None]:
-    """The revision of the registered ``fair/*`` models: ``MTEB_FAIRPOS_CALIBRATION`` or the default.
-
-    An invalid value is kept as given (loading the model then fails with the parse error) and
-    the error is returned, so that registration can warn without breaking ``import mteb``.
-    """
-    text = os.environ.get(ENV_CALIBRATION, "").strip()
-    if not text:
-        return str(DEFAULT_CALIBRATION), None
-    try:
-        return str(CalibrationConfig.parse(text)), None
-    except ConfigError as err:
-        return text, err
+def configured_calibrations() -> tuple[list[CalibrationConfig], list[str]]:
+    """The configs registered for every base model: the default, `PAPER_GRID` and those named in
+    ``MTEB_FAIRPOS_CALIBRATION``; plus the problems with that variable (registration warns about
+    them instead of breaking ``import mteb``)."""
+    configs = [DEFAULT_CALIBRATION, *PAPER_GRID]
+    problems = []
+    for text in filter(None, (t.strip() for t in os.environ.get(ENV_CALIBRATION, "").split(","))):
+        try:
+            configs.append(CalibrationConfig.parse(text))
+        except ConfigError as err:
+            problems.append(f"{ENV_CALIBRATION}: {err}")
+    return list(dict.fromkeys(configs)), problems
 
 
 def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = DEFAULT_CALIBRATION) -> ModelMeta:
     """The mteb entry of a plugin model with a given calibration (``None`` or ``"off"``: the twin).
 
-    ``name`` may be ``fair/<key>``, ``fair-off/<key>`` or ``<key>``; the result's revision is the
-    config text (``"off"`` for the twin), which is where mteb writes its results. Pass it to
-    ``mteb.evaluate`` like any ModelMeta.
+    ``name`` names the base model (``fair/<key>``, ``fair-off/<key>`` or ``<key>``); the entry is
+    named after the config (``fair/<key>-<config>``) whether or not that name is registered. Pass
+    it to ``mteb.evaluate`` like any ModelMeta.
     """
-    base = base_model(name)
-    if calibration is None or calibration == TWIN_REVISION:
-        return _model_meta(base, twin_name(base), TWIN_REVISION)
-    config = CalibrationConfig.parse(calibration) if isinstance(calibration, str) else calibration
-    return _model_meta(base, calibrated_name(base), str(config))
+    return _model_meta(base_model(name), _calibration(calibration))
 
 
 def model_metas() -> list[ModelMeta]:
-    """Every registered plugin model: each calibrated model and its twin."""
-    revision, _ = configured_calibration()
-    metas = []
-    for base in BASE_MODELS:
-        metas.append(_model_meta(base, calibrated_name(base), revision))
-        metas.append(_model_meta(base, twin_name(base), TWIN_REVISION))
-    return metas
+    """Every registered plugin model: each configured calibration of each base model, and its twin."""
+    configs, _ = configured_calibrations()
+    return [_model_meta(base, config) for base in BASE_MODELS for config in [*configs, None]]
 
 
 def is_twin(meta_or_name: ModelMeta | str) -> bool:
@@ -518,10 +529,13 @@ def is_twin(meta_or_name: ModelMeta | str) -> bool:
 
 
 def twin_of(name: str) -> str | None:
-    """``fair-off/<key>`` for ``fair/<key>`` and the reverse; ``None`` for other names."""
-    if name.startswith(CALIBRATED_ORG + "/"):
-        return TWIN_ORG + name[len(CALIBRATED_ORG):]
-    if name.startswith(TWIN_ORG + "/"):
-        return CALIBRATED_ORG + name[len(TWIN_ORG):]
-    return None
+    """``fair-off/<key>`` for ``fair/<key>`` or ``fair/<key>-<config>``, ``fair/<key>`` for the twin;
+    ``None`` for other names."""
+    try:
+        base, calibration = parse_name(name)
+    except KeyError:
+        return None
+    if not name.startswith((CALIBRATED_ORG + "/", TWIN_ORG + "/")):
+        return None
+    return twin_name(base) if calibration is not None else calibrated_name(base)
 

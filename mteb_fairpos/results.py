@@ -41,7 +41,8 @@ _RESULT_SIDE_FILES = {"model_meta.json"}
 # ---------------------------------------------------------------------------------- data
 @dataclass(frozen=True, order=True)
 class ModelKey:
-    """One evaluated model: its name, revision (the calibration config for fair/* models) and experiment."""
+    """One evaluated model: its name, revision (the weights' commit; the config in results of earlier
+    releases) and experiment."""
 
     name: str
     revision: str
@@ -49,7 +50,8 @@ class ModelKey:
 
     @property
     def label(self) -> str:
-        text = self.name if self.revision in ("", "no_revision_available") else f"{self.name} [{self.revision}]"
+        revision = self.revision[:7] if re.fullmatch(r"[0-9a-f]{40}", self.revision) else self.revision
+        text = self.name if revision in ("", "no_revision_available") else f"{self.name} [{revision}]"
         return f"{text} ({self.experiment})" if self.experiment else text
 
 
@@ -105,9 +107,9 @@ class Collection:
 
 
 def model_order(key: ModelKey) -> tuple:
-    org, _, rest = key.name.partition("/")
-    base = rest if org in ("fair", "fair-off") else key.name
-    return (base, org != "fair-off", key.name, key.revision, key.experiment)
+    """Each base model's twin first, then its calibrated configs."""
+    base = plugin_base(key.name) or key.name
+    return (base, not key.name.startswith("fair-off/"), key.name, key.revision, key.experiment)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -315,13 +317,31 @@ def _report_missing(found: Collection) -> None:
             found.issues.append(Issue("missing", model.label, f"no results for {', '.join(absent)}."))
 
 
+def plugin_base(name: str) -> str | None:
+    """The base model key of a plugin name (``fair/<key>[-<config>]``, ``fair-off/<key>``), else None."""
+    from .mteb_models import parse_name
+
+    if not name.startswith(("fair/", "fair-off/")):
+        return None
+    try:
+        return parse_name(name)[0].key
+    except KeyError:
+        return None
+
+
 def _report_twins(found: Collection) -> None:
     from .mteb_models import twin_of
 
     names = {m.name for m in found.models}
+    bases = {plugin_base(n): [] for n in names}
+    for name in names:
+        bases[plugin_base(name)].append(name)
     for name in sorted(names):
         twin = twin_of(name)
-        if twin is not None and twin not in names:
+        if twin is None:
+            continue
+        present = twin in names if not name.startswith("fair-off/") else len(bases[plugin_base(name)]) > 1
+        if not present:
             found.issues.append(Issue("no-twin", name, f"its counterpart {twin} has no results here, so the calibration's effect cannot be isolated."))
 
 

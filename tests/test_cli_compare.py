@@ -157,3 +157,22 @@ def test_posir_subsets_are_pooled_per_language_as_the_papers_do(tmp_path):
     scores = old.get(old.models[0], "PosIR")
     assert scores.main_score == pytest.approx((1.0 + 0.2) / 2) and scores.status == "partial"
     assert any("cannot pool the subsets as PosIR does" in text for _, text in scores.notes)
+
+
+def test_one_name_per_config_next_to_the_old_revision_layout(tmp_path, capsys):
+    """#14: configs are model names and revisions are weights' commits; old config-in-revision folders still read."""
+    root = tmp_path / "run"
+    commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+    _write(root, "fair-off/all-MiniLM-L6-v2", commit, TASK, {"test": [_entry(0.72, {"begin": 0.9, "end": 0.6})]})
+    _write(root, "fair/all-MiniLM-L6-v2", commit, TASK, {"test": [_entry(0.8, {"begin": 0.85, "end": 0.8})]})
+    _write(root, "fair/all-MiniLM-L6-v2-b64_llast_a1", commit, TASK, {"test": [_entry(0.78, {"begin": 0.8, "end": 0.8})]})
+    _write(root, "fair/bge-m3", "b128_lhalf_a0.5", TASK, {"test": [_entry(0.6, {"begin": 0.7, "end": 0.5})]})  # old form
+    found = collect(root)
+    labels = [m.label for m in found.models]
+    assert labels == ["fair-off/all-MiniLM-L6-v2 [8b3219a]", "fair/all-MiniLM-L6-v2 [8b3219a]",
+                      "fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a]", "fair/bge-m3 [b128_lhalf_a0.5]"]
+    twins = [issue for issue in found.issues if issue.kind == "no-twin"]
+    assert [issue.where for issue in twins] == ["fair/bge-m3"]  # every MiniLM config has its twin
+    assert main(["compare", str(root), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a]" in out

@@ -11,6 +11,7 @@ from mteb_fairpos.cli import main
 from mteb_fairpos.cli.sweep import grid
 
 TASK = "FairPosTinyRetrieval"
+WEIGHTS = "8b3219a92973c328a8e22fadcfa821b5dc75636a"  # all-MiniLM-L6-v2's pinned commit: the model revision
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -35,15 +36,16 @@ def test_sweep_runs_and_resumes(tmp_path, capsys, monkeypatch):
             "--csv", str(tmp_path / "sweep.csv")]
     assert main(args) == 0
     first = capsys.readouterr().out
-    assert "[1/3] fair-off/all-MiniLM-L6-v2 off: running" in first
-    assert "[3/3] fair/all-MiniLM-L6-v2 b64_lhalf_a1: running" in first
+    assert "[1/3] fair-off/all-MiniLM-L6-v2: running" in first  # #14: one model name per config
+    assert "[3/3] fair/all-MiniLM-L6-v2-b64_lhalf_a1: running" in first
     table = first[first.index(f"### {TASK}"):]
     assert "| config | B | layers | alpha | begin | middle | end | main | Δmain | PSI | ΔPSI |" in table
     assert "| uncalibrated | — | — | 0 |" in table and "| b64_llast_a1 | 64 | last | 1 |" in table
-    for folder in ("fair-off__all-MiniLM-L6-v2/off", "fair__all-MiniLM-L6-v2/b64_llast_a1", "fair__all-MiniLM-L6-v2/b64_lhalf_a1"):
-        assert (tmp_path / "results" / folder / f"{TASK}.json").is_file(), folder
+    for model in ("fair-off__all-MiniLM-L6-v2", "fair__all-MiniLM-L6-v2-b64_llast_a1", "fair__all-MiniLM-L6-v2-b64_lhalf_a1"):
+        assert (tmp_path / "results" / model / WEIGHTS / f"{TASK}.json").is_file(), model
     rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
-    assert [r["revision"] for r in rows] == ["off", "b64_llast_a1", "b64_lhalf_a1"]
+    assert [r["config"] for r in rows] == ["off", "b64_llast_a1", "b64_lhalf_a1"]
+    assert {r["revision"] for r in rows} == {WEIGHTS}  # the revision is the weights' commit
     assert rows[0]["delta_main"] == "" and rows[1]["delta_main"] != ""
 
     # resumed: everything comes from mteb's cache, no model is loaded
@@ -70,8 +72,8 @@ def test_longer_inputs_go_to_an_experiment_folder(tmp_path, capsys):
     args = ["sweep", "-t", TASK, "--configs", "b64_llast_a1", "--no-twin", "--max-seq-length", "240",
             "--output-folder", str(tmp_path), "--device", "cpu", "--quiet"]
     assert main(args) == 0
-    assert "[1/1] fair/all-MiniLM-L6-v2 b64_llast_a1: running" in capsys.readouterr().out
-    folder = tmp_path / "results" / "fair__all-MiniLM-L6-v2" / "b64_llast_a1" / "experiments" / "max_seq_length_240"
+    assert "[1/1] fair/all-MiniLM-L6-v2-b64_llast_a1: running" in capsys.readouterr().out
+    folder = tmp_path / "results" / "fair__all-MiniLM-L6-v2-b64_llast_a1" / WEIGHTS / "experiments" / "max_seq_length_240"
     assert (folder / f"{TASK}.json").is_file()
     assert main(args) == 0
     assert ": cached" in capsys.readouterr().out

@@ -46,7 +46,9 @@ def _encode(encoder, texts, prompt_type, **kwargs):
 def test_loaded_through_the_same_code_path(encoders):
     fair, twin = encoders
     assert type(fair) is type(twin) and type(fair.model) is type(twin.model)
-    assert fair.mteb_model_meta.revision == "b128_lhalf_a0.5" and twin.mteb_model_meta.revision == "off"
+    # #14: the config is in the name, the revision is the weights' commit
+    assert fair.mteb_model_meta.name == "fair/all-MiniLM-L6-v2" and twin.mteb_model_meta.name == "fair-off/all-MiniLM-L6-v2"
+    assert fair.mteb_model_meta.revision == twin.mteb_model_meta.revision == "8b3219a92973c328a8e22fadcfa821b5dc75636a"
     assert str(fair.calibration) == "b128_lhalf_a0.5" and twin.calibration is None
     assert fair.calibrated_sides == {"document", "other"} and twin.calibrated_sides == frozenset()
     assert fair.model.max_seq_length == twin.model.max_seq_length == 512  # the entry loads MiniLM at 512
@@ -94,7 +96,7 @@ def test_prompts_and_pass_through(encoders, monkeypatch):
     expected = e5_style.model.encode_query(["q: " + SHORT[0]], show_progress_bar=False)
     np.testing.assert_allclose(_encode(e5_style, SHORT[:1], "query"), expected, atol=1e-6)
 
-    qwen_style = FairEncoder("fair/test", "off", device="cpu", offline_weights=True, instructions="qwen3")
+    qwen_style = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True, instructions="qwen3")
     assert qwen_style.prompt_for(meta, PromptType.query).startswith("Instruct: ")
     assert qwen_style.prompt_for(meta, PromptType.query).endswith("\nQuery:")
     assert qwen_style.prompt_for(meta, PromptType.document) == ""
@@ -116,20 +118,20 @@ def test_remote_code_needs_explicit_opt_in(monkeypatch):
 
     monkeypatch.delenv(ENV_TRUST_REMOTE_CODE, raising=False)
     with pytest.raises(RemoteCodeRefused, match=ENV_TRUST_REMOTE_CODE):
-        FairEncoder("fair/test", "off", offline_weights=True, trust_remote_code=True)
+        FairEncoder("fair/test", calibration="off", offline_weights=True, trust_remote_code=True)
     with pytest.raises(RemoteCodeRefused):
-        FairEncoder("fair/test", "off", offline_weights=True, model_kwargs={"trust_remote_code": True})
+        FairEncoder("fair/test", calibration="off", offline_weights=True, model_kwargs={"trust_remote_code": True})
     monkeypatch.setenv(ENV_TRUST_REMOTE_CODE, "1")
-    assert FairEncoder("fair/test", "off", device="cpu", offline_weights=True, trust_remote_code=True).calibration is None
+    assert FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True, trust_remote_code=True).calibration is None
 
 
 def test_shared_weights_share_one_model():
     from mteb_fairpos.mteb_models import FairEncoder, shared_weights
 
     with shared_weights():
-        a = FairEncoder("fair/test", "b64_llast_a1", device="cpu", offline_weights=True)
-        b = FairEncoder("fair/test", "off", device="cpu", offline_weights=True)
-        longer = FairEncoder("fair/test", "off", device="cpu", offline_weights=True, max_seq_length=512)
+        a = FairEncoder("fair/test", calibration="b64_llast_a1", device="cpu", offline_weights=True)
+        b = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True)
+        longer = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True, max_seq_length=512)
     assert a.model[0] is b.model[0]
     assert a.model.plan is not None and b.model.plan is None
     assert longer.model[0] is not a.model[0]  # a different maximum length is a different model

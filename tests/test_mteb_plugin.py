@@ -19,6 +19,7 @@ import fairpos_tiny_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
+MINILM_REVISION = "8b3219a92973c328a8e22fadcfa821b5dc75636a"  # the weights' commit: the fair/* revision
 PLUGIN_MODELS = [f"{org}/{key}" for key in ("gte-multilingual-base", "bge-m3", "Qwen3-Embedding-0.6B",
                                             "multilingual-e5-base", "all-MiniLM-L6-v2") for org in ("fair", "fair-off")]
 
@@ -54,8 +55,11 @@ def test_models_are_registered(registered):
 
     for name in PLUGIN_MODELS:
         assert name in MODEL_REGISTRY, name
-    assert mteb.get_model_meta("fair/all-MiniLM-L6-v2").revision == "b128_lhalf_a0.5"
-    assert mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").revision == "off"
+    # #14: a config is a model name of its own; the revision is the weights' commit
+    assert mteb.get_model_meta("fair/all-MiniLM-L6-v2").loader_kwargs["calibration"] == "b128_lhalf_a0.5"
+    assert mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").loader_kwargs["calibration"] == "off"
+    assert mteb.get_model_meta("fair/all-MiniLM-L6-v2").revision == MINILM_REVISION
+    assert mteb.get_model_meta("fair/bge-m3-b256_llast_a1").loader_kwargs["calibration"] == "b256_llast_a1"  # the grid
     assert set(PLUGIN_MODELS) <= set(report.models) or set(PLUGIN_MODELS) <= set(MODEL_REGISTRY)
     names = {m.name for m in mteb.get_model_metas(frameworks=["Sentence Transformers"])}
     assert "fair/Qwen3-Embedding-0.6B" in names
@@ -150,25 +154,27 @@ def test_metadata_agrees_with_mtebs_own_entries(registered):
         assert meta.adapted_from == base.upstream
         assert meta.loader_kwargs.get("trust_remote_code") is None
     qwen = fair_model_meta("Qwen3-Embedding-0.6B", None)
-    assert qwen.loader_kwargs["padding_side"] == "left" and qwen.revision == "off"
+    assert qwen.loader_kwargs["padding_side"] == "left" and qwen.loader_kwargs["calibration"] == "off"
+    assert qwen.revision == "b22da495047858cce924d27d76261e96be6febc0"  # the weights' commit
     gte = fair_model_meta("gte-multilingual-base")
     assert gte.loader_kwargs["hub_id"] == "alibaba-nlp-community/gte-multilingual-base"
-    assert (gte.name, gte.revision) == ("fair/gte-multilingual-base", "b128_lhalf_a0.5")
+    assert (gte.name, gte.loader_kwargs["calibration"]) == ("fair/gte-multilingual-base", "b128_lhalf_a0.5")
     assert fair_model_meta("fair/bge-m3", "off").name == "fair-off/bge-m3"
+    assert fair_model_meta("fair/bge-m3", "b64_ln2_a1").name == "fair/bge-m3-b64_ln2_a1"
 
 
 def test_calibration_from_environment(monkeypatch):
     from mteb_fairpos.config import ConfigError
-    from mteb_fairpos.mteb_models import ENV_CALIBRATION, fair_model_meta, model_metas
+    from mteb_fairpos.mteb_models import ENV_CALIBRATION, configured_calibrations, fair_model_meta, model_metas
 
-    monkeypatch.setenv(ENV_CALIBRATION, "b256_llast_a1.0")
+    monkeypatch.setenv(ENV_CALIBRATION, "b64_ln3_a0.250, b96_llast_a1")
     metas = {m.name: m for m in model_metas()}
-    assert metas["fair/bge-m3"].revision == "b256_llast_a1"  # normalised text form
-    assert metas["fair-off/bge-m3"].revision == "off"
+    assert metas["fair/bge-m3-b64_ln3_a0.25"].loader_kwargs["calibration"] == "b64_ln3_a0.25"  # normalised text form
+    assert "fair/bge-m3-b96_llast_a1" in metas and metas["fair/bge-m3"].loader_kwargs["calibration"] == "b128_lhalf_a0.5"
     monkeypatch.setenv(ENV_CALIBRATION, "b128_lbogus")
-    broken = {m.name: m for m in model_metas()}["fair/all-MiniLM-L6-v2"]
-    with pytest.raises(ConfigError, match="Valid form: b<basket>_l<layers>_a<strength>"):
-        broken.load_model(device="cpu")
+    _, problems = configured_calibrations()
+    assert len(problems) == 1 and "Valid form: b<basket>_l<layers>_a<strength>" in problems[0]
+    assert not any("bogus" in name for name in (m.name for m in model_metas()))  # not registered
     with pytest.raises(ConfigError, match="example: b128_lhalf_a0.5"):
         fair_model_meta("fair/all-MiniLM-L6-v2", "basket128")
     with pytest.raises(KeyError, match="not an mteb-fairpos model"):
@@ -194,7 +200,7 @@ def test_fresh_process_importing_the_plugin_first():
         from mteb_fairpos.tasks import TASKS
         assert all(mteb.get_task(cls.metadata.name) for cls in TASKS)
         from mteb.models.model_implementations import MODEL_REGISTRY
-        print(mteb.get_model_meta("fair/all-MiniLM-L6-v2").revision, "fair-off/bge-m3" in MODEL_REGISTRY,
+        print(mteb.get_model_meta("fair/all-MiniLM-L6-v2").loader_kwargs["calibration"], "fair-off/bge-m3" in MODEL_REGISTRY,
               mteb.get_task("FairPosTinyRetrieval").metadata.name)
         from mteb.cli import main
         sys.argv = ["mteb", "available-tasks", "-t", "FairPosTinyRetrieval"]
@@ -266,7 +272,7 @@ def test_wheels_ship_the_hook_and_it_registers(tmp_path):
         assert "_mteb_fairpos_hook" in sys.modules and "mteb" not in sys.modules
         import mteb, mteb_fairpos
         assert mteb_fairpos.__file__.startswith({str(unpacked)!r}), mteb_fairpos.__file__
-        print(mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").revision)
+        print(mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").loader_kwargs["calibration"])
     """)
     out = subprocess.run([sys.executable, "-S", "-c", code], env=_env(), cwd=tmp_path, capture_output=True, text=True,
                          timeout=240)
@@ -286,37 +292,42 @@ def test_mteb_run_end_to_end_and_results_load_back(tmp_path, registered, monkeyp
     out = subprocess.run(command, env=_env(MTEB_FAIRPOS_EXTRA_TASKS="fairpos_tiny_tasks"), capture_output=True,
                          text=True, timeout=400)
     assert out.returncode == 0, out.stderr[-4000:]
-    folder = tmp_path / "results" / "fair__all-MiniLM-L6-v2" / "b128_lhalf_a0.5"
+    folder = tmp_path / "results" / "fair__all-MiniLM-L6-v2" / MINILM_REVISION
     assert (folder / f"{task}.json").is_file(), sorted(str(p) for p in tmp_path.rglob("*"))
     meta = json.loads((folder / "model_meta.json").read_text())
-    assert meta["revision"] == "b128_lhalf_a0.5" and meta["loader"] == "FairEncoder"
+    assert meta["revision"] == MINILM_REVISION and meta["loader"] == "FairEncoder"
+    assert meta["loader_kwargs"]["calibration"] == "b128_lhalf_a0.5"
     settings = [json.loads(line) for line in (folder / "run_settings.jsonl").read_text().splitlines()]
     assert settings[-1]["encode_kwargs"]["batch_size"] == 4
 
-    # MTEB_FAIRPOS_CALIBRATION as `mteb run` sees it (read when the plugin registers), and the twin
+    # a config from MTEB_FAIRPOS_CALIBRATION (read when the plugin registers) under its own name, and the twin
     from mteb_fairpos.mteb_plugin import register
 
     cache = mteb.ResultCache(tmp_path)
     monkeypatch.setenv("MTEB_FAIRPOS_CALIBRATION", "b64_llast_a1")
     try:
         register()
-        other = mteb.get_model_meta("fair/all-MiniLM-L6-v2")
-        assert other.revision == "b64_llast_a1"
+        other = mteb.get_model_meta("fair/all-MiniLM-L6-v2-b64_llast_a1")
+        assert other.loader_kwargs["calibration"] == "b64_llast_a1" and other.revision == MINILM_REVISION
         mteb.evaluate(other, [mteb.get_task(task)], cache=cache, show_progress_bar=False)
     finally:
         monkeypatch.delenv("MTEB_FAIRPOS_CALIBRATION")
         register()
     mteb.evaluate(mteb.get_model_meta("fair-off/all-MiniLM-L6-v2"), [mteb.get_task(task)], cache=cache,
                   show_progress_bar=False)
-    assert (tmp_path / "results" / "fair__all-MiniLM-L6-v2" / "b64_llast_a1" / f"{task}.json").is_file()
+    assert (tmp_path / "results" / "fair__all-MiniLM-L6-v2-b64_llast_a1" / MINILM_REVISION / f"{task}.json").is_file()
 
-    loaded = cache.load_results(models=["fair/all-MiniLM-L6-v2", "fair-off/all-MiniLM-L6-v2"], tasks=[task],
-                                include_remote=False)
+    names = ["fair/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b64_llast_a1", "fair-off/all-MiniLM-L6-v2"]
+    loaded = cache.load_results(models=names, tasks=[task], include_remote=False)
     revisions = {(r["model_name"], r["revision"]) for r in loaded.model_revisions}
-    assert revisions == {("fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5"), ("fair/all-MiniLM-L6-v2", "b64_llast_a1"),
-                         ("fair-off/all-MiniLM-L6-v2", "off")}
+    assert revisions == {(name, MINILM_REVISION) for name in names}
+    # mteb's own tables keep every config as a row of its own (they hid one before #14)
+    joined = loaded.join_revisions()
+    assert sorted(m.model_name for m in joined) == sorted(names)
+    frame = loaded.to_dataframe()
+    assert len(frame) == 1 and {c for c in frame.columns if c.startswith("fair")} == set(names)
     aggregated = loaded.get_aggregated_scores()
-    assert set(aggregated) == {"fair/all-MiniLM-L6-v2", "fair-off/all-MiniLM-L6-v2"}
+    assert set(aggregated) == set(names)
     for scores in aggregated.values():
         assert 0.0 <= scores["Mean(Task)"] <= 1.0
     result = cache.load_task_result(task, mteb.get_model_meta("fair/all-MiniLM-L6-v2"))

@@ -149,7 +149,8 @@ def test_registered_sea_models_share_the_fair_base_table(monkeypatch):
     assert [m.name for m in SEA_MODELS] == [f"sea/{b.upstream}" for b in BASE_MODELS]
     gte = mteb.get_model_meta("sea/Alibaba-NLP/gte-multilingual-base")
     assert gte.loader_kwargs["method"] == "semantic"
-    assert gte.revision == "off" and gte.adapted_from == "Alibaba-NLP/gte-multilingual-base"
+    twin = mteb.get_model_meta("fair-off/gte-multilingual-base")
+    assert gte.revision == twin.revision and gte.adapted_from == "Alibaba-NLP/gte-multilingual-base"
     monkeypatch.delenv("MTEB_FAIRPOS_TRUST_REMOTE_CODE", raising=False)
     with pytest.raises(RemoteCodeRefused):  # refused before anything is downloaded, as for fair/*
         mteb.get_model("sea/Alibaba-NLP/gte-multilingual-base", trust_remote_code=True)

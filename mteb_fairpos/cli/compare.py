@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import Collection, ModelKey, collect, model_order
+from ..results import Collection, ModelKey, collect, model_order, plugin_base
 
 DEFAULT_OUT = Path("fairpos-output") / "compare"
 
@@ -123,10 +123,9 @@ def _style(found: Collection) -> dict[ModelKey, dict[str, Any]]:
     bases: dict[str, int] = {}
     styles = {}
     for model in found.models:
-        org, _, rest = model.name.partition("/")
-        base = rest if org in ("fair", "fair-off") else model.name
+        base = plugin_base(model.name) or model.name
         colour = f"C{bases.setdefault(base, len(bases)) % 10}"
-        twin = org == "fair-off" or model.revision == "off"
+        twin = model.name.startswith("fair-off/") or model.revision == "off"  # "off": results of earlier releases
         styles[model] = {"color": colour, "linestyle": "--" if twin else "-", "marker": "o" if not twin else "s"}
     return styles
 
@@ -175,11 +174,9 @@ def plot_psi_scatter(found: Collection, out: Path) -> Path | None:
         points = {m: s for m, s in points.items() if s is not None and s.psi is not None and s.main_score is not None}
         for model, s in points.items():
             ax.scatter([s.psi], [s.main_score], color=styles[model]["color"], marker=styles[model]["marker"], label=model.label)
-        from ..mteb_models import twin_of
-
         for model, s in points.items():
-            partner = [m for m in points if m.name == twin_of(model.name)]
             if model.name.startswith("fair-off/"):
+                partner = [m for m in points if m is not model and plugin_base(m.name) == plugin_base(model.name)]
                 for target in partner:
                     t = points[target]
                     ax.annotate("", xy=(t.psi, t.main_score), xytext=(s.psi, s.main_score),

@@ -2,8 +2,7 @@
 
 The grid defaults to the retrieval paper's: basket size {128, 256, 512} x layer set
 {last, last_half} x strength {0.5, 1.0}, plus the uncalibrated twin as the reference row. Every
-grid point is an ordinary mteb evaluation of ``fair/<model>`` whose revision is the config's text
-form, written to the mteb results folder (``--output-folder``), so an interrupted sweep resumes
+grid point is an ordinary mteb evaluation of the model ``fair/<model>-<config text>``, written to the mteb results folder (``--output-folder``), so an interrupted sweep resumes
 where it stopped (mteb's cache skips what is there) and ``mteb-fairpos compare`` reads the same
 folder. The checkpoint is loaded once and shared by all grid points.
 
@@ -90,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 meta = meta.model_copy(update={"experiment_kwargs": {"max_seq_length": args.max_seq_length}})
             cached = all(cache.get_task_result_path(t.metadata.name, meta).is_file() for t in tasks)
             state = "cached" if cached and args.overwrite_strategy != "always" else "running"
-            print(f"[{number}/{len(points)}] {meta.name} {meta.revision}: {state}", flush=True)
+            print(f"[{number}/{len(points)}] {meta.name}: {state}", flush=True)
             result = mteb.evaluate(meta, tasks, cache=cache, overwrite_strategy=args.overwrite_strategy,
                                    encode_kwargs=dict(encode_kwargs), show_progress_bar=not args.quiet)
             for task_result in result.task_results:
@@ -102,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         labels = list(dict.fromkeys(label for row in rows for label in row["profile"]))
         flat = [{**{k: v for k, v in row.items() if k != "profile"}, **{f"position_{k}": v for k, v in row["profile"].items()}}
                 for row in rows]
-        write_csv(flat, args.csv, ["task", "model", "revision", "basket", "layers", "strength", "main_score", "delta_main",
+        write_csv(flat, args.csv, ["task", "model", "config", "revision", "basket", "layers", "strength", "main_score", "delta_main",
                                     "psi", "delta_psi", *[f"position_{label}" for label in labels]])
         print(f"\nwritten to {args.csv}")
     return 0
@@ -112,6 +111,7 @@ def _row(config: CalibrationConfig | None, meta, scores: TaskScores) -> dict[str
     return {
         "task": scores.task,
         "model": meta.name,
+        "config": str(config) if config else "off",
         "revision": meta.revision,
         "basket": config.basket_size if config else None,
         "layers": _layers(config.layers) if config else None,
@@ -141,7 +141,7 @@ def tradeoff_tables(rows: list[dict[str, Any]]) -> str:
                 row[key] = (row[ref_key] - reference[ref_key]
                             if reference is not None and row is not reference and row[ref_key] is not None
                             and reference[ref_key] is not None else None)
-            name = "uncalibrated" if row["basket"] is None else row["revision"]
+            name = "uncalibrated" if row["basket"] is None else row["config"]
             cells = [name, "—" if row["basket"] is None else str(row["basket"]), row["layers"] or "—", f"{row['strength']:g}",
                      *[format_score(row["profile"].get(label)) for label in labels],
                      format_score(row["main_score"]) + (" (partial)" if row["status"] == "partial" else ""),

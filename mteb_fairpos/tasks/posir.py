@@ -341,7 +341,7 @@ class _CorpusCache:
     Cross-lingual subsets of one domain share the domain's English corpus and run one after the
     other (the metadata lists them domain by domain), so holding one corpus suffices. The key
     names the model object and its mteb name and revision (the calibration config is part of the
-    revision), the dataset source and revision, and the corpus file.
+    name), the dataset source and revision, and the corpus file.
     """
 
     def __init__(self) -> None:
