@@ -14,6 +14,7 @@ uncalibrated queries. Inside it, calibrated layers:
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,20 +53,33 @@ class CalibrationPlan:
     layers: tuple[int, ...]
     layer_of: dict[nn.Module, int] = field(repr=False)
     architecture: str
+    model: nn.Module = field(repr=False, compare=False)
 
     @contextlib.contextmanager
-    def applied(self, attention_mask: Tensor) -> Iterator[None]:
-        """Calibrate every forward pass run inside this block over a batch with ``attention_mask``."""
+    def applied(self, attention_mask: Tensor) -> Iterator[BasketLayout | None]:
+        """Calibrate every forward pass run inside this block over a batch with ``attention_mask``;
+        yields the batch's basket layout (``None`` at strength 0, which changes nothing).
+
+        The model runs the calibrated backend only inside the block; outside it keeps its own
+        attention implementation, so a wrapped model behaves as before (in worker processes too,
+        which unpickle it without this package's backend: it is registered here, where it is used).
+        """
         if self.config.strength == 0:  # alpha = 0 is the plain model, bit for bit
-            yield
+            yield None
             return
         layout = basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))
         state = _ForwardState(self, layout)
+        register()
+        previous = self.model.config._attn_implementation
+        if previous != ATTENTION_NAME:
+            self.model.set_attn_implementation(ATTENTION_NAME)
         token = _ACTIVE.set(state)
         try:
-            yield
+            yield layout
         finally:
             _ACTIVE.reset(token)
+            if previous != ATTENTION_NAME:
+                self.model.set_attn_implementation(previous)
         if not state.seen:
             raise UnsupportedModelError(
                 f"{self.architecture}: the forward pass never reached the '{ATTENTION_NAME}' attention backend, "
@@ -90,7 +104,8 @@ def transformer_layers(model: nn.Module) -> list[nn.Module]:
 
 
 def attach(model: PreTrainedModel, config: CalibrationConfig, pooling: Pooling) -> CalibrationPlan:
-    """Route ``model``'s attention through the calibrated backend and resolve ``config`` for it."""
+    """Resolve ``config`` for ``model``; the plan routes its attention through the calibrated backend
+    during calibrated passes only (`CalibrationPlan.applied`)."""
     architecture = type(model).__name__
     if not isinstance(model, PreTrainedModel) or not getattr(model, "_supports_attention_backend", False):
         raise UnsupportedModelError(
@@ -106,10 +121,14 @@ def attach(model: PreTrainedModel, config: CalibrationConfig, pooling: Pooling) 
     except ConfigError as err:
         raise ConfigError(f"{architecture}: {err}") from None
     layer_of = {module: i for i, block in enumerate(blocks) for module in block.modules()}
-    register()
-    if model.config._attn_implementation != ATTENTION_NAME:
-        model.set_attn_implementation(ATTENTION_NAME)
-    return CalibrationPlan(config, pooling, layers, layer_of, architecture)
+    own = model.config._attn_implementation
+    if own not in ("sdpa", ATTENTION_NAME, None):
+        warnings.warn(
+            f"{architecture} runs with attn_implementation={own!r}; its calibrated passes use the "
+            f"'{ATTENTION_NAME}' backend (SDPA with calibrated rows) instead, every other pass keeps {own!r}.",
+            stacklevel=3,
+        )
+    return CalibrationPlan(config, pooling, layers, layer_of, architecture, model)
 
 
 def register() -> None:

@@ -1,5 +1,11 @@
 """`FairSentenceTransformer`: a SentenceTransformer whose document embeddings are calibrated.
 
+Saving keeps the calibration the sentence-transformers way: ``save()`` adds a `Calibration` step to
+the pipeline (its settings in its own config file, listed in ``modules.json``) and a section to the
+model card, and ``FairSentenceTransformer(path)`` reads it back exactly. A plain
+``SentenceTransformer(path)`` refuses such a folder with a message naming the route, instead of
+silently dropping the calibration.
+
 One model copy serves both sides: ``encode_document`` runs inside the calibration plan,
 ``encode_query`` does not (SPEC 1.4: documents only), and plain ``encode`` follows the
 ``calibrate_encode`` flag (``calibrate_queries`` turns the query side on too, an ablation).
@@ -11,12 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 import warnings
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
+import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
+from sentence_transformers.base.modules.module import Module
 
 from .attention import CalibrationPlan, attach
 from .config import CalibrationConfig, ConfigError
@@ -24,7 +35,52 @@ from .segmented import TruncationWarning, model_pooling
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FairSentenceTransformer", "TruncationWarning"]
+__all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning"]
+
+_UNSET: Any = object()
+_LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)
+
+
+class CalibratedModelError(RuntimeError):
+    """A saved calibrated model was loaded by a plain SentenceTransformer, which would drop the calibration."""
+
+
+class UncalibratedWarning(UserWarning):
+    """Some documents were left uncalibrated: their content is shorter than one basket."""
+
+
+class Calibration(Module):
+    """The calibration of a saved `FairSentenceTransformer`: an identity step at the end of its pipeline
+    whose config file holds the settings, so the folder itself says how it must be loaded."""
+
+    config_keys: list[str] = ["calibration", "calibrate_encode", "calibrate_queries"]
+
+    def __init__(self, calibration: str = "none", calibrate_encode: bool = False, calibrate_queries: bool = False) -> None:
+        super().__init__()
+        self.calibration = calibration
+        self.calibrate_encode = calibrate_encode
+        self.calibrate_queries = calibrate_queries
+
+    def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return features
+
+    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
+        self.save_config(output_path)
+
+    @classmethod
+    def load(cls, model_name_or_path: str = "", subfolder: str = "", token: bool | str | None = None,
+             cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
+             **kwargs: Any) -> Calibration:
+        config = cls.load_config(model_name_or_path=model_name_or_path, subfolder=subfolder, token=token,
+                                 cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
+        module = cls(**{key: value for key, value in config.items() if key in cls.config_keys})
+        if not _LOADING.get():
+            raise CalibratedModelError(
+                f"{model_name_or_path} was saved with mteb-fairpos attention calibration {module.calibration!r}; a plain "
+                "SentenceTransformer would drop it silently. Load it with "
+                f"`from mteb_fairpos import FairSentenceTransformer; FairSentenceTransformer({model_name_or_path!r})`."
+            )
+        return module
 
 
 class FairSentenceTransformer(SentenceTransformer):
@@ -39,25 +95,36 @@ class FairSentenceTransformer(SentenceTransformer):
         **kwargs: passed to ``SentenceTransformer`` when ``model`` is a name or path.
     """
 
+    # sentence-transformers resolves these modules.json types without importing by name (its
+    # trust_remote_code gate is for code a model folder brings, not for this package's own step)
+    _module_classes = {f"{__name__}.Calibration": Calibration}
+
     def __init__(
         self,
         model: str | SentenceTransformer,
-        calibration: CalibrationConfig | None = CalibrationConfig(),
+        calibration: CalibrationConfig | None = _UNSET,
         *,
-        calibrate_encode: bool = False,
-        calibrate_queries: bool = False,
+        calibrate_encode: bool | None = None,
+        calibrate_queries: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(model, SentenceTransformer):
             if kwargs:
                 raise TypeError(f"loading options {sorted(kwargs)} cannot apply to an already loaded model.")
-            super().__init__(modules=list(model), device=str(model.device), prompts=model.prompts,
-                             default_prompt_name=model.default_prompt_name)
+            super().__init__(modules=[m for m in model if not isinstance(m, Calibration)], device=str(model.device),
+                             prompts=model.prompts, default_prompt_name=model.default_prompt_name)
         else:
-            super().__init__(model, **kwargs)
+            token = _LOADING.set(True)
+            try:
+                super().__init__(model, **kwargs)
+            finally:
+                _LOADING.reset(token)
+        saved = self._take_saved_calibration()
+        if calibration is _UNSET:  # a saved model comes back with its own calibration, else the default
+            calibration = _saved_config(saved) if saved is not None else CalibrationConfig()
         self.calibration = calibration
-        self.calibrate_encode = calibrate_encode
-        self.calibrate_queries = calibrate_queries
+        self.calibrate_encode = bool(calibrate_encode if calibrate_encode is not None else saved and saved.calibrate_encode)
+        self.calibrate_queries = bool(calibrate_queries if calibrate_queries is not None else saved and saved.calibrate_queries)
         self.plan: CalibrationPlan | None = None
         if calibration is not None:
             pooling = calibration.pooling or model_pooling(self)
@@ -65,6 +132,39 @@ class FairSentenceTransformer(SentenceTransformer):
                 raise ConfigError("calibration needs a transformers model as the first module.")
             self.plan = attach(self.transformers_model, calibration, pooling)
         self._truncated = 0
+        self._uncalibrated = [0, 0]  # documents left uncalibrated, documents calibrated, in this call
+
+    def _take_saved_calibration(self) -> Calibration | None:
+        """Remove the saved `Calibration` step from the pipeline (it is re-added on save) and return it."""
+        found = [key for key, module in self._modules.items() if isinstance(module, Calibration)]
+        return self._modules.pop(found[-1]) if found else None
+
+    def __repr__(self) -> str:
+        state = str(self.calibration) if self.plan is not None else "none"
+        sides = ["documents"] + (["queries"] if self.calibrate_queries else []) + (["encode()"] if self.calibrate_encode else [])
+        head, _, rest = super().__repr__().partition("\n")
+        return f"{head}\n  (calibration): {state} on {', '.join(sides)}\n{rest}"
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str, *args: Any, **kwargs: Any) -> None:
+        """sentence-transformers' ``save``, plus the calibration (a `Calibration` step and a model card section)."""
+        key = str(len(self._modules))
+        self._modules[key] = Calibration(str(self.calibration) if self.plan is not None else "none",
+                                         self.calibrate_encode, self.calibrate_queries)
+        try:
+            super().save(path, *args, **kwargs)
+        finally:
+            self._modules.pop(key)
+        card = os.path.join(path, "README.md")
+        if os.path.isfile(card):
+            with open(card, "a", encoding="utf-8") as handle:
+                handle.write(_card_section(path, self))
+
+    def _get_model_config(self) -> dict[str, Any]:
+        config = super()._get_model_config()
+        config["requirements"] = {**(config.get("requirements") or {}), "mteb-fairpos": {
+            "specifier": ">=0.1", "reason": "the model carries an inference-time attention calibration"}}
+        return config
 
     # ------------------------------------------------------------------ forward
     def forward(self, input: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
@@ -74,7 +174,11 @@ class FairSentenceTransformer(SentenceTransformer):
         )
         if not calibrate:
             return super().forward(input, **kwargs)
-        with self.plan.applied(input["attention_mask"]):
+        with self.plan.applied(input["attention_mask"]) as layout:
+            if layout is not None:
+                short = int((~layout.active).sum())
+                self._uncalibrated[0] += short
+                self._uncalibrated[1] += int(layout.active.numel()) - short
             return super().forward(input, **kwargs)
 
     @contextlib.contextmanager
@@ -89,11 +193,14 @@ class FairSentenceTransformer(SentenceTransformer):
     # ------------------------------------------------------------------ input checks
     def encode(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """sentence-transformers' ``encode`` with input checks and a truncation report."""
+        if isinstance(inputs, np.ndarray):  # as plain sentence-transformers accepts
+            inputs = inputs.tolist()
         _check_texts(inputs)
         if isinstance(inputs, (list, tuple)) and not inputs:
             empty = torch.empty(0, self.get_embedding_dimension())
             return empty if kwargs.get("convert_to_tensor") else empty.numpy()
         self._truncated = 0
+        self._uncalibrated = [0, 0]
         try:
             return super().encode(inputs, *args, **kwargs)
         finally:
@@ -102,7 +209,15 @@ class FairSentenceTransformer(SentenceTransformer):
                     f"{self._truncated} input(s) exceeded the model's maximum of {self.max_seq_length} tokens "
                     "and were truncated; their embeddings cover only the first tokens.",
                     TruncationWarning,
-                    stacklevel=3,
+                    stacklevel=_caller_level(),
+                )
+            short, calibrated = self._uncalibrated
+            if short:
+                warnings.warn(
+                    f"{short} of {short + calibrated} document(s) were left uncalibrated: their content is shorter "
+                    f"than one basket ({self.calibration.basket_size} tokens), so calibration does not change them.",
+                    UncalibratedWarning,
+                    stacklevel=_caller_level(),
                 )
 
     def preprocess(self, inputs: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -118,6 +233,32 @@ class FairSentenceTransformer(SentenceTransformer):
                 extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
                 self._truncated += sum(len(ids) + extra > limit for ids in lengths)
         return features
+
+
+def _saved_config(saved: Calibration) -> CalibrationConfig | None:
+    return None if saved.calibration == "none" else CalibrationConfig.parse(saved.calibration)
+
+
+def _card_section(path: str, model: FairSentenceTransformer) -> str:
+    state = f"`{model.calibration}`" if model.plan is not None else "none (the plain model)"
+    return (
+        "\n\n## Attention calibration (mteb-fairpos)\n\n"
+        f"This model's documents are embedded with inference-time attention calibration {state} "
+        "(basket size, layers, strength; see mteb-fairpos). Load it with\n\n"
+        "```python\nfrom mteb_fairpos import FairSentenceTransformer\n\n"
+        f"model = FairSentenceTransformer({os.path.basename(os.path.normpath(path))!r})\n```\n\n"
+        "A plain `SentenceTransformer` refuses this folder rather than drop the calibration.\n"
+    )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside this package,
+    sentence-transformers and torch: the user's own call."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in (
+            "mteb_fairpos", "sentence_transformers", "torch", "contextlib"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _check_texts(inputs: Any) -> None:

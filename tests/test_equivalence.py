@@ -179,7 +179,8 @@ def test_reference_leaves_the_model_as_it_was(transformers_modules):
     before = fair.encode_document(TEXTS, convert_to_tensor=True)
     reference_embeddings(fair, TEXTS, config)
     inner = fair.transformers_model
-    assert inner.config._attn_implementation == "fairpos"
+    # #14: wrapping leaves the model's own implementation in place (calibrated passes switch and restore)
+    assert inner.config._attn_implementation == "sdpa"
     assert not any(STATE in m.__dict__ or "forward" in m.__dict__ for m in inner.modules())
     assert not inner.training
     assert torch.equal(fair.encode_document(TEXTS, convert_to_tensor=True), before)

@@ -96,3 +96,73 @@ def test_no_warning_for_inputs_that_fit(fair):
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
         fair.encode_document([LONG, SHORT])
+
+
+# ---------------------------------------------------------------------------------- like sentence-transformers (#14)
+def test_save_and_load_keep_the_calibration(minilm, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from mteb_fairpos.model import CalibratedModelError
+
+    config = CalibrationConfig(basket_size=64, layers="last", strength=1.0)
+    model = FairSentenceTransformer(minilm, config, calibrate_queries=True)
+    model.save(str(tmp_path / "saved"))
+    again = FairSentenceTransformer(str(tmp_path / "saved"), device="cpu")
+    assert again.calibration == config and again.calibrate_queries and not again.calibrate_encode
+    np.testing.assert_array_equal(again.encode_document([LONG]), model.encode_document([LONG]))
+    np.testing.assert_array_equal(again.encode_query([LONG]), model.encode_query([LONG]))
+    assert not any(type(m).__name__ == "Calibration" for m in again)  # the marker is not part of the pipeline
+    card = (tmp_path / "saved" / "README.md").read_text()
+    assert "## Attention calibration (mteb-fairpos)" in card and "`b64_llast_a1`" in card
+    with pytest.raises(ValueError, match="mteb_fairpos.model.Calibration"):  # sentence-transformers' own gate
+        SentenceTransformer(str(tmp_path / "saved"), device="cpu")
+    with pytest.raises(CalibratedModelError, match=r"saved with mteb-fairpos attention calibration 'b64_llast_a1'.*"
+                                                   r"FairSentenceTransformer\("):
+        SentenceTransformer(str(tmp_path / "saved"), device="cpu", trust_remote_code=True)
+    # an explicit config still wins; saving an uncalibrated model comes back uncalibrated
+    assert FairSentenceTransformer(str(tmp_path / "saved"), CalibrationConfig(), device="cpu").calibration == CalibrationConfig()
+    FairSentenceTransformer(minilm, None).save(str(tmp_path / "plain"))
+    assert FairSentenceTransformer(str(tmp_path / "plain"), device="cpu").plan is None
+
+
+def test_arrays_repr_and_warnings_behave_like_sentence_transformers(minilm):
+    from mteb_fairpos.model import UncalibratedWarning
+
+    fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=32, strength=1.0))
+    np.testing.assert_array_equal(fair.encode_document(np.array([LONG, SHORT])), fair.encode_document([LONG, SHORT]))
+    assert "(calibration): b32_lhalf_a1 on documents" in repr(fair)
+    with pytest.warns(UncalibratedWarning, match=r"1 of 2 document\(s\) were left uncalibrated.*32 tokens") as caught:
+        fair.encode_document([LONG, SHORT])
+    assert caught[0].filename == __file__  # points at the caller's line, not into sentence-transformers
+    minilm.max_seq_length, saved = 16, minilm.max_seq_length
+    try:
+        with pytest.warns(TruncationWarning) as caught:
+            fair.encode([LONG])
+    finally:
+        minilm.max_seq_length = saved
+    assert caught[0].filename == __file__
+
+
+def test_wrapping_keeps_the_models_own_attention(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from mteb_fairpos.offline import minilm_path
+
+    eager = SentenceTransformer(minilm_path(), device="cpu", model_kwargs={"attn_implementation": "eager"})
+    with pytest.warns(UserWarning, match="attn_implementation='eager'; its calibrated passes use the 'fairpos' backend"):
+        fair = FairSentenceTransformer(eager, CalibrationConfig(basket_size=32, strength=1.0))
+    fair.encode_document([LONG])
+    assert eager.transformers_model.config._attn_implementation == "eager"  # said, and only for calibrated passes
+
+
+@pytest.mark.slow
+def test_multi_process_encoding_with_a_real_two_process_pool(minilm):
+    """Workers unpickle the models without this package's backend registered: the calibrated model
+    registers it where it is used, and the user's own wrapped model keeps working."""
+    fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=32, strength=1.0))
+    texts = [LONG, SEGMENTS[0], SEGMENTS[1] * 2]
+    single = fair.encode_document(texts)
+    pooled = fair.encode_document(texts, device=["cpu", "cpu"])
+    np.testing.assert_allclose(pooled, single, atol=1e-5)
+    assert np.abs(single - minilm.encode_document(texts)).max() > 1e-3  # the workers really calibrated
+    np.testing.assert_allclose(minilm.encode_document(texts, device=["cpu", "cpu"]), minilm.encode_document(texts), atol=1e-5)
