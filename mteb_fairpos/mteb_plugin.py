@@ -31,6 +31,16 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 BENCHMARK_NAME = "FairPos"
+SMALL_BENCHMARK_NAME = "FairPosSmall"
+_BENCHMARKS = {
+    BENCHMARK_NAME: ("MTEB_FAIRPOS_BENCHMARK", "Position fairness (mteb-fairpos)",
+                     "Positional bias of document embeddings, each measurement once: the permutation fairness probe "
+                     "and the position-aware retrieval tasks SQuAD-PosQ, FineWeb-PosQ and PosIR (both settings) of "
+                     "the mteb-fairpos plugin."),
+    SMALL_BENCHMARK_NAME: ("MTEB_FAIRPOS_BENCHMARK_SMALL", "Position fairness, small (mteb-fairpos)",
+                           "A quick look at positional bias: the Tiny samples of SQuAD-PosQ and FineWeb-PosQ and the "
+                           "permutation probe on the bundled sample."),
+}
 ENV_EXTRA_TASKS = "MTEB_FAIRPOS_EXTRA_TASKS"
 MODEL_PROVIDERS: list[str] = [
     "mteb_fairpos.mteb_models:model_metas",  # fair/<model> and the twins fair-off/<model>
@@ -72,7 +82,10 @@ def register() -> Registration:
     extra = _extra_tasks()
     if extra:
         report.tasks += register_tasks(extra, report)
-    report.benchmark = register_benchmark([cls.metadata.name for cls in TASKS], report)
+    from .tasks import BENCHMARK_TASKS, SMALL_BENCHMARK_TASKS
+
+    report.benchmark = register_benchmark([cls.metadata.name for cls in BENCHMARK_TASKS], report)
+    register_benchmark([cls.metadata.name for cls in SMALL_BENCHMARK_TASKS], report, name=SMALL_BENCHMARK_NAME)
     for problem in report.skipped:
         warnings.warn(f"mteb-fairpos: {problem}", RegistrationWarning, stacklevel=2)
     _warn_invalid_calibration()
@@ -188,37 +201,36 @@ def _extra_tasks() -> list[type]:
 
 
 # ---------------------------------------------------------------------------------- benchmark
-def register_benchmark(task_names: list[str], report: Registration | None = None) -> str | None:
-    """The ``FairPos`` benchmark over the plugin's tasks; ``None`` while the plugin has no tasks."""
+def register_benchmark(task_names: list[str], report: Registration | None = None, *,
+                       name: str = BENCHMARK_NAME) -> str | None:
+    """The ``FairPos`` (full tasks, each measurement once) or ``FairPosSmall`` (the small samples)
+    benchmark over ``task_names``; ``None`` while there are none."""
     if not task_names:
         return None
     from mteb.benchmarks.benchmark import Benchmark
     from mteb.get_tasks import get_tasks
 
+    attribute, display_name, description = _BENCHMARKS[name]
     module = importlib.import_module("mteb.benchmarks.benchmarks")
-    existing = getattr(module, "MTEB_FAIRPOS_BENCHMARK", None)
+    existing = getattr(module, attribute, None)
     if existing is not None and [t.metadata.name for t in existing.tasks] == list(task_names):
         return existing.name
-    clash = [v for k, v in vars(module).items() if isinstance(v, Benchmark) and v.name == BENCHMARK_NAME
-             and k != "MTEB_FAIRPOS_BENCHMARK"]
+    clash = [v for k, v in vars(module).items() if isinstance(v, Benchmark) and v.name == name and k != attribute]
     if clash:
         if report is not None:
-            report.skipped.append(f"benchmark {BENCHMARK_NAME} already exists in mteb; the plugin's is not registered.")
+            report.skipped.append(f"benchmark {name} already exists in mteb; the plugin's is not registered.")
         return None
-    module.MTEB_FAIRPOS_BENCHMARK = Benchmark(
-        name=BENCHMARK_NAME,
-        display_name="Position fairness (mteb-fairpos)",
+    setattr(module, attribute, Benchmark(
+        name=name,
+        display_name=display_name,
         tasks=get_tasks(tasks=list(task_names)),
-        description=(
-            "Positional bias of document embeddings: the permutation fairness probe and position-aware "
-            "retrieval tasks (SQuAD-PosQ, FineWeb-PosQ, PosIR) of the mteb-fairpos plugin."
-        ),
+        description=description,
         reference="https://arxiv.org/abs/2601.16934",
-    )
+    ))
     cache = importlib.import_module("mteb.benchmarks.get_benchmark")
     cache._build_registry.cache_clear()
     cache._build_aliases_registry.cache_clear()
-    return BENCHMARK_NAME
+    return name
 
 
 def _warn_invalid_calibration() -> None:
