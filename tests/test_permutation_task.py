@@ -219,5 +219,13 @@ def test_demo_command(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "beta_2" in out and "uncalibrated" in out and "calibrated (b128_lhalf_a1)" in out
     assert (tmp_path / "profile.png").stat().st_size > 10_000
-    saved = json.loads((tmp_path / "results" / "b128_lhalf_a1" / "PermutationFairnessSample.json").read_text())
+    # #14: mteb's own layout, one model name per config, and compare's view at the end
+    commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+    saved = json.loads((tmp_path / "results" / "fair__all-MiniLM-L6-v2-b128_lhalf_a1" / commit
+                        / "PermutationFairnessSample.json").read_text())
     assert saved["task_name"] == "PermutationFairnessSample" and saved["scores"]["test"][0]["hf_subset"] == "n3_en"
+    assert (tmp_path / "results" / "fair-off__all-MiniLM-L6-v2" / commit / "PermutationFairnessSample.json").is_file()
+    assert "mteb-fairpos compare" in out and "| fair-off/all-MiniLM-L6-v2 [8b3219a] |" in out
+    from mteb_fairpos.results import collect
+
+    assert [m.name for m in collect(tmp_path).models] == ["fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b128_lhalf_a1"]

@@ -3,7 +3,9 @@
 Runs the ``PermutationFairnessSample`` task through ``mteb.evaluate`` on the sample corpus
 bundled with the package, twice: with the plain all-MiniLM-L6-v2 and with the same weights
 calibrated (``FairSentenceTransformer``). Prints the per-position profile and the fitted OLS
-coefficients, writes the mteb result files and the profile plot (like the paper's Figure 3).
+coefficients, writes the results in mteb's own layout (``<out>/results/<model>/<revision>/``, the
+twin as ``fair-off/<model>`` and the calibrated model as ``fair/<model>[-<config>]``) and the
+profile plot (like the paper's Figure 3), and ends with what ``mteb-fairpos compare`` reads back.
 """
 
 from __future__ import annotations
@@ -43,10 +45,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     import mteb
+    from mteb.cache import ResultCache
     from mteb.models import SentenceTransformerEncoderWrapper
     from sentence_transformers import SentenceTransformer
 
     from ..model import FairSentenceTransformer
+    from ..mteb_models import base_model, calibrated_name, twin_name
+    from ..results import collect
+    from .compare import main_table, profile_tables
     from ..permutation.instances import LanguageConfig
     from ..permutation.plot import plot_profiles
     from ..tasks.permutation import PermutationFairnessSample
@@ -69,18 +75,22 @@ def run(args: argparse.Namespace) -> int:
 
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     args.out.mkdir(parents=True, exist_ok=True)
+    cache = ResultCache(args.out)
+    key = "all-MiniLM-L6-v2" if args.model is None else Path(model_name.rstrip("/")).name
     for name, model in models.items():
         task = PermutationFairnessSample(seed=args.seed, num_sets=num_sets)
         task.filter_languages(None, hf_subsets=subsets)
         tick = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            result = mteb.evaluate(SentenceTransformerEncoderWrapper(model), task, cache=None, show_progress_bar=False,
+            encoder = SentenceTransformerEncoderWrapper(model)
+            encoder.mteb_model_meta = encoder.mteb_model_meta.model_copy(update={
+                "name": twin_name(key) if model.plan is None else calibrated_name(key, calibration),
+                "revision": base_model(key).weights_revision if args.model is None else encoder.mteb_model_meta.revision,
+            })
+            result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
                                    encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": False})
         task_result = result.task_results[0]
-        folder = args.out / "results" / ("uncalibrated" if name == "uncalibrated" else str(calibration))
-        folder.mkdir(parents=True, exist_ok=True)
-        task_result.to_disk(folder / f"{task.metadata.name}.json")
         runs[name] = {s["hf_subset"]: s for s in task_result.scores["test"]}
         print(f"  {name}: {sum(s['num_documents'] for s in runs[name].values())} documents in {time.perf_counter() - tick:.0f} s")
 
@@ -97,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
         print(mixed)
     figure = plot_profiles(runs, args.out / "profile.png")
     print(f"profile plot: {figure}")
+    found = collect(args.out)
+    print(f"\nwhat `mteb-fairpos compare {args.out}` reads back from mteb's result folders:\n")
+    print(main_table(found))
+    print(profile_tables(found))
     print(f"mteb results: {args.out / 'results'}")
     print(f"total time: {time.perf_counter() - started:.0f} s")
     return 0
