@@ -16,6 +16,7 @@ so the numbers are the model's own attention probabilities, uncalibrated.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,8 @@ class AttentionProfile:
     counts: np.ndarray
     """(M,) number of texts with at least one token in each basket."""
     n_texts: int
+    content_tokens: int = 0
+    """Content tokens (between the first and the last token) of the longest text: where the last basket ends."""
 
     @property
     def masses(self) -> np.ndarray:
@@ -58,7 +61,8 @@ class AttentionProfile:
         b = self.basket_size
         role_first = {"cls": "pooling", "last": "sink", "mean": "first"}[self.pooling]
         role_last = {"cls": "final special", "last": "pooling", "mean": "last"}[self.pooling]
-        middle = [f"tokens {2 + m * b}-{1 + (m + 1) * b}" for m in range(self.baskets.shape[1])]
+        end = self.content_tokens or self.baskets.shape[1] * b
+        middle = [f"tokens {2 + m * b}-{1 + min((m + 1) * b, end)}" for m in range(self.baskets.shape[1])]
         return [f"token 1 ({role_first})", *middle, f"last token ({role_last})"]
 
     @property
@@ -77,6 +81,7 @@ class AttentionProfile:
             "basket_size": self.basket_size,
             "pooling": self.pooling,
             "n_texts": self.n_texts,
+            "content_tokens": self.content_tokens,
             "labels": self.labels,
             "masses": self.masses.tolist(),
             "mean": self.mean().tolist(),
@@ -157,12 +162,14 @@ def attention_profile(
 
     sums: dict[int, list[Tensor]] = {}
     counts = torch.zeros(0, dtype=torch.long)
+    content = 0
     with eager_session(inner) as (envoy, attention):
         chosen = tuple(range(len(attention))) if layers is None else CalibrationConfig(layers=layers).resolve_layers(len(attention))
         for start in range(0, len(texts), batch_size):
             features = model.preprocess(texts[start : start + batch_size], prompt=prompt)
             features = {k: v.to(model.device) if isinstance(v, Tensor) else v for k, v in features.items()}
             valid = features["attention_mask"].bool()
+            content = max(content, int((valid.sum(dim=1) - 2).clamp(min=0).max()))
             rows: list[Tensor] = []
             with envoy.trace(features, fn=lambda batch: SentenceTransformer.forward(model, batch)):
                 for index in chosen:
@@ -179,7 +186,7 @@ def attention_profile(
     baskets = np.stack([_pad_to(sums[i][1], width).numpy() for i in chosen]) / len(texts)
     return AttentionProfile(
         layers=chosen, basket_size=basket_size, pooling=resolved, first=first, baskets=baskets.astype(np.float64),
-        last=last, counts=counts.numpy(), n_texts=len(texts),
+        last=last, counts=counts.numpy(), n_texts=len(texts), content_tokens=content,
     )
 
 
@@ -215,7 +222,8 @@ def format_profile(profile: AttentionProfile) -> str:
 
 
 def plot_profile(profile: AttentionProfile, path: str, title: str | None = None) -> str:
-    """Write the profile as a PNG (one thin line per layer, the layer mean in bold); returns ``path``."""
+    """Write the profile as a PNG (one thin line per layer, the layer mean in bold); returns the path
+    written (``.png`` is added to a path without a suffix, as matplotlib does)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -237,7 +245,8 @@ def plot_profile(profile: AttentionProfile, path: str, title: str | None = None)
         ax.set_title(title or f"attention profile ({profile.pooling} pooling, B={profile.basket_size}, {profile.n_texts} texts)")
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
+        path = str(path) if os.path.splitext(str(path))[1] else f"{path}.png"
         fig.savefig(path, dpi=120)
     finally:
         plt.close(fig)
-    return str(path)
+    return path

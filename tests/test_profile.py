@@ -120,3 +120,14 @@ def test_cli_prints_table_and_writes_png(tmp_path, capsys, minilm):
 def test_cli_without_texts_is_a_clear_error(tmp_path, capsys):
     assert main(["profile", "--output", str(tmp_path / "p.png")]) == 2
     assert "at least one --text" in capsys.readouterr().err
+
+
+def test_labels_end_where_the_text_ends_and_the_written_path_is_printed(tmp_path, capsys, minilm):
+    from mteb_fairpos.cli import main
+    from mteb_fairpos.profile import attention_profile
+
+    profile = attention_profile(minilm, ["one two three"], basket_size=128)  # 3 content tokens
+    assert profile.labels[1] == "tokens 2-4" and profile.content_tokens == 3
+    assert main(["profile", "--text", "one two three", "--output", str(tmp_path / "adir")]) == 0
+    assert f"wrote {tmp_path / 'adir'}.png" in capsys.readouterr().out
+    assert (tmp_path / "adir.png").is_file()

@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     print("attention mass of the pooling query (averaged over heads and texts; L<n> = layer n, 1-based):")
     print(format_profile(profile))
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    plot_profile(profile, str(args.output), title=f"{Path(name).name}: pooling-query attention ({profile.pooling}, B={profile.basket_size})")
-    print(f"wrote {args.output}")
+    written = plot_profile(profile, str(args.output),
+                           title=f"{Path(name).name}: pooling-query attention ({profile.pooling}, B={profile.basket_size})")
+    print(f"wrote {written}")
     if args.json:
         args.json.write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
