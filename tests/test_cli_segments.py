@@ -97,3 +97,19 @@ def test_truncation_counts_the_prompt_tokens(minilm):
     finally:
         minilm.prompts = original
     assert report.truncated_positions == [2]
+
+
+def test_help_and_argument_errors_import_nothing_heavy():
+    """--help builds every subcommand's parser; none of them may pull in torch, sentence-transformers,
+    qdrant-client or mteb (they cost seconds before a word is printed)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from mteb_fairpos.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'qdrant_client', 'mteb') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+    version = subprocess.run([sys.executable, "-c", "from mteb_fairpos.cli import main; main(['--version'])"],
+                             capture_output=True, text=True, timeout=120)
+    assert version.stdout.startswith("mteb-fairpos ")

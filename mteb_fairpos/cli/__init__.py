@@ -1,7 +1,9 @@
 """The ``mteb-fairpos`` command: one module per subcommand, listed in ``SUBCOMMANDS``.
 
 Each module exposes ``add_parser(subparsers) -> argparse.ArgumentParser`` and sets
-``func=run`` on its parser; ``run(args) -> int`` is the exit status.
+``func=run`` on its parser; ``run(args) -> int`` is the exit status. Building the parser imports
+nothing heavy (no torch, sentence-transformers, qdrant-client or mteb), so ``--help`` and argument
+errors answer at once; each ``run`` imports what it needs.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mteb-fairpos",
         description="Position-fair document embeddings: attention calibration, fairness probes, MTEB and Qdrant.",
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"mteb-fairpos {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             client.close()
         out = Path(args.out or Path("fairpos-output") / f"discoverability-{args.collection}")
         paths = report.save(out)
-    except qdrant_common.ERRORS as err:
+    except qdrant_common.errors() as err:
         return qdrant_common.fail("discoverability", err)
     print(f"collection {report.collection!r} ({report.model}, calibration {report.calibration})")
     print(report.table())

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             )
         finally:
             client.close()
-    except qdrant_common.ERRORS as err:
+    except qdrant_common.errors() as err:
         return qdrant_common.fail("index", err)
     print(report.summary())
     if args.report:

@@ -9,13 +9,17 @@ import sys
 from typing import Any
 
 from ..config import CalibrationConfig
-from ..integrations.qdrant import store
-from ..integrations.qdrant.encoding import resolve_model_path
-from ..integrations.qdrant.records import InputError
 from ..offline import MINILM_HUB_ID
 
 DEFAULT_PATH = "qdrant-local"
-ERRORS = (store.QdrantIndexError, InputError, ValueError, TypeError, FileNotFoundError)
+"""Nothing heavy is imported at module level: building the CLI's parser (``--help``) must stay fast."""
+
+
+def errors() -> tuple[type[BaseException], ...]:
+    """The errors the Qdrant commands report as one line (``except qdrant_common.errors() as err``)."""
+    from ..integrations.qdrant.store import QdrantIndexError
+
+    return (QdrantIndexError, ValueError, TypeError, FileNotFoundError)
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,14 +41,14 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
     """
     if args.url is not None:
         api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
-        return store.connect(url=args.url, api_key=api_key, timeout=args.timeout)
+        return _store().connect(url=args.url, api_key=api_key, timeout=args.timeout)
     if args.api_key is not None:
         raise ValueError("--api-key applies to a server; give --url as well.")
     path = args.path or DEFAULT_PATH
     if existing and path != ":memory:" and not os.path.isdir(path):
         raise FileNotFoundError(f"no local Qdrant store at {path!r}; index into it first "
                                 "(mteb-fairpos index ... --path) or give the folder you indexed into.")
-    return store.connect(path)
+    return _store().connect(path)
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):
@@ -55,12 +59,14 @@ def load_model(name: str, calibration: str | None, device: str | None = None):
     kwargs: dict[str, Any] = {}
     if device:
         kwargs["device"] = device
+    from ..integrations.qdrant.encoding import resolve_model_path
+
     return FairSentenceTransformer(resolve_model_path(name), config, **kwargs)
 
 
 def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):
     """The model named by ``--model`` or, by default, the one stored with the collection; with its name."""
-    spec = store.read_spec(client, args.collection)
+    spec = _store().read_spec(client, args.collection)
     name = args.model or (spec.model if spec else MINILM_HUB_ID)
     calibration = None
     if calibrated:
@@ -71,3 +77,9 @@ def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):
 def fail(command: str, err: BaseException) -> int:
     print(f"mteb-fairpos {command}: error: {err}", file=sys.stderr)
     return 2
+
+
+def _store():
+    from ..integrations.qdrant import store
+
+    return store

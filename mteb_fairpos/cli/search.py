@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
                                 level="segment" if args.segments else "document", with_text=True)
         finally:
             client.close()
-    except qdrant_common.ERRORS as err:
+    except qdrant_common.errors() as err:
         return qdrant_common.fail("search", err)
     if args.json:
         for hit in hits:
