@@ -239,7 +239,7 @@ def test_a_save_to_disk_folder_is_read_with_load_from_disk(tmp_path):
     assert corpus.coverage() == {"de": 2, "en": 3} and corpus.topic("1").texts == {"en": "One.", "de": "Eins."}
     assert load_local_corpus(folder, languages=["en"]).coverage() == {"en": 3}
     task = PermutationFairnessSample(corpus=folder).filter_languages(None, hf_subsets=["n3_en"])
-    assert task.load_corpus().coverage() == {"en": 3}
+    assert task.load_corpus().coverage() == {"de": 2, "en": 3} and task.hf_subsets == ["n3_en"]
     # a folder that is not a saved DatasetDict is named, not handed to load_dataset
     (tmp_path / "empty").mkdir()
     with pytest.raises(CorpusError, match="not a DatasetDict saved with save_to_disk"):
@@ -258,3 +258,24 @@ def test_the_probe_stays_out_of_mtebs_type_filters(recwarn):
         assert mteb.get_task(name).metadata.name == name  # found by name, as `mteb run -t` does
         assert name in {t.metadata.name for t in mteb.get_tasks(tasks=[name])}
     assert not [w for w in recwarn if "beta" in str(w.message)]  # the flag is not a user-facing notice
+
+
+def test_a_users_corpus_declares_its_own_languages(tmp_path):
+    """#14: an en/de/fr corpus gets en/de/fr subsets, not the paper's (which would fail on 'hi')."""
+    from mteb_fairpos.tasks.permutation import PermutationFairness
+
+    rows = [{"id": f"t{i}", "texts": {"en": f"English text {i}.", "de": f"Deutscher Text {i}.", "fr": f"Texte {i}."}}
+            for i in range(4)]
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = PermutationFairness(corpus=path)
+    assert {lang for s in task.hf_subsets for lang in s.split("_")[1].split("-")} == {"en", "de", "fr"}
+    assert "n3_fr" in task.hf_subsets and "n4_fr-en" in task.hf_subsets and "n3_hi" not in task.hf_subsets
+    assert task.metadata.hf_subsets_to_langscripts["n3_fr"] == ["fra-Latn"]
+    assert PermutationFairness.metadata.hf_subsets_to_langscripts["n3_hi"] == ["hin-Deva"]  # the class is untouched
+    task.load_data()  # every declared subset can be built from the corpus
+    assert task.filter_languages(["fra"]).hf_subsets == [s for s in task.metadata.hf_subsets if "fr" in s]
+    unknown = tmp_path / "ja.jsonl"
+    unknown.write_text(json.dumps({"id": "a", "texts": {"en": "x", "ja": "y"}}) + "\n")
+    with pytest.raises(CorpusError, match="no ISO 639-3 \\+ script code is known for the corpus language 'ja'"):
+        PermutationFairness(corpus=unknown)

@@ -38,7 +38,14 @@ from typing import Any, ClassVar
 from mteb.abstasks.abstask import AbsTask
 from mteb.abstasks.task_metadata import TaskMetadata
 
-from ..permutation.corpus import HF_DATASET, ComparableCorpus, load_hf_corpus, load_local_corpus, sample_corpus
+from ..permutation.corpus import (
+    HF_DATASET,
+    ComparableCorpus,
+    CorpusError,
+    load_hf_corpus,
+    load_local_corpus,
+    sample_corpus,
+)
 from ..permutation.instances import LanguageConfig
 from ..permutation.probe import ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
@@ -77,8 +84,17 @@ def eval_langs(names: Sequence[str]) -> dict[str, list[str]]:
     out = {}
     for name in names:
         config = LanguageConfig.parse(name)
-        out[name] = [LANGUAGE_SCRIPTS[lang] for lang in dict.fromkeys((config.lead, config.later))]
+        out[name] = [_language_script(lang) for lang in dict.fromkeys((config.lead, config.later))]
     return out
+
+
+def _language_script(code: str) -> str:
+    if code not in LANGUAGE_SCRIPTS:
+        raise CorpusError(
+            f"no ISO 639-3 + script code is known for the corpus language {code!r} (mteb needs one per subset); "
+            f"known: {', '.join(f'{k} -> {v}' for k, v in LANGUAGE_SCRIPTS.items())}."
+        )
+    return LANGUAGE_SCRIPTS[code]
 
 
 class AbsTaskPermutationFairness(AbsTask):
@@ -117,7 +133,11 @@ class AbsTaskPermutationFairness(AbsTask):
     ) -> None:
         with _quiet_beta_notice():
             super().__init__(seed=seed, **kwargs)
+        if corpus is not None and not isinstance(corpus, ComparableCorpus):
+            corpus = load_local_corpus(corpus)
         self.corpus_override = corpus
+        if corpus is not None:
+            self._declare_corpus_languages(corpus)
         self.probe_settings = ProbeSettings(
             num_sets=dict(self.default_num_sets) if num_sets is None else num_sets,
             orders_per_set=orders_per_set,
@@ -130,6 +150,27 @@ class AbsTaskPermutationFairness(AbsTask):
             ),
         )
         self.session: ProbeSession | None = None
+
+    def _declare_corpus_languages(self, corpus: ComparableCorpus) -> None:
+        """The subsets of a user's corpus: this task's sizes n over the languages the corpus has
+        (mixed instances keep the task's later languages where the corpus has them)."""
+        declared = [LanguageConfig.parse(name) for name in self.metadata.hf_subsets]
+        ns = sorted({c.n for c in declared})
+        have = list(corpus.languages)
+        later = [lang for lang in dict.fromkeys(c.later for c in declared if c.mixed) if lang in have] or have
+        names = subset_names(ns, have, later)
+        self.metadata = self.metadata.model_copy(update={"eval_langs": eval_langs(names)})
+        self.hf_subsets = list(self.metadata.hf_subsets)
+
+    def filter_languages(self, languages: Sequence[str] | None, script: Sequence[str] | None = None,
+                         hf_subsets: Sequence[str] | None = None, exclusive_language_filter: bool = False) -> Any:
+        """mteb's filter; subsets named outright that a user's corpus cannot build are kept, so that
+        loading names the languages the corpus lacks."""
+        if hf_subsets and self.corpus_override is not None and not set(hf_subsets) <= set(self.metadata.hf_subsets):
+            self.hf_subsets = [LanguageConfig.parse(name).name for name in hf_subsets]
+            return self
+        return super().filter_languages(languages, script, hf_subsets=hf_subsets,
+                                        exclusive_language_filter=exclusive_language_filter)
 
     # ------------------------------------------------------------------ data
     @property
@@ -144,7 +185,7 @@ class AbsTaskPermutationFairness(AbsTask):
         if isinstance(self.corpus_override, ComparableCorpus):
             return self.corpus_override
         if self.corpus_override is not None:
-            return load_local_corpus(self.corpus_override, languages=self.corpus_languages)
+            return self.corpus_override
         if self.corpus_source == "sample":
             return sample_corpus()
         return load_hf_corpus(self.metadata.dataset["path"], revision=self.metadata.dataset["revision"],
