@@ -363,7 +363,10 @@ def test_position_filter_shapes():
     assert position_filter() is None
     nested = position_filter(2, "de").must[0]
     assert nested.nested.key == "segments"
-    assert [c.key for c in nested.nested.filter.must] == ["position", "language"]
+    # #14: by default only segments the model read match (not ones the maximum length cut off)
+    assert [c.key for c in nested.nested.filter.must] == ["position", "language", "coverage"]
+    assert nested.nested.filter.must[2].match.any == ["full", "partial"]
+    assert [c.key for c in position_filter(2, "de", coverage=None).must[0].nested.filter.must] == ["position", "language"]
     flat = position_filter([1, 2], level="segment").must[0]
     assert flat.key == "position" and flat.match.any == [1, 2]
 
@@ -457,3 +460,27 @@ def test_a_huge_document_is_not_tokenized_in_full(model):
     assert "has more than" in str(enc.truncation)
     plain = model.encode_document([docs[0].text], convert_to_numpy=True)[0]  # the full text, cut by the model
     assert np.allclose(enc.calibrated, plain, atol=1e-6)
+
+
+def test_cut_segments_are_neither_found_by_position_nor_scored(model):
+    """#14: a segment the maximum length cut off is left out of discoverability (counted) and of position search."""
+    long = {"id": "long", "segments": [
+        "Opening paragraph about the harbour and the ships that arrive every morning at dawn.",
+        "Middle paragraph about the fish market where traders sell their catch to restaurants.",
+        "Closing paragraph about the lighthouse keeper who retired after forty years of service.",
+    ]}
+    short = {"id": "short", "segments": ["A note on trains.", "A note on buses.", "A note on ferries."]}
+    saved = model.max_seq_length
+    model.max_seq_length = 24
+    try:
+        with FairQdrantIndex(model, "cut") as index:
+            index.index([long, short], show_progress=False)
+            report = index.discoverability(ks=(1,), depth=5)
+            third = {hit.doc_id for hit in index.search("lighthouse keeper", position=3)}
+            third_any = {hit.doc_id for hit in index.search("lighthouse keeper", position=3, coverage=None)}
+    finally:
+        model.max_seq_length = saved
+    assert report.cut == {3: 1}  # "long" segment 3 never reached the model
+    assert [r["n"] for r in report.rows if r["vector"] == "calibrated"] == [2, 2, 1, 5]
+    assert "left out: 1 segment(s) the model never saw" in report.table() and report.to_dict()["cut_segments"] == {"3": 1}
+    assert third == {"short"} and third_any == {"short", "long"}

@@ -23,9 +23,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default="calibrated",
                         help="which document vectors to rank (default calibrated)")
     parser.add_argument("--position", type=int, nargs="+", default=None,
-                        help="keep documents with a segment at this position (or these positions)")
+                        help="keep documents that have a segment at this position (or these positions) which the model "
+                             "read; the rank is still that of the whole document vector")
     parser.add_argument("--language", nargs="+", default=None,
                         help="keep documents with a segment in this language (with --position: the same segment)")
+    parser.add_argument("--include-cut", action="store_true",
+                        help="with --position/--language: also match segments the maximum length cut off entirely")
     parser.add_argument("--segments", action="store_true", help="rank late-chunk segment points instead of documents")
     parser.add_argument("--json", action="store_true", help="print the hits as JSON lines")
     parser.set_defaults(func=run)
@@ -43,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
             position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
             language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)
             hits = index.search(args.query, limit=args.limit, vector=args.vector, position=position, language=language,
-                                level="segment" if args.segments else "document", with_text=True)
+                                level="segment" if args.segments else "document", with_text=True,
+                                coverage=None if args.include_cut else ("full", "partial"))
         finally:
             client.close()
     except qdrant_common.errors() as err:

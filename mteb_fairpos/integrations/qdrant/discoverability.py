@@ -22,6 +22,7 @@ from qdrant_client import models
 from ...fairness import psi, undefined_reason
 from ...jsonl import jsonl_lines
 from . import store
+from ...segmented import COVERAGE_CUT
 from .records import Document, InputError
 from .search import SearchableIndex
 
@@ -50,6 +51,9 @@ class DiscoverabilityReport:
     depth: int
     rows: list[dict[str, Any]] = field(default_factory=list)
     ranks: dict[str, list[tuple[str, int, int | None]]] = field(default_factory=dict)
+    cut: dict[int, int] = field(default_factory=dict)
+    """Per position, queries left out because the model's maximum length cut their segment entirely:
+    the document vector holds nothing of it, so a miss would say nothing about position."""
 
     @property
     def vectors(self) -> list[str]:
@@ -76,6 +80,10 @@ class DiscoverabilityReport:
                      + ", ".join(f"{v} {_fmt(self.psi(v))}" for v in self.vectors))
         reasons = {undefined_reason(self.metric(v, "mrr").values()) for v in self.vectors} - {None}
         lines.extend(f"note: {reason}" for reason in sorted(reasons))
+        if self.cut:
+            counts = ", ".join(f"position {p}: {n}" for p, n in sorted(self.cut.items()))
+            lines.append(f"left out: {sum(self.cut.values())} segment(s) the model never saw (cut by its maximum "
+                         f"length; {counts}); re-index with a longer --max-length to measure them.")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,6 +91,7 @@ class DiscoverabilityReport:
             "collection": self.collection, "model": self.model, "calibration": self.calibration,
             "ks": list(self.ks), "depth": self.depth, "rows": self.rows,
             "psi_mrr": {v: self.psi(v) for v in self.vectors},
+            "cut_segments": {str(p): n for p, n in sorted(self.cut.items())},
             "ranks": {v: [{"doc_id": d, "position": p, "rank": r} for d, p, r in ranks] for v, ranks in self.ranks.items()},
         }
 
@@ -162,9 +171,20 @@ def discoverability(
         items = stored_segment_queries(index)
     if not items:
         raise ValueError("there are no queries: the collection has no documents and none were given.")
+    layouts = _stored_layouts(index, sorted({q.doc_id for q in items}))
     if queries is not None or documents is not None:
-        _check_targets(index, items)
+        _check_targets(index, items, layouts)
     report = DiscoverabilityReport(index.collection, spec.model, spec.calibration, ks, depth)
+    seen = []
+    for q in items:
+        if layouts[q.doc_id][q.position - 1].get("coverage") == COVERAGE_CUT:
+            report.cut[q.position] = report.cut.get(q.position, 0) + 1
+        else:
+            seen.append(q)
+    if not seen:
+        raise ValueError(f"every queried segment was cut by the model's maximum length ({index.collection!r}); "
+                         "nothing the model saw is left to measure. Re-index with a longer maximum length.")
+    items = seen
     encoded = index.model.encode_query([q.text for q in items], batch_size=batch_size, show_progress_bar=show_progress)
     for name in names:
         ranks = []
@@ -181,15 +201,21 @@ def discoverability(
     return report
 
 
-def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery]) -> None:
+def _stored_layouts(index: SearchableIndex, doc_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """The stored segment layout (position, coverage, ...) of each of ``doc_ids`` that is indexed."""
+    layouts: dict[str, list[dict[str, Any]]] = {}
+    for begin in range(0, len(doc_ids), 1000):
+        ids = [store.point_id(index.collection, doc_id, 0) for doc_id in doc_ids[begin:begin + 1000]]
+        for point in index.client.retrieve(index.collection, ids, with_payload=["doc_id", "segments"]):
+            layouts[str(point.payload["doc_id"])] = list(point.payload.get("segments") or [])
+    return layouts
+
+
+def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery], layouts: dict[str, list[dict[str, Any]]]) -> None:
     """Every query must name an indexed document and one of its positions: a typo scored as a
     miss would pass for a finding about position."""
     wanted = sorted({q.doc_id for q in items})
-    segments: dict[str, int] = {}
-    for begin in range(0, len(wanted), 1000):
-        ids = [store.point_id(index.collection, doc_id, 0) for doc_id in wanted[begin:begin + 1000]]
-        for point in index.client.retrieve(index.collection, ids, with_payload=["doc_id", "n_segments"]):
-            segments[str(point.payload["doc_id"])] = int(point.payload["n_segments"])
+    segments = {doc_id: len(layout) for doc_id, layout in layouts.items()}
     unknown = [doc_id for doc_id in wanted if doc_id not in segments]
     if unknown:
         raise InputError(f"{len(unknown)} quer(ies) name document(s) that are not in collection {index.collection!r}: "

@@ -46,9 +46,18 @@ class SearchHit:
                 "segments": self.segments, "text": self.text, "point_id": self.point_id}
 
 
+SEEN = ("full", "partial")
+"""Coverages of segments the model read (at least in part); ``cut`` ones left no trace in the vector."""
+
+
 def position_filter(position: int | Sequence[int] | None = None, language: str | Sequence[str] | None = None,
-                    *, level: str = "document") -> models.Filter | None:
-    """The Qdrant filter for a position / language restriction at the given level."""
+                    *, level: str = "document", coverage: Sequence[str] | None = SEEN) -> models.Filter | None:
+    """The Qdrant filter for a position / language restriction at the given level.
+
+    At document level it keeps documents with a segment that matches *all* conditions: at that
+    position, in that language and, by default, read by the model (``coverage``: ``None`` for any,
+    e.g. also segments the maximum length cut off, of which the document vector holds nothing).
+    """
     conditions = []
     if position is not None:
         conditions.append(models.FieldCondition(key="position", match=_match(position, int, "position")))
@@ -56,6 +65,11 @@ def position_filter(position: int | Sequence[int] | None = None, language: str |
         conditions.append(models.FieldCondition(key="language", match=_match(language, str, "language")))
     if not conditions:
         return None
+    if coverage is not None and level == "document":
+        unknown = [c for c in coverage if c not in ("full", "partial", "cut")]
+        if unknown:
+            raise ValueError(f"coverage must be among 'full', 'partial', 'cut', got {unknown}.")
+        conditions.append(models.FieldCondition(key="coverage", match=models.MatchAny(any=list(coverage))))
     if level == "segment":
         return models.Filter(must=conditions)
     if level != "document":
@@ -73,8 +87,10 @@ def search(
     language: str | Sequence[str] | None = None,
     level: str = "document",
     with_text: bool = False,
+    coverage: Sequence[str] | None = SEEN,
 ) -> list[SearchHit]:
-    """Search ``index`` for ``query`` (encoded uncalibrated with ``encode_query``)."""
+    """Search ``index`` for ``query`` (encoded uncalibrated with ``encode_query``); ``position`` /
+    ``language`` / ``coverage`` as in `position_filter`."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError("the query must be a non-empty string.")
     if limit < 1:
@@ -85,7 +101,7 @@ def search(
     payload: bool | list[str] = True if with_text else models.PayloadSelectorExclude(exclude=["text"])
     found = index.client.query_points(
         index.collection, query=query_vector.tolist(), using=using, limit=limit,
-        query_filter=position_filter(position, language, level=level), with_payload=payload,
+        query_filter=position_filter(position, language, level=level, coverage=coverage), with_payload=payload,
     ).points
     if level == "document":
         return [_document_hit(p) for p in found]
