@@ -158,3 +158,18 @@ def test_held_out_bad_input_is_one_clear_line(tmp_path, docs_file, reuse_model, 
     assert main(["discoverability", "-c", "pages", "--path", str(store), "--queries", str(queries),
                  "--out", str(tmp_path / "report")]) == 2
     assert "not in collection 'pages': 'page9'" in capsys.readouterr().err
+
+
+def test_max_length_reaches_the_model(tmp_path, docs_file, reuse_model, capsys, model):
+    store = str(tmp_path / "qdrant")
+    saved = model.max_seq_length
+    try:
+        assert main(["index", str(docs_file), "-c", "short", "--path", store, "--calibration", "b8_lhalf_a0.5",
+                     "--max-length", "12", "--quiet"]) == 0
+        out = capsys.readouterr().out
+        assert "truncated to the model's maximum length" in out and "the model reads 12" in out
+    finally:
+        model.max_seq_length = saved
+    with pytest.raises(SystemExit) as stopped:  # argparse's own exit status for a bad argument
+        main(["index", str(docs_file), "-c", "x", "--path", store, "--max-length", "0"])
+    assert stopped.value.code == 2 and "expected a positive number of tokens" in capsys.readouterr().err

@@ -7,8 +7,8 @@ import argparse
 from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model and calibration options shared by subcommands that embed text."""
+def add_model_arguments(parser: argparse.ArgumentParser, *, max_length: int | None = None) -> None:
+    """The model and calibration options shared by subcommands that embed text (``--max-length`` too)."""
     parser.add_argument("--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
     parser.add_argument("--calibration", default=None, metavar="TEXT",
                         help="a calibration config in text form, e.g. b128_lhalf_a0.5 (overrides the options below)")
@@ -16,6 +16,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", default="last_half", help=f"calibrated layers: {LAYER_GRAMMAR}")
     parser.add_argument("--strength", type=float, default=0.5)
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
+    add_max_length(parser, default=max_length)
 
 
 def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
@@ -24,3 +25,19 @@ def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
     return CalibrationConfig(basket_size=args.basket_size, layers=parse_layers(args.layers),
                              strength=args.strength, pooling=args.pooling)
 
+
+def add_max_length(parser: argparse.ArgumentParser, default: int | None = None) -> None:
+    """``--max-length``: the model's maximum input length in tokens, the same option in every subcommand."""
+    parser.add_argument("--max-length", "--max-seq-length", dest="max_length", type=_positive, default=default,
+                        metavar="TOKENS", help="the model's maximum input length in tokens "
+                        + (f"(default {default})" if default else "(default: the model's own)"))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of tokens, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of tokens, got {value}")
+    return value

@@ -34,11 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help=f"instances to run, e.g. n3_de or n3_en-de (default: {' '.join(DEFAULT_SUBSETS)})")
     parser.add_argument("--sets", type=int, default=None, metavar="K",
                         help="segment sets per instance (default: 8 for n=3, 2 for n=4, 1 above); each set gives n! documents")
-    parser.add_argument("--max-length", type=int, default=512,
-                        help="model maximum length in tokens (default 512; all-MiniLM-L6-v2 ships 256, its BERT takes 512)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=42)
-    add_model_arguments(parser)
+    add_model_arguments(parser, max_length=512)  # all-MiniLM-L6-v2 ships 256, its BERT takes 512
     parser.set_defaults(func=run)
     return parser
 

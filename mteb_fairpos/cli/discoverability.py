@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from . import qdrant_common
+from .common import add_max_length
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -16,6 +17,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "often its document is found: calibrated vs. uncalibrated vectors, as a table, JSON and a PNG plot.",
     )
     qdrant_common.add_connection_arguments(parser)
+    add_max_length(parser)
     parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     source = parser.add_mutually_exclusive_group()

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from . import qdrant_common
+from .common import add_max_length
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,6 +20,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("input", help="JSONL or Parquet file of documents (see the README for the record format)")
     qdrant_common.add_connection_arguments(parser)
+    add_max_length(parser)
     parser.add_argument("--model", default=None,
                         help="model name or path (default: the collection's model, else sentence-transformers/all-MiniLM-L6-v2)")
     parser.add_argument("--calibration", default=None,

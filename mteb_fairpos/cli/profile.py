@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..offline import minilm_path
 from ..config import LAYER_GRAMMAR, parse_layers
+from .common import add_max_length
 from .segments import read_segments
 
 
@@ -26,6 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--layers", default="all", help=f"layers to profile: all, or {LAYER_GRAMMAR}")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
     parser.add_argument("--batch-size", type=int, default=8)
+    add_max_length(parser)
     parser.add_argument("--output", type=Path, default=Path("attention_profile.png"), help="PNG to write")
     parser.add_argument("--json", type=Path, default=None, help="also write the profile as JSON here")
     parser.set_defaults(func=run)
@@ -46,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--basket-size must be a positive integer, got {args.basket_size}.")
     layers = None if args.layers == "all" else parse_layers(args.layers)
     model = SentenceTransformer(args.model or minilm_path(), device="cpu")
+    if args.max_length:
+        model.max_seq_length = args.max_length
     profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,
                                 pooling=args.pooling, batch_size=args.batch_size)
     name = args.model or "all-MiniLM-L6-v2 (offline)"

@@ -71,7 +71,10 @@ def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):
     calibration = None
     if calibrated:
         calibration = args.calibration or (spec.calibration if spec else str(CalibrationConfig()))
-    return load_model(name, calibration, getattr(args, "device", None)), name
+    model = load_model(name, calibration, getattr(args, "device", None))
+    if getattr(args, "max_length", None):
+        model.max_seq_length = args.max_length
+    return model, name
 
 
 def fail(command: str, err: BaseException) -> int:

@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
     model = FairSentenceTransformer(args.model or minilm_path(), calibration_from_args(args))
+    if args.max_length:
+        model.max_seq_length = args.max_length
     report = segment_report(model, segments)
     print(f"model: {args.model or 'all-MiniLM-L6-v2 (offline)'}   calibration: {model.calibration}")
     print("cosine(document, standalone segment), segments embedded uncalibrated:")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
+from .common import add_max_length
 from ..results import TaskScores, summarize
 from .compare import format_score, write_csv
 
@@ -45,8 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
-    parser.add_argument("--max-seq-length", type=int, default=None, metavar="N",
-                        help="override the model's maximum input length (results go to an mteb experiment folder)")
+    add_max_length(parser)  # a different length is an mteb experiment: its own results folder
     parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
             meta = fair_model_meta(calibrated_name(base), config)
             if args.device:
                 meta = meta.model_copy(update={"loader_kwargs": {**meta.loader_kwargs, "device": args.device}})
-            if args.max_seq_length:  # an mteb experiment: its own results folder
-                meta = meta.model_copy(update={"experiment_kwargs": {"max_seq_length": args.max_seq_length}})
+            if args.max_length:  # an mteb experiment: its own results folder
+                meta = meta.model_copy(update={"experiment_kwargs": {"max_seq_length": args.max_length}})
             cached = all(cache.get_task_result_path(t.metadata.name, meta).is_file() for t in tasks)
             state = "cached" if cached and args.overwrite_strategy != "always" else "running"
             print(f"[{number}/{len(points)}] {meta.name}: {state}", flush=True)
