@@ -113,3 +113,36 @@ def test_help_and_argument_errors_import_nothing_heavy():
     version = subprocess.run([sys.executable, "-c", "from mteb_fairpos.cli import main; main(['--version'])"],
                              capture_output=True, text=True, timeout=120)
     assert version.stdout.startswith("mteb-fairpos ")
+
+
+def test_one_vocabulary_across_subcommands():
+    """--output, --max-length and --model mean the same in every subcommand that has them (old spellings kept)."""
+    from pathlib import Path
+
+    from mteb_fairpos.cli import build_parser
+
+    parser = build_parser()
+    for argv, attribute in ((["compare", "r", "--output", "o"], "out"), (["demo", "--output", "o"], "out"),
+                            (["discoverability", "-c", "c", "--output", "o"], "out"),
+                            (["sweep", "-t", "T", "--output", "o"], "output_folder")):
+        assert Path(getattr(parser.parse_args(argv), attribute)) == Path("o"), argv
+    assert parser.parse_args(["compare", "r", "--out", "o"]).out == Path("o")  # the earlier spelling still works
+    for command in (["index", "f", "-c", "c"], ["search", "q", "-c", "c"], ["discoverability", "-c", "c"],
+                    ["segments"], ["profile"], ["demo"], ["sweep", "-t", "T"]):
+        assert parser.parse_args([*command, "--max-length", "64"]).max_length == 64, command
+    for command in (["index", "f", "-c", "c"], ["search", "q", "-c", "c"], ["discoverability", "-c", "c"], ["segments"],
+                    ["profile"], ["demo"], ["sweep", "-t", "T"]):
+        assert parser.parse_args([*command, "-m", "m"]).model == parser.parse_args([*command, "--model", "m"]).model == "m"
+
+
+def test_bad_input_is_one_line_with_exit_status_2(tmp_path, capsys):
+    from mteb_fairpos.cli import main
+
+    assert main(["segments", "--file", str(tmp_path)]) == 2
+    assert f"{tmp_path} is a folder; give a JSON or JSONL file" in capsys.readouterr().err
+    assert main(["demo", "--subsets", "n3_xx", "--output", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown subset(s) ['n3_xx']" in err and "n3_en" in err and "Traceback" not in err
+    assert main(["segments", "-m", str(tmp_path / "no-such-model"), "--segment", "a", "--segment", "b"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mteb-fairpos segments: error:") and len(err.splitlines()) <= 3

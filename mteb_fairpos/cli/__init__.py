@@ -42,9 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        print(f"mteb-fairpos {args.command}: error: {err}", file=sys.stderr)
+    except (ValueError, TypeError, OSError) as err:  # OSError: a file, or a model the hub does not have
+        print(f"mteb-fairpos {args.command}: error: {_first_lines(err)}", file=sys.stderr)
         return 2
+
+
+def _first_lines(err: BaseException, lines: int = 3) -> str:
+    """The gist of an error from a library (the hub's run to a dozen lines)."""
+    text = str(err).strip() or type(err).__name__
+    kept = text.splitlines()[:lines]
+    return "\n".join(kept) + (" ..." if len(text.splitlines()) > lines else "")
 
 
 if __name__ == "__main__":

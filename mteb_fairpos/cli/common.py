@@ -9,7 +9,7 @@ from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, max_length: int | None = None) -> None:
     """The model and calibration options shared by subcommands that embed text (``--max-length`` too)."""
-    parser.add_argument("--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    parser.add_argument("-m", "--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
     parser.add_argument("--calibration", default=None, metavar="TEXT",
                         help="a calibration config in text form, e.g. b128_lhalf_a0.5 (overrides the options below)")
     parser.add_argument("--basket-size", type=int, default=128)

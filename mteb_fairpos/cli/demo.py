@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "demo", help="offline permutation fairness probe on the bundled sample, uncalibrated vs calibrated",
         description=__doc__,
     )
-    parser.add_argument("--out", type=Path, default=Path("fairpos-demo"), help="output folder (default: ./fairpos-demo)")
+    parser.add_argument("--output", "--out", dest="out", type=Path, default=Path("fairpos-demo"), help="output folder (default: ./fairpos-demo)")
     parser.add_argument("--subsets", nargs="+", default=DEFAULT_SUBSETS, metavar="SUBSET",
                         help=f"instances to run, e.g. n3_de or n3_en-de (default: {' '.join(DEFAULT_SUBSETS)})")
     parser.add_argument("--sets", type=int, default=None, metavar="K",
@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     calibration = calibration_from_args(args)
+    valid = PermutationFairnessSample.metadata.hf_subsets
+    unknown = [name for name in args.subsets if name not in valid]
+    if unknown:
+        raise ValueError(f"unknown subset(s) {unknown} of the bundled sample; valid: {' '.join(valid)}.")
     subsets = _ordered(args.subsets)
     num_sets = {n: args.sets or DEFAULT_SETS.get(n, 1) for n in {LanguageConfig.parse(s).n for s in subsets}}
     model_name = args.model or minilm_path()

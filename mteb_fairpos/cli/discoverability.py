@@ -18,14 +18,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     qdrant_common.add_connection_arguments(parser)
     add_max_length(parser)
-    parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
+    parser.add_argument("-m", "--model", default=None, help="query model (default: the model stored with the collection)")
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--queries", default=None, help="JSONL of {doc_id, position, query} (default: the segments themselves)")
     source.add_argument("--input", default=None, help="the indexed documents, if the collection stores no text")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
     parser.add_argument("--depth", type=int, default=100, help="ranks searched for MRR (default 100)")
-    parser.add_argument("--out", default=None, help="output folder (default fairpos-output/discoverability-<collection>)")
+    parser.add_argument("--output", "--out", dest="out", default=None, help="output folder (default fairpos-output/discoverability-<collection>)")
     parser.set_defaults(func=run)
     return parser
 

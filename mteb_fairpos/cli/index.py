@@ -21,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("input", help="JSONL or Parquet file of documents (see the README for the record format)")
     qdrant_common.add_connection_arguments(parser)
     add_max_length(parser)
-    parser.add_argument("--model", default=None,
+    parser.add_argument("-m", "--model", default=None,
                         help="model name or path (default: the collection's model, else sentence-transformers/all-MiniLM-L6-v2)")
     parser.add_argument("--calibration", default=None,
                         help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default: the collection's, else b128_lhalf_a0.5)")

@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description=__doc__)
     parser.add_argument("--text", action="append", default=[], metavar="TEXT", help="a text to profile (repeatable)")
     parser.add_argument("--file", type=Path, help="texts as a JSON list or JSONL lines (strings or objects with 'text')")
-    parser.add_argument("--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    parser.add_argument("-m", "--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
     parser.add_argument("--basket-size", type=int, default=128, help="tokens per content basket (default 128)")
     parser.add_argument("--layers", default="all", help=f"layers to profile: all, or {LAYER_GRAMMAR}")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")

@@ -19,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("query", help="query text")
     qdrant_common.add_connection_arguments(parser)
     add_max_length(parser)
-    parser.add_argument("--model", default=None, help="query model (default: the model stored with the collection)")
+    parser.add_argument("-m", "--model", default=None, help="query model (default: the model stored with the collection)")
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     parser.add_argument("--limit", type=int, default=10, help="number of results (default 10)")
     parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default="calibrated",

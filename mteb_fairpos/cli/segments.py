@@ -42,6 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def read_segments(path: Path) -> list[str]:
     """Segments from a JSON list or JSONL file; items are strings or objects with a 'text' field."""
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder; give a JSON or JSONL file of segments.")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist.")
     if path.suffix == ".jsonl":
         items = []
         for number, item, malformed in jsonl_lines(path):

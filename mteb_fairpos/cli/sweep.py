@@ -42,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
                         help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
     parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
-    parser.add_argument("--output-folder", type=Path, default=Path("results"), help="mteb results folder (default: results)")
+    parser.add_argument("--output", "--output-folder", dest="output_folder", type=Path, default=Path("results"), help="mteb results folder (default: results)")
     parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")

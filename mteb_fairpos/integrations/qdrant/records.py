@@ -69,7 +69,8 @@ class Problem:
     doc_id: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.reason}"
+        """The location once: ``"f.jsonl line 3 (document 'y') segment 1: span ..."``."""
+        return f"{self.where}{' ' if self.reason.startswith('(') else ': '}{self.reason}"
 
 
 def parse_document(record: Any, where: str = "record") -> Document:
@@ -170,7 +171,9 @@ def _collect(items: Iterable[tuple[str, Any]], on_error: OnError) -> tuple[list[
             if on_error == "raise":
                 raise
             doc_id = record.get("id") if isinstance(record, Mapping) else None
-            problems.append(Problem(where, str(err).removeprefix(f"{where}: "), None if doc_id is None else str(doc_id)))
+            message = str(err)
+            reason = message[len(where):].removeprefix(": ").lstrip() if message.startswith(where) else message
+            problems.append(Problem(where, reason, None if doc_id is None else str(doc_id)))
             continue
         first_seen[doc.doc_id] = where
         documents.append(doc)
