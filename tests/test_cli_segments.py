@@ -133,6 +133,11 @@ def test_one_vocabulary_across_subcommands():
     for command in (["index", "f", "-c", "c"], ["search", "q", "-c", "c"], ["discoverability", "-c", "c"], ["segments"],
                     ["profile"], ["demo"], ["sweep", "-t", "T"]):
         assert parser.parse_args([*command, "-m", "m"]).model == parser.parse_args([*command, "--model", "m"]).model == "m"
+        assert parser.parse_args([*command, "--device", "cpu"]).device == "cpu", command
+    subcommands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    undocumented = {name: [a.option_strings[0] for a in sub._actions if a.option_strings and not a.help]
+                    for name, sub in subcommands.items()}
+    assert not any(undocumented.values()), undocumented  # help text on every option
 
 
 def test_bad_input_is_one_line_with_exit_status_2(tmp_path, capsys):

@@ -484,3 +484,9 @@ def test_cut_segments_are_neither_found_by_position_nor_scored(model):
     assert [r["n"] for r in report.rows if r["vector"] == "calibrated"] == [2, 2, 1, 5]
     assert "left out: 1 segment(s) the model never saw" in report.table() and report.to_dict()["cut_segments"] == {"3": 1}
     assert third == {"short"} and third_any == {"short", "long"}
+
+
+def test_discoverability_shows_its_progress(index, capsys):
+    index.index(RECORDS, show_progress=False)
+    index.discoverability(ks=(1,), show_progress=True)
+    assert "ranking segment queries" in capsys.readouterr().err

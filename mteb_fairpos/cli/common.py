@@ -12,9 +12,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, max_length: int | No
     parser.add_argument("-m", "--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
     parser.add_argument("--calibration", default=None, metavar="TEXT",
                         help="a calibration config in text form, e.g. b128_lhalf_a0.5 (overrides the options below)")
-    parser.add_argument("--basket-size", type=int, default=128)
+    parser.add_argument("--basket-size", type=int, default=128, help="content tokens per basket (default 128)")
     parser.add_argument("--layers", default="last_half", help=f"calibrated layers: {LAYER_GRAMMAR}")
-    parser.add_argument("--strength", type=float, default=0.5)
+    parser.add_argument("--strength", type=float, default=0.5,
+                        help="calibration strength alpha in [0, 1]: 0 is the plain model (default 0.5)")
+    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
     add_max_length(parser, default=max_length)
 

@@ -34,8 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help=f"instances to run, e.g. n3_de or n3_en-de (default: {' '.join(DEFAULT_SUBSETS)})")
     parser.add_argument("--sets", type=int, default=None, metavar="K",
                         help="segment sets per instance (default: 8 for n=3, 2 for n=4, 1 above); each set gives n! documents")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (default 16)")
+    parser.add_argument("--seed", type=int, default=42, help="draws the segment sets (default 42)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     add_model_arguments(parser, max_length=512)  # all-MiniLM-L6-v2 ships 256, its BERT takes 512
     parser.set_defaults(func=run)
     return parser
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     subsets = _ordered(args.subsets)
     num_sets = {n: args.sets or DEFAULT_SETS.get(n, 1) for n in {LanguageConfig.parse(s).n for s in subsets}}
     model_name = args.model or minilm_path()
-    base = SentenceTransformer(model_name, device="cpu" if args.model is None else None)
+    base = SentenceTransformer(model_name, device=args.device or ("cpu" if args.model is None else None))
     if args.max_length:
         base.max_seq_length = args.max_length
     models = {
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 "revision": base_model(key).weights_revision if args.model is None else encoder.mteb_model_meta.revision,
             })
             result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
-                                   encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": False})
+                                   encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
         task_result = result.task_results[0]
         runs[name] = {s["hf_subset"]: s for s in task_result.scores["test"]}
         print(f"  {name}: {sum(s['num_documents'] for s in runs[name].values())} documents in {time.perf_counter() - tick:.0f} s")

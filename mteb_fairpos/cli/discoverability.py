@@ -26,6 +26,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
     parser.add_argument("--depth", type=int, default=100, help="ranks searched for MRR (default 100)")
     parser.add_argument("--output", "--out", dest="out", default=None, help="output folder (default fairpos-output/discoverability-<collection>)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
     return parser
 
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)
-            report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth)
+            report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth,
+                                           show_progress=not args.quiet)
         finally:
             client.close()
         out = Path(args.out or Path("fairpos-output") / f"discoverability-{args.collection}")

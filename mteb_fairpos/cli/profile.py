@@ -26,7 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--basket-size", type=int, default=128, help="tokens per content basket (default 128)")
     parser.add_argument("--layers", default="all", help=f"layers to profile: all, or {LAYER_GRAMMAR}")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
+    parser.add_argument("--device", default=None, help="torch device for the model (default: cpu)")
     add_max_length(parser)
     parser.add_argument("--output", type=Path, default=Path("attention_profile.png"), help="PNG to write")
     parser.add_argument("--json", type=Path, default=None, help="also write the profile as JSON here")
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.basket_size <= 0:
         raise ValueError(f"--basket-size must be a positive integer, got {args.basket_size}.")
     layers = None if args.layers == "all" else parse_layers(args.layers)
-    model = SentenceTransformer(args.model or minilm_path(), device="cpu")
+    model = SentenceTransformer(args.model or minilm_path(), device=args.device or "cpu")
     if args.max_length:
         model.max_seq_length = args.max_length
     profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,

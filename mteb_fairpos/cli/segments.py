@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     from ..model import FairSentenceTransformer
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
-    model = FairSentenceTransformer(args.model or minilm_path(), calibration_from_args(args))
+    model = FairSentenceTransformer(args.model or minilm_path(), calibration_from_args(args),
+                                    **({"device": args.device} if args.device else {}))
     if args.max_length:
         model.max_seq_length = args.max_length
     report = segment_report(model, segments)

@@ -35,16 +35,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a plugin model, fair/<name> (default: {DEFAULT_MODEL})")
     parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
-    parser.add_argument("--baskets", nargs="+", type=int, default=list(DEFAULT_BASKETS), metavar="B")
+    parser.add_argument("--baskets", nargs="+", type=int, default=list(DEFAULT_BASKETS), metavar="B",
+                        help=f"basket sizes of the grid (default: {' '.join(map(str, DEFAULT_BASKETS))})")
     parser.add_argument("--layers", nargs="+", default=list(DEFAULT_LAYERS), metavar="SET",
                         help=f"layer sets, each {LAYER_GRAMMAR}")
-    parser.add_argument("--strengths", nargs="+", type=float, default=list(DEFAULT_STRENGTHS), metavar="ALPHA")
+    parser.add_argument("--strengths", nargs="+", type=float, default=list(DEFAULT_STRENGTHS), metavar="ALPHA",
+                        help=f"strengths of the grid (default: {' '.join(map(str, DEFAULT_STRENGTHS))})")
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
                         help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
     parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
     parser.add_argument("--output", "--output-folder", dest="output_folder", type=Path, default=Path("results"), help="mteb results folder (default: results)")
-    parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing")
-    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing",
+                        help="mteb's: reuse finished results (only-missing, default), redo them (always) or never run")
+    parser.add_argument("--batch-size", type=int, default=None, help="texts per forward pass (default: mteb's)")
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
     parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")

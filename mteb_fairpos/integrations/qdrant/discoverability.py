@@ -186,6 +186,9 @@ def discoverability(
                          "nothing the model saw is left to measure. Re-index with a longer maximum length.")
     items = seen
     encoded = index.model.encode_query([q.text for q in items], batch_size=batch_size, show_progress_bar=show_progress)
+    from tqdm.auto import tqdm
+
+    progress = tqdm(total=len(names) * len(items), desc="ranking segment queries", unit="query", disable=not show_progress)
     for name in names:
         ranks = []
         for begin in range(0, len(items), batch_size):
@@ -196,8 +199,10 @@ def discoverability(
             for q, response in zip(chunk, responses):
                 hits = [p.payload.get("doc_id") for p in response.points]
                 ranks.append((q.doc_id, q.position, hits.index(q.doc_id) + 1 if q.doc_id in hits else None))
+            progress.update(len(chunk))
         report.ranks[name] = ranks
         report.rows.extend(_rows(name, ranks, ks))
+    progress.close()
     return report
 
 
