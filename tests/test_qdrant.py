@@ -490,3 +490,25 @@ def test_discoverability_shows_its_progress(index, capsys):
     index.index(RECORDS, show_progress=False)
     index.discoverability(ks=(1,), show_progress=True)
     assert "ranking segment queries" in capsys.readouterr().err
+
+
+def test_an_uncalibrated_collection_stores_one_vector(model):
+    """#14: calibration 'none' stores the plain vector once, named for what it is."""
+    plain = FairSentenceTransformer(model, None)
+    with FairQdrantIndex(plain, "plain", model_name=MINILM_HUB_ID) as index:
+        index.index(RECORDS, late_chunks=True, show_progress=False)
+        spec = index.stored_spec()
+        point = index.client.retrieve("plain", [point_id("plain", "city", 0)], with_vectors=True)[0]
+        hits = index.search("snow in the Alps")
+        report = index.discoverability(ks=(1,))
+        with pytest.raises(ValueError, match="stores only uncalibrated vectors"):
+            index.index(RECORDS, uncalibrated=False, show_progress=False)
+    assert (spec.calibration, spec.vectors) == ("none", ("uncalibrated", "late_chunk_uncalibrated"))
+    assert set(point.vector) == {"uncalibrated"}
+    np.testing.assert_allclose(point.vector["uncalibrated"], plain.encode_document([docs_text("city")])[0], atol=1e-5)
+    assert hits and report.vectors == ["uncalibrated"]
+
+
+def docs_text(doc_id):
+    docs, _ = parse_documents(RECORDS)
+    return next(d.text for d in docs if d.doc_id == doc_id)

@@ -22,8 +22,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("-m", "--model", default=None, help="query model (default: the model stored with the collection)")
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     parser.add_argument("--limit", type=int, default=10, help="number of results (default 10)")
-    parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default="calibrated",
-                        help="which document vectors to rank (default calibrated)")
+    parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default=None,
+                        help="which document vectors to rank (default: calibrated, or the only ones the collection has)")
     parser.add_argument("--position", type=int, nargs="+", default=None,
                         help="keep documents that have a segment at this position (or these positions) which the model "
                              "read; the rank is still that of the whole document vector")

@@ -106,8 +106,8 @@ class FairQdrantIndex:
 
     Args:
         model: a :class:`~mteb_fairpos.FairSentenceTransformer` (``encode_document`` calibrates,
-            ``encode_query`` does not) or any SentenceTransformer (then "calibrated" is the
-            plain model and the stored calibration is ``"none"``).
+            ``encode_query`` does not) or any SentenceTransformer (then the stored calibration is
+            ``"none"`` and each document has one vector, ``uncalibrated``).
         collection: the collection name.
         client: a ready ``QdrantClient``; otherwise one is made from ``path`` (local mode,
             default in memory) or ``url`` + ``api_key`` (server / cluster).
@@ -159,14 +159,21 @@ class FairQdrantIndex:
 
     # ------------------------------------------------------------------ schema
     def spec_for(self, *, uncalibrated: bool, late_chunks: bool) -> store.CollectionSpec:
-        """The collection spec this model and these options produce."""
-        vectors = [store.VECTOR_CALIBRATED]
-        if uncalibrated:
-            vectors.append(store.VECTOR_UNCALIBRATED)
-        if late_chunks:
-            vectors.append(store.VECTOR_LATE)
+        """The collection spec this model and these options produce.
+
+        An uncalibrated model (calibration ``"none"``) has one kind of vector: it is stored once,
+        under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``.
+        """
+        if calibration_text(self.model) == "none":
+            vectors = [store.VECTOR_UNCALIBRATED] + ([store.VECTOR_LATE_UNCALIBRATED] if late_chunks else [])
+        else:
+            vectors = [store.VECTOR_CALIBRATED]
             if uncalibrated:
-                vectors.append(store.VECTOR_LATE_UNCALIBRATED)
+                vectors.append(store.VECTOR_UNCALIBRATED)
+            if late_chunks:
+                vectors.append(store.VECTOR_LATE)
+                if uncalibrated:
+                    vectors.append(store.VECTOR_LATE_UNCALIBRATED)
         return store.CollectionSpec(
             model=self.model_name,
             calibration=calibration_text(self.model),
@@ -212,10 +219,13 @@ class FairQdrantIndex:
         late chunks off). Raises :class:`store.CollectionMismatchError` before anything is written.
         """
         stored = self.stored_spec()
+        if uncalibrated is False and calibration_text(self.model) == "none":
+            raise ValueError("an uncalibrated model (calibration 'none') stores only uncalibrated vectors; "
+                             "drop --no-uncalibrated (uncalibrated=False) or give a calibration.")
         if uncalibrated is None:
             uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True
         if late_chunks is None:
-            late_chunks = store.VECTOR_LATE in stored.vectors if stored else False
+            late_chunks = bool(stored and {store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(stored.vectors))
         if late_chunks and calibration_pooling(self.model) != "mean":
             raise ValueError(
                 f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); {self.model_name} pools "
@@ -272,8 +282,9 @@ class FairQdrantIndex:
                 todo = [d for d in chunk if not writer.unchanged(d, previous)]
                 report.unchanged += len(chunk) - len(todo)
                 if todo:
-                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=store.VECTOR_UNCALIBRATED in spec.vectors,
-                                               late_chunks=store.VECTOR_LATE in spec.vectors, batch_size=batch_size)
+                    both = {store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED} <= set(spec.vectors)
+                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=both, late_chunks=writer.late,
+                                               batch_size=batch_size)
                     for enc in encoded:
                         if enc.truncation is not None:
                             report.truncated.append(enc.truncation)
@@ -385,7 +396,8 @@ class _Writer:
         self.upsert_batch_size = upsert_batch_size
         self.retries = retries
         self.backoff = backoff
-        self.late = store.VECTOR_LATE in spec.vectors
+        self.late = bool({store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(spec.vectors))
+        self.calibrated = store.VECTOR_CALIBRATED in spec.vectors
         self.uncalibrated = store.VECTOR_UNCALIBRATED in spec.vectors
         self._salt = json.dumps([spec.model, spec.calibration, list(spec.vectors), store_text]).encode("utf-8")
         self._hashes: dict[str, tuple[Document, str]] = {}
@@ -477,17 +489,23 @@ class _Writer:
                 vector = (enc.late_chunks or {}).get(seg.position)
                 if vector is None:
                     continue  # cut by truncation: no token, no contextual vector
-                vectors = {store.VECTOR_LATE: vector.tolist()}
-                if self.uncalibrated and enc.late_chunks_uncalibrated is not None:
-                    vectors[store.VECTOR_LATE_UNCALIBRATED] = enc.late_chunks_uncalibrated[seg.position].tolist()
+                if not self.calibrated:  # an uncalibrated model: its one pass is the uncalibrated vector
+                    vectors = {store.VECTOR_LATE_UNCALIBRATED: vector.tolist()}
+                else:
+                    vectors = {store.VECTOR_LATE: vector.tolist()}
+                    if self.uncalibrated and enc.late_chunks_uncalibrated is not None:
+                        vectors[store.VECTOR_LATE_UNCALIBRATED] = enc.late_chunks_uncalibrated[seg.position].tolist()
                 payload = {"kind": store.KIND_SEGMENT, "doc_id": doc.doc_id, "parent_id": doc_pid, "n_segments": n,
                            **entry, "model": spec.model, "calibration": spec.calibration, "content_hash": digest}
                 if self.store_text:
                     payload["text"] = doc.segment_text(seg)
                 points.append(_point(store.point_id(self.collection, doc.doc_id, seg.position),
                                      vectors, payload))
-        vectors = {store.VECTOR_CALIBRATED: enc.calibrated.tolist()}
-        if self.uncalibrated:
+        if not self.calibrated:
+            vectors = {store.VECTOR_UNCALIBRATED: enc.calibrated.tolist()}
+        else:
+            vectors = {store.VECTOR_CALIBRATED: enc.calibrated.tolist()}
+        if self.uncalibrated and self.calibrated:
             if enc.uncalibrated is None:
                 raise ValueError(f"document {doc.doc_id!r} was encoded without its uncalibrated vector, "
                                  "which this collection stores.")

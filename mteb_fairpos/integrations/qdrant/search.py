@@ -82,7 +82,7 @@ def search(
     query: str,
     *,
     limit: int = 10,
-    vector: str = "calibrated",
+    vector: str | None = None,
     position: int | Sequence[int] | None = None,
     language: str | Sequence[str] | None = None,
     level: str = "document",
@@ -96,6 +96,8 @@ def search(
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}.")
     spec = index.searchable_spec()
+    if vector is None:  # the calibrated vectors, or the only ones an uncalibrated collection has
+        vector = "calibrated" if store.VECTOR_CALIBRATED in spec.vectors else "uncalibrated"
     using = vector_name(spec, vector, level)
     query_vector = index.model.encode_query([query], show_progress_bar=False)[0]
     payload: bool | list[str] = True if with_text else models.PayloadSelectorExclude(exclude=["text"])
