@@ -176,3 +176,27 @@ def test_one_name_per_config_next_to_the_old_revision_layout(tmp_path, capsys):
     assert main(["compare", str(root), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a]" in out
+
+
+def test_sweep_plots_tell_configs_apart_and_name_their_metric(tmp_path):
+    """#14: each config its own colour and marker, the metric on the axis, no cliff from a 0.003 difference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mteb_fairpos.cli.compare import _metric_label, _readable_limits, _style
+
+    root = tmp_path / "run"
+    commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+    for name, main_score in (("fair-off/all-MiniLM-L6-v2", 0.800), ("fair/all-MiniLM-L6-v2", 0.802),
+                             ("fair/all-MiniLM-L6-v2-b64_llast_a1", 0.803)):
+        _write(root, name, commit, TASK, {"test": [_entry(main_score, {"begin": 0.8, "end": 0.79}, psi=0.01)]})
+    found = collect(root)
+    styles = _style(found)
+    configs = [styles[m] for m in found.models if not m.name.startswith("fair-off/")]
+    assert len({(s["color"], s["marker"]) for s in configs}) == 2  # two configs of one model, told apart
+    twin = next(styles[m] for m in found.models if m.name.startswith("fair-off/"))
+    assert twin["linestyle"] == "--" and twin not in configs
+    assert _metric_label(found, TASK) == "nDCG@10"
+    limits = []
+    _readable_limits(lambda low, high: limits.extend([low, high]), [0.800, 0.803])
+    assert limits[1] - limits[0] >= 0.05 and limits[0] < 0.800 and limits[1] > 0.803

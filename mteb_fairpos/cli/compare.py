@@ -118,16 +118,40 @@ def _pyplot():
     return plt
 
 
+_MARKERS = "o^DvP*X<>hp"
+
+
 def _style(found: Collection) -> dict[ModelKey, dict[str, Any]]:
-    """Same colour for a calibrated model and its twin; twins dashed."""
-    bases: dict[str, int] = {}
+    """Every calibrated model (every config of a sweep) its own colour and marker; twins grey, dashed, square."""
     styles = {}
+    calibrated = 0
     for model in found.models:
-        base = plugin_base(model.name) or model.name
-        colour = f"C{bases.setdefault(base, len(bases)) % 10}"
         twin = model.name.startswith("fair-off/") or model.revision == "off"  # "off": results of earlier releases
-        styles[model] = {"color": colour, "linestyle": "--" if twin else "-", "marker": "o" if not twin else "s"}
+        if twin:
+            styles[model] = {"color": "0.45", "linestyle": "--", "marker": "s"}
+        else:
+            styles[model] = {"color": f"C{calibrated % 10}", "linestyle": "-", "marker": _MARKERS[calibrated % len(_MARKERS)]}
+            calibrated += 1
     return styles
+
+
+def _metric_label(found: Collection, task: str) -> str:
+    """What a task's profile and main score measure, for the axes."""
+    types = {s.task_type for m in found.models if (s := found.get(m, task)) is not None}
+    if "Retrieval" in types:
+        return "nDCG@10"
+    if task.startswith("PermutationFairness"):
+        return "mean sigma (cosine to the standalone segment)"
+    return "score"
+
+
+def _readable_limits(set_limits: Any, values: list[float], span: float = 0.05) -> None:
+    """Axis limits spanning at least ``span``, so a 0.003 difference does not look like a cliff."""
+    if not values:
+        return
+    low, high = min(values), max(values)
+    middle, half = (low + high) / 2, max(high - low, span) / 2 * 1.15
+    set_limits(middle - half, middle + half)
 
 
 def plot_profiles(found: Collection, out: Path) -> list[Path]:
@@ -147,7 +171,7 @@ def plot_profiles(found: Collection, out: Path) -> list[Path]:
             ax.plot(xs, ys, label=model.label, **styles[model])
         ax.set_xticks(range(len(labels)), labels, rotation=45 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center")
         ax.set_xlabel("position")
-        ax.set_ylabel("score")
+        ax.set_ylabel(_metric_label(found, task))
         ax.set_title(f"{task}: per-position profile")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -180,9 +204,11 @@ def plot_psi_scatter(found: Collection, out: Path) -> Path | None:
                 for target in partner:
                     t = points[target]
                     ax.annotate("", xy=(t.psi, t.main_score), xytext=(s.psi, s.main_score),
-                                arrowprops={"arrowstyle": "->", "color": styles[model]["color"], "alpha": 0.6})
+                                arrowprops={"arrowstyle": "->", "color": styles[target]["color"], "alpha": 0.6})
+        _readable_limits(ax.set_xlim, [s.psi for s in points.values()])
+        _readable_limits(ax.set_ylim, [s.main_score for s in points.values()])
         ax.set_xlabel("PSI (lower is fairer)")
-        ax.set_ylabel("main score")
+        ax.set_ylabel(f"main score ({_metric_label(found, task)})")
         ax.set_title(task)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
