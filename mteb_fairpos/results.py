@@ -64,11 +64,15 @@ class TaskScores:
     main_score: float | None
     psi: float | None
     profiles: dict[str, dict[str, float | None]]
-    """family ("" = the main profile) -> label -> mean value over the entries that report it."""
+    """family ("" = the main profile) -> label -> mean value over the entries that report it; for
+    entries that are estimates with confidence intervals (the permutation probe's subsets), one
+    family per subset (``"n3_en"``, ``"tau n3_en"``) instead: those are never averaged together."""
     entries: int
     status: str = "ok"
     notes: list[tuple[str, str]] = field(default_factory=list)
     """(issue kind, message): ``partial`` for missing scores, ``unchecked`` for an unknown task."""
+    intervals: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    """family -> label -> the entry's 95 % confidence interval, where the entry reports one."""
 
     @property
     def profile(self) -> dict[str, float | None]:
@@ -214,6 +218,7 @@ def summarize(result) -> TaskScores:
     sums: dict[str, dict[str, list[float]]] = {}
     labels_seen: dict[str, dict[str, None]] = {}
     notes: list[tuple[str, str]] = []
+    intervals: dict[str, dict[str, tuple[float, float]]] = {}
     entries = 0
     for split, split_scores in result.scores.items():
         for entry in split_scores:
@@ -225,6 +230,16 @@ def summarize(result) -> TaskScores:
             else:
                 mains.append(main)
             profiles = position_profiles(entry)
+            if _has_intervals(entry):  # an estimate per subset: its own family, with its interval
+                for family, profile in profiles.items():
+                    name = f"{family} {subset}".strip()
+                    labels_seen[name] = dict.fromkeys(profile)
+                    sums[name] = {label: [v] for label, v in profile.items() if v is not None}
+                    intervals[name] = _intervals(entry, family, profile)
+                psi = entry_psi(entry, profiles.get(""))
+                if psi is not None:
+                    psis.append(psi)
+                continue
             for family, profile in profiles.items():
                 order = labels_seen.setdefault(family, {})
                 for label, value in profile.items():
@@ -241,6 +256,9 @@ def summarize(result) -> TaskScores:
     status = "partial" if notes else "ok"
     task_type = None
     main_score, psi = _mean(mains), _mean(psis)
+    if intervals and len(mains) > 1:
+        notes.append(("pooled", f"main score and PSI are means over {len(mains)} subsets (of different n or languages); "
+                                "the profiles are shown per subset, each with its confidence interval."))
     try:
         task = result.task
         task_type = task.metadata.type
@@ -270,7 +288,22 @@ def summarize(result) -> TaskScores:
         entries=entries,
         status=status,
         notes=notes,
+        intervals=intervals,
     )
+
+
+def _has_intervals(entry: Mapping[str, Any]) -> bool:
+    return _number(entry.get("position_1_ci_low")) is not None
+
+
+def _intervals(entry: Mapping[str, Any], family: str, profile: Mapping[str, float | None]) -> dict[str, tuple[float, float]]:
+    prefix = f"{family}_" if family else ""
+    out = {}
+    for label in profile:
+        low, high = _number(entry.get(f"{prefix}position_{label}_ci_low")), _number(entry.get(f"{prefix}position_{label}_ci_high"))
+        if low is not None and high is not None:
+            out[label] = (low, high)
+    return out
 
 
 def position_profiles(entry: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:

@@ -200,3 +200,27 @@ def test_sweep_plots_tell_configs_apart_and_name_their_metric(tmp_path):
     limits = []
     _readable_limits(lambda low, high: limits.extend([low, high]), [0.800, 0.803])
     assert limits[1] - limits[0] >= 0.05 and limits[0] < 0.800 and limits[1] > 0.803
+
+
+def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
+    """#14: n=3 and n=4 subsets are not averaged into one profile ("position 4" exists only for n=4)."""
+    def probe_entry(subset, means):
+        entry = {"hf_subset": subset, "languages": ["eng-Latn"], "main_score": min(means) / max(means),
+                 "position_fairness": min(means) / max(means)}
+        for p, mean in enumerate(means, start=1):
+            entry.update({f"position_{p}": mean, f"position_{p}_ci_low": mean - 0.02, f"position_{p}_ci_high": mean + 0.02})
+        return entry
+
+    root = tmp_path / "run"
+    _write(root, "fair-off/all-MiniLM-L6-v2", "8b3219a92973c328a8e22fadcfa821b5dc75636a", "PermutationFairnessSample",
+           {"test": [probe_entry("n3_en", [0.6, 0.6, 0.55]), probe_entry("n4_en", [0.5, 0.5, 0.5, 0.42])]})
+    found = collect(root)
+    [scores] = found.scores.values()
+    assert set(scores.profiles) == {"n3_en", "n4_en"} and "4" not in scores.profiles["n3_en"]
+    assert scores.intervals["n4_en"]["4"] == pytest.approx((0.40, 0.44))
+    assert any(kind == "pooled" and "means over 2 subsets" in text for kind, text in scores.notes)
+    from mteb_fairpos.cli.compare import plot_profiles, profile_tables
+
+    tables = profile_tables(found)
+    assert "### PermutationFairnessSample: n3_en" in tables and "0.4200 [0.400, 0.440]" in tables
+    assert (tmp_path / "out").mkdir() is None and plot_profiles(found, tmp_path / "out")[0].read_bytes()[:8] == PNG

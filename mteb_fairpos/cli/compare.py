@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import fairness
 from ..results import Collection, ModelKey, collect, model_order, plugin_base
 
 DEFAULT_OUT = Path("fairpos-output") / "compare"
@@ -76,20 +77,38 @@ def main_table(found: Collection) -> str:
 
 
 def profile_tables(found: Collection) -> str:
+    """One table per task and profile: the pooled profile with PSI and main score, and for results
+    whose subsets are separate estimates (the permutation probe) one table per subset, each value
+    with its 95 % confidence interval."""
     parts = []
     for task in found.tasks:
-        models = [m for m in found.models if (s := found.get(m, task)) is not None and s.profile]
-        if not models:
-            continue
-        labels = list(dict.fromkeys(label for m in models for label in found.get(m, task).profile))
-        lines = [f"### {task}", "", "| model | " + " | ".join(labels) + " | PSI | main |",
-                 "|---|" + "---:|" * (len(labels) + 2)]
-        for model in models:
-            scores = found.get(model, task)
-            cells = [format_score(scores.profile.get(label)) for label in labels]
-            lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + f" | {format_score(scores.psi)} | {format_score(scores.main_score)} |")
-        parts.append("\n".join(lines))
+        for family in _families(found, task):
+            models = [m for m in found.models if (s := found.get(m, task)) is not None and s.profiles.get(family)]
+            labels = list(dict.fromkeys(label for m in models for label in found.get(m, task).profiles[family]))
+            pooled = family == ""
+            tail = " PSI | main |" if pooled else " fairness |"
+            lines = [f"### {task}" + ("" if pooled else f": {family}"), "",
+                     "| model | " + " | ".join(labels) + f" |{tail}", "|---|" + "---:|" * (len(labels) + (2 if pooled else 1))]
+            for model in models:
+                scores = found.get(model, task)
+                profile, intervals = scores.profiles[family], scores.intervals.get(family, {})
+                cells = [_with_interval(profile.get(label), intervals.get(label)) for label in labels]
+                ends = (f" {format_score(scores.psi)} | {format_score(scores.main_score)} |" if pooled
+                        else f" {format_score(fairness.min_max_ratio(profile.values()))} |")
+                lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + f" |{ends}")
+            parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def _families(found: Collection, task: str) -> list[str]:
+    families = [f for m in found.models if (s := found.get(m, task)) is not None for f, p in s.profiles.items() if p]
+    return sorted(dict.fromkeys(families), key=lambda f: (f != "", f.startswith("tau "), f))
+
+
+def _with_interval(value: float | None, interval: tuple[float, float] | None) -> str:
+    if value is None or interval is None:
+        return format_score(value)
+    return f"{value:.4f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def issues_text(found: Collection) -> str:
@@ -155,26 +174,42 @@ def _readable_limits(set_limits: Any, values: list[float], span: float = 0.05) -
 
 
 def plot_profiles(found: Collection, out: Path) -> list[Path]:
+    """One PNG per task: a panel per profile (the pooled one, or one per subset of the probe), a line
+    per model, and a band for each 95 % confidence interval the results carry."""
     plt = _pyplot()
     styles = _style(found)
     written = []
     for task in found.tasks:
-        models = [m for m in found.models if (s := found.get(m, task)) is not None and len(s.profile) >= 2]
-        if not models:
+        panels = [f for f in _families(found, task)
+                  if any((s := found.get(m, task)) is not None and len(s.profiles.get(f, {})) >= 2 for m in found.models)]
+        if not panels:
             continue
-        labels = list(dict.fromkeys(label for m in models for label in found.get(m, task).profile))
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(labels) + 3), 4.2))
-        for model in models:
-            profile = found.get(model, task).profile
-            xs = [i for i, label in enumerate(labels) if profile.get(label) is not None]
-            ys = [profile[labels[i]] for i in xs]
-            ax.plot(xs, ys, label=model.label, **styles[model])
-        ax.set_xticks(range(len(labels)), labels, rotation=45 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center")
-        ax.set_xlabel("position")
-        ax.set_ylabel(_metric_label(found, task))
-        ax.set_title(f"{task}: per-position profile")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        columns = min(3, len(panels))
+        rows = math.ceil(len(panels) / columns)
+        width = max(6.0, 0.45 * max(len(found.get(m, task).profiles.get(f, {})) for f in panels for m in found.models
+                                        if found.get(m, task) is not None) + 3)
+        fig, axes = plt.subplots(rows, columns, figsize=(width * min(columns, 2), 4.2 * rows), squeeze=False)
+        for ax, family in zip(axes.flat, panels):
+            models = [m for m in found.models if (s := found.get(m, task)) is not None and s.profiles.get(family)]
+            labels = list(dict.fromkeys(label for m in models for label in found.get(m, task).profiles[family]))
+            for model in models:
+                scores = found.get(model, task)
+                profile, intervals = scores.profiles[family], scores.intervals.get(family, {})
+                xs = [i for i, label in enumerate(labels) if profile.get(label) is not None]
+                ax.plot(xs, [profile[labels[i]] for i in xs], label=model.label, **styles[model])
+                banded = [i for i in xs if labels[i] in intervals]
+                if banded:
+                    ax.fill_between(banded, [intervals[labels[i]][0] for i in banded], [intervals[labels[i]][1] for i in banded],
+                                    color=styles[model]["color"], alpha=0.15, linewidth=0)
+            rotate = len(labels) > 6
+            ax.set_xticks(range(len(labels)), labels, rotation=45 if rotate else 0, ha="right" if rotate else "center")
+            ax.set_xlabel("position")
+            ax.set_ylabel(("late-chunk tau" if family.startswith("tau") else _metric_label(found, task)))
+            ax.set_title(f"{task}: {family or 'per-position profile'}", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
         fig.tight_layout()
         path = out / f"profile_{_safe(task)}.png"
         fig.savefig(path, dpi=120)
