@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .calibration import first_valid, last_valid
+from .calibration import basket_layout, first_valid, last_valid
 from .config import CalibrationConfig, LayerSpec, Pooling
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
@@ -49,6 +49,8 @@ class AttentionProfile:
     n_texts: int
     content_tokens: int = 0
     """Content tokens (between the first and the last token) of the longest text: where the last basket ends."""
+    short_texts: int = 0
+    """Texts with less content than one basket: calibration at this basket size leaves them unchanged."""
 
     @property
     def masses(self) -> np.ndarray:
@@ -82,6 +84,7 @@ class AttentionProfile:
             "pooling": self.pooling,
             "n_texts": self.n_texts,
             "content_tokens": self.content_tokens,
+            "short_texts": self.short_texts,
             "labels": self.labels,
             "masses": self.masses.tolist(),
             "mean": self.mean().tolist(),
@@ -162,7 +165,8 @@ def attention_profile(
 
     sums: dict[int, list[Tensor]] = {}
     counts = torch.zeros(0, dtype=torch.long)
-    content = 0
+    content = short = 0
+    isolated = CalibrationConfig(basket_size=basket_size).isolated_tokens(resolved)
     with eager_session(inner) as (envoy, attention):
         chosen = tuple(range(len(attention))) if layers is None else CalibrationConfig(layers=layers).resolve_layers(len(attention))
         for start in range(0, len(texts), batch_size):
@@ -170,6 +174,7 @@ def attention_profile(
             features = {k: v.to(model.device) if isinstance(v, Tensor) else v for k, v in features.items()}
             valid = features["attention_mask"].bool()
             content = max(content, int((valid.sum(dim=1) - 2).clamp(min=0).max()))
+            short += int((~basket_layout(valid, resolved, basket_size, isolated).active).sum())
             rows: list[Tensor] = []
             with envoy.trace(features, fn=lambda batch: SentenceTransformer.forward(model, batch)):
                 for index in chosen:
@@ -186,7 +191,7 @@ def attention_profile(
     baskets = np.stack([_pad_to(sums[i][1], width).numpy() for i in chosen]) / len(texts)
     return AttentionProfile(
         layers=chosen, basket_size=basket_size, pooling=resolved, first=first, baskets=baskets.astype(np.float64),
-        last=last, counts=counts.numpy(), n_texts=len(texts), content_tokens=content,
+        last=last, counts=counts.numpy(), n_texts=len(texts), content_tokens=content, short_texts=short,
     )
 
 

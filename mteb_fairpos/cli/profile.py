@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"model: {name}   pooling: {profile.pooling}   basket size: {profile.basket_size}   texts: {profile.n_texts}")
     print("attention mass of the pooling query (averaged over heads and texts; L<n> = layer n, 1-based):")
     print(format_profile(profile))
+    if profile.short_texts:
+        print(f"note: {profile.short_texts} of {profile.n_texts} text(s) have less content than one basket "
+              f"({profile.basket_size} tokens): calibration with this basket size leaves them unchanged.")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     written = plot_profile(profile, str(args.output),
                            title=f"{Path(name).name}: pooling-query attention ({profile.pooling}, B={profile.basket_size})")
