@@ -131,6 +131,8 @@ class TokenLayout:
     n_tokens: int
     """Tokens before truncation; counted only up to a little past the maximum for very long texts."""
     n_tokens_exact: bool = True
+    text_chars: int | None = None
+    """Characters of the text that were tokenized (`model_text`'s prefix); ``None``: all of it."""
 
     @property
     def spans(self) -> tuple[tuple[int, int] | None, ...]:
@@ -199,7 +201,9 @@ def token_layouts(
             else:
                 covered = max((end for (_, end), flag in zip(offsets, special) if not flag), default=0) - len(prompt)
                 segments = tuple(_cut_layout(text, span, located_span, covered) for span, located_span in zip(spans, located))
-            layouts.append(TokenLayout(np.asarray(ids, dtype=np.int64), segments, n_tokens, len(bounded[row]) == len(text)))
+            exact = len(bounded[row]) == len(text)
+            layouts.append(TokenLayout(np.asarray(ids, dtype=np.int64), segments, n_tokens, exact,
+                                       None if exact else len(bounded[row])))
     return layouts
 
 
@@ -290,7 +294,8 @@ def encode_segmented(
         layouts = token_layouts(model.tokenizer, texts, char_spans, limit, prompt=prompt, straddling=straddling, strip=strip)
     if late_chunks and layouts is None:
         raise ValueError("late chunks need the segments: pass char_spans or layouts.")
-    inputs = [model_text(model.tokenizer, prompt, text, limit) for text in texts]
+    inputs = ([text[:layout.text_chars] for text, layout in zip(texts, layouts)] if layouts is not None
+              else [model_text(model.tokenizer, prompt, text, limit) for text in texts])  # each long text cut once
     vectors: list[np.ndarray | None] = [None] * len(texts)
     chunks: list[list[np.ndarray | None]] = [[] for _ in texts]
     aligned = [True] * len(texts)
