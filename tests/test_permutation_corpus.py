@@ -279,3 +279,15 @@ def test_a_users_corpus_declares_its_own_languages(tmp_path):
     unknown.write_text(json.dumps({"id": "a", "texts": {"en": "x", "ja": "y"}}) + "\n")
     with pytest.raises(CorpusError, match="no ISO 639-3 \\+ script code is known for the corpus language 'ja'"):
         PermutationFairness(corpus=unknown)
+
+
+def test_counting_tokens_of_long_texts_warns_about_nothing(capfd):
+    """#15: measuring segments is not running them, so transformers' 'longer than the maximum' warning must not fire."""
+    from transformers import AutoTokenizer
+
+    from mteb_fairpos.offline import minilm_path
+    from mteb_fairpos.permutation.selection import count_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())  # a fresh one: transformers warns once per instance
+    assert count_tokens(tokenizer, ["word " * 2000])[0] == 2000
+    assert "Token indices sequence length" not in capfd.readouterr().err

@@ -88,7 +88,7 @@ def count_tokens(tokenizer: Any, texts: Sequence[str], batch_size: int = 256) ->
     counts: list[int] = []
     for start in range(0, len(texts), batch_size):
         encoded = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False, truncation=False,
-                            return_attention_mask=False, return_token_type_ids=False)
+                            return_attention_mask=False, return_token_type_ids=False, verbose=False)
         counts.extend(len(ids) for ids in encoded["input_ids"])
     return counts
 
