@@ -229,3 +229,35 @@ def test_demo_command(tmp_path, capsys):
     from mteb_fairpos.results import collect
 
     assert [m.name for m in collect(tmp_path).models] == ["fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b128_lhalf_a1"]
+
+
+def test_predictions_carry_topic_order_and_language(tmp_path, st512):
+    """#15: a per-topic analysis needs no rebuild: every prediction row names its topic, document, order, language."""
+    import mteb
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    task = PermutationFairnessSample(num_sets={3: 2}).filter_languages(None, hf_subsets=["n3_en-de"])
+    mteb.evaluate(SentenceTransformerEncoderWrapper(st512), task, cache=None, show_progress_bar=False,
+                  prediction_folder=tmp_path, encode_kwargs={"batch_size": 16, "show_progress_bar": False})
+    (file,) = tmp_path.glob("*.json")
+    rows = json.loads(file.read_text())["n3_en-de"]["test"]
+    n = len(rows["sigma"])
+    assert n == 2 * 6 * 3 and all(len(rows[k]) == n for k in ("topic", "language", "document", "order", "position"))
+    assert {lang for lang, p in zip(rows["language"], rows["position"]) if p == 1} == {"en"}
+    assert {lang for lang, p in zip(rows["language"], rows["position"]) if p > 1} == {"de"}
+    first = [i for i, d in enumerate(rows["document"]) if d == 0]
+    assert len(first) == 3 and len({rows["topic"][i] for i in first}) == 3  # three distinct topics in one document
+    assert len({rows["order"][i] for i in first}) == 1 and rows["order"][first[0]].count("-") == 2
+
+
+def test_sets_that_share_topics_are_reported(st512):
+    """#15: few usable topics make sets overlap; the report says so and what it means for the errors."""
+    from mteb_fairpos.permutation import build_corpus
+
+    few = build_corpus([(t.id, {"en": t.texts["en"]}) for t in list(sample_corpus())[:4]])
+    session = ProbeSession(few, st512, ProbeSettings(num_sets={3: 3}))
+    scores = session.run("n3_en").scores
+    assert scores["num_distinct_topics"] == 4 and scores["num_segment_sets"] == 3
+    assert any("share topics" in note and "too small" in note for note in scores["notes"])
+    wide = ProbeSession(sample_corpus(), st512, ProbeSettings(num_sets={3: 2})).run("n3_en").scores
+    assert not any("share topics" in note for note in wide["notes"]) and wide["num_distinct_topics"] == 6

@@ -67,6 +67,12 @@ class Observations:
     tau: np.ndarray
     """NaN where tau is not defined or not measurable."""
     language: np.ndarray
+    topic: np.ndarray
+    """The topic of the segment measured (a row's segment is ``(topic, language)``)."""
+    document: np.ndarray
+    """Index of the document in the instance; with ``order`` it says which permutation a row comes from."""
+    order: np.ndarray
+    """The document's order of its set's topics, e.g. ``"2-0-1"``."""
 
 
 @dataclass
@@ -204,6 +210,9 @@ class ProbeSession:
             sigma=sigma[keep],
             tau=tau[keep],
             language=np.array([list(config.languages)] * len(docs), dtype=object)[keep],
+            topic=np.array([[key[0] for key in d.keys] for d in docs], dtype=object)[keep],
+            document=np.repeat(np.arange(len(docs))[:, None], n, axis=1)[keep],
+            order=np.array([["-".join(map(str, d.order))] * n for d in docs], dtype=object)[keep],
         )
         scores = self._scores(config, instance, obs, usable, excluded, int(truncated.sum()), unaligned)
         result = ConfigResult(config, instance, obs, scores, time.perf_counter() - start)
@@ -238,6 +247,7 @@ class ProbeSession:
             "num_unique_segments": len(instance.segment_keys),
             "num_observations": int(len(obs.sigma)),
             "num_clusters": int(len(set(obs.cluster.tolist()))),
+            "num_distinct_topics": len({t for topics in instance.sets for t in topics}),
             "num_truncated_segments": truncated,
             "num_tau_unmeasured": int((~measured).sum()) if self.access.tau_status is None else None,
             "num_tau_unaligned_documents": unaligned,
@@ -250,7 +260,7 @@ class ProbeSession:
             "model_max_length": self.access.max_length,
             "seed": self.settings.seed,
             "route": self.access.route,
-            "notes": list(instance.notes),
+            "notes": list(instance.notes) + _shared_topic_notes(instance),
         })
         return scores
 
@@ -280,3 +290,16 @@ class ProbeSession:
                 f"{LanguageConfig.monolingual(config.n, config.lead).name}) before {config.name} in the same session to estimate it"
             )
         return scores
+
+
+def _shared_topic_notes(instance: Instance) -> list[str]:
+    """A warning when segment sets share topics: the clustered standard errors assume independent sets."""
+    topics = [t for topics in instance.sets for t in topics]
+    distinct = len(set(topics))
+    if distinct == len(topics):
+        return []
+    note = (f"{len(instance.sets)} segment sets draw on only {distinct} distinct topics, so sets share topics; "
+            "standard errors clustered by set assume independent sets and are then too small (p-values too "
+            "optimistic). Use a corpus with more usable topics, or fewer sets.")
+    logger.warning("%s: %s", instance.config.name, note)
+    return [note]

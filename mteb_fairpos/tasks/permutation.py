@@ -223,6 +223,8 @@ class AbsTaskPermutationFairness(AbsTask):
             obs = result.observations
             self._save_task_predictions(
                 {"position": obs.position.tolist(), "segment_set": obs.cluster.tolist(),
+                 "topic": obs.topic.tolist(), "language": obs.language.tolist(),
+                 "document": obs.document.tolist(), "order": obs.order.tolist(),
                  "sigma": obs.sigma.tolist(), "tau": [None if t != t else t for t in obs.tau.tolist()]},
                 model, prediction_folder, hf_split=hf_split, hf_subset=hf_subset,
             )
