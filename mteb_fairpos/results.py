@@ -73,6 +73,9 @@ class TaskScores:
     """(issue kind, message): ``partial`` for missing scores, ``unchecked`` for an unknown task."""
     intervals: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     """family -> label -> the entry's 95 % confidence interval, where the entry reports one."""
+    effects: dict[str, dict[str, tuple[float, float | None, float | None]]] = field(default_factory=dict)
+    """subset -> fitted effect (``beta_2``, ``tau_beta_3``, ``lead_vs_later``, ``language_effect``) ->
+    (estimate, standard error, p-value), for entries that report regression results."""
 
     @property
     def profile(self) -> dict[str, float | None]:
@@ -219,6 +222,7 @@ def summarize(result) -> TaskScores:
     labels_seen: dict[str, dict[str, None]] = {}
     notes: list[tuple[str, str]] = []
     intervals: dict[str, dict[str, tuple[float, float]]] = {}
+    effects: dict[str, dict[str, tuple[float, float | None, float | None]]] = {}
     entries = 0
     for split, split_scores in result.scores.items():
         for entry in split_scores:
@@ -236,6 +240,7 @@ def summarize(result) -> TaskScores:
                     labels_seen[name] = dict.fromkeys(profile)
                     sums[name] = {label: [v] for label, v in profile.items() if v is not None}
                     intervals[name] = _intervals(entry, family, profile)
+                effects[subset] = _effects(entry)
                 psi = entry_psi(entry, profiles.get(""))
                 if psi is not None:
                     psis.append(psi)
@@ -289,7 +294,18 @@ def summarize(result) -> TaskScores:
         status=status,
         notes=notes,
         intervals=intervals,
+        effects={subset: found for subset, found in effects.items() if found},
     )
+
+
+_EFFECT_KEY = re.compile(r"^(?:tau_)?beta_\d+$|^lead_vs_later$|^language_effect$")
+
+
+def _effects(entry: Mapping[str, Any]) -> dict[str, tuple[float, float | None, float | None]]:
+    """The fitted effects of a probe subset (position 1 is the baseline, so ``beta_0`` is left out)."""
+    return {key: (value, _number(entry.get(f"{key}_se")), _number(entry.get(f"{key}_pvalue")))
+            for key, raw in entry.items()
+            if _EFFECT_KEY.match(key) and key not in ("beta_0", "tau_beta_0") and (value := _number(raw)) is not None}
 
 
 def _has_intervals(entry: Mapping[str, Any]) -> bool:

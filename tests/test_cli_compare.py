@@ -209,6 +209,8 @@ def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
                  "position_fairness": min(means) / max(means)}
         for p, mean in enumerate(means, start=1):
             entry.update({f"position_{p}": mean, f"position_{p}_ci_low": mean - 0.02, f"position_{p}_ci_high": mean + 0.02})
+            if p > 1:
+                entry.update({f"beta_{p}": mean - means[0], f"beta_{p}_se": 0.01, f"beta_{p}_pvalue": 0.0004})
         return entry
 
     root = tmp_path / "run"
@@ -223,4 +225,8 @@ def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
 
     tables = profile_tables(found)
     assert "### PermutationFairnessSample: n3_en" in tables and "0.4200 [0.400, 0.440]" in tables
+    from mteb_fairpos.cli.compare import effect_tables  # #15: the betas, with SE and p, per subset
+
+    effects = effect_tables(found)
+    assert "| subset | beta_2 | beta_3 | beta_4 |" in effects and "-0.0800 (0.0100) p<0.001" in effects
     assert (tmp_path / "out").mkdir() is None and plot_profiles(found, tmp_path / "out")[0].read_bytes()[:8] == PNG

@@ -100,6 +100,33 @@ def profile_tables(found: Collection) -> str:
     return "\n\n".join(parts)
 
 
+def effect_tables(found: Collection) -> str:
+    """The probe's fitted effects per subset: beta_p (vs position 1), tau's, lead-vs-later and the
+    language effect, each as estimate (standard error) and p-value."""
+    parts = []
+    for task in found.tasks:
+        rows = [(m, subset, effects) for m in found.models if (s := found.get(m, task)) is not None
+                for subset, effects in s.effects.items()]
+        if not rows:
+            continue
+        keys = list(dict.fromkeys(k for _, _, effects in rows for k in effects))
+        lines = [f"### {task}: effects (estimate (SE) p; standard errors clustered by segment set)", "",
+                 "| model | subset | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+        for model, subset, effects in sorted(rows, key=lambda r: (r[1], model_order(r[0]))):
+            cells = [_effect(effects.get(k)) for k in keys]
+            lines.append(f"| {_md(model.label)} | {subset} | " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _effect(value: tuple[float, float | None, float | None] | None) -> str:
+    if value is None:
+        return ""
+    estimate, se, p = value
+    text = f"{estimate:+.4f}" + ("" if se is None else f" ({se:.4f})")
+    return text + ("" if p is None else (" p<0.001" if p < 0.001 else f" p={p:.3f}"))
+
+
 def _families(found: Collection, task: str) -> list[str]:
     families = [f for m in found.models if (s := found.get(m, task)) is not None for f, p in s.profiles.items() if p]
     return sorted(dict.fromkeys(families), key=lambda f: (f != "", f.startswith("tau "), f))
@@ -283,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     main_md = f"## Main scores\n\n{main_table(found)}\n"
-    profiles_md = profile_tables(found)
+    profiles_md = "\n\n".join(part for part in (profile_tables(found), effect_tables(found)) if part)
     report = main_md + (f"\n## Per-position profiles\n\n{profiles_md}\n" if profiles_md else "") + f"\n## Issues\n\n{issues_text(found)}\n"
     (out / "main_scores.md").write_text(main_md + f"\n## Issues\n\n{issues_text(found)}\n", encoding="utf-8")
     (out / "profiles.md").write_text((profiles_md or "No task reports a per-position profile.") + "\n", encoding="utf-8")

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from ..model import FairSentenceTransformer
     from ..mteb_models import base_model, calibrated_name, twin_name
     from ..results import collect
-    from .compare import main_table, profile_tables
+    from .compare import effect_tables, main_table, profile_tables
     from ..permutation.instances import LanguageConfig
     from ..permutation.plot import plot_profiles
     from ..tasks.permutation import PermutationFairnessSample
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nwhat `mteb-fairpos compare {args.out}` reads back from mteb's result folders:\n")
     print(main_table(found))
     print(profile_tables(found))
+    print(effect_tables(found))
     print(f"mteb results: {args.out / 'results'}")
     print(f"total time: {time.perf_counter() - started:.0f} s")
     return 0
