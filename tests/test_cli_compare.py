@@ -229,4 +229,5 @@ def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
 
     effects = effect_tables(found)
     assert "| subset | beta_2 | beta_3 | beta_4 |" in effects and "-0.0800 (0.0100) p<0.001" in effects
-    assert (tmp_path / "out").mkdir() is None and plot_profiles(found, tmp_path / "out")[0].read_bytes()[:8] == PNG
+    (tmp_path / "out").mkdir()
+    assert plot_profiles(found, tmp_path / "out")[0].read_bytes()[:8] == PNG

@@ -18,7 +18,6 @@ from sentence_transformers import SentenceTransformer
 from ...offline import MINILM_HUB_ID, minilm_path
 from ...segmented import (
     COVERAGE_CUT,
-    COVERAGE_FULL,
     COVERAGE_PARTIAL,
     SegmentLayout,
     calibration_pooling,
@@ -28,8 +27,8 @@ from ...segmented import (
 )
 from .records import Document
 
-__all__ = ["COVERAGE_CUT", "COVERAGE_FULL", "COVERAGE_PARTIAL", "EncodedDocument", "SegmentLayout", "Truncation",
-           "calibration_text", "encode_documents", "model_name", "resolve_model_path"]
+__all__ = ["EncodedDocument", "SegmentLayout", "Truncation", "calibration_text", "encode_documents", "model_name",
+           "resolve_model_path"]
 
 
 @dataclass(frozen=True)
