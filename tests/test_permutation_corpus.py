@@ -275,9 +275,12 @@ def test_a_users_corpus_declares_its_own_languages(tmp_path):
     assert PermutationFairness.metadata.hf_subsets_to_langscripts["n3_hi"] == ["hin-Deva"]  # the class is untouched
     task.load_data()  # every declared subset can be built from the corpus
     assert task.filter_languages(["fra"]).hf_subsets == [s for s in task.metadata.hf_subsets if "fr" in s]
-    unknown = tmp_path / "ja.jsonl"
-    unknown.write_text(json.dumps({"id": "a", "texts": {"en": "x", "ja": "y"}}) + "\n")
-    with pytest.raises(CorpusError, match="no ISO 639-3 \\+ script code is known for the corpus language 'ja'"):
+    japanese = tmp_path / "ja.jsonl"
+    japanese.write_text(json.dumps({"id": "a", "texts": {"en": "x", "ja": "y"}}) + "\n")
+    assert PermutationFairness(corpus=japanese).metadata.hf_subsets_to_langscripts["n3_ja"] == ["jpn-Jpan"]
+    unknown = tmp_path / "private.jsonl"
+    unknown.write_text(json.dumps({"id": "a", "texts": {"en": "x", "qaa": "y"}}) + "\n")  # a private-use tag
+    with pytest.raises(CorpusError, match="'qaa' has no ISO 639-3 \\+ script code that mteb knows"):
         PermutationFairness(corpus=unknown)
 
 

@@ -11,8 +11,9 @@ Three sources:
 
       {"id": "lighthouse", "texts": {"en": "A lighthouse is ...", "de": "Ein Leuchtturm ist ..."}}
 
-  ``id`` (string or integer) is unique per file; ``texts`` maps a language code (``en``,
-  ``de``, ``pt-br`` ...) to that topic's text in that language. Instead of ``texts`` a row may
+  ``id`` (string or integer) is unique per file; ``texts`` maps a BCP-47 language tag (``en``,
+  ``de``, ``zh-CN``, ``pt-br`` ...; stored in canonical form, see :mod:`.languages`) to that
+  topic's text in that language. Instead of ``texts`` a row may
   carry one column per language named ``text_<lang>`` (handy for Parquet). Other fields
   (``title`` ...) are ignored. A missing or empty text means the topic does not exist in that
   language;
@@ -27,7 +28,6 @@ segment set can ever contain the same segment twice.
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonl import jsonl_lines
+from .languages import LanguageTagError, language_tag
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,6 @@ SAMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "comparable_samp
 """The bundled sample: short encyclopedic texts on everyday topics in en, de, fr and it,
 written for this project (not Wikipedia, not translations of any published text)."""
 
-_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$")
 
 
 class CorpusError(ValueError):
@@ -102,7 +102,7 @@ class ComparableCorpus:
 
     def require_languages(self, languages: Iterable[str]) -> None:
         """Raise :class:`CorpusError` if any of ``languages`` has no text at all in this corpus."""
-        missing = [lang for lang in dict.fromkeys(languages) if lang not in self.coverage()]
+        missing = [lang for lang in dict.fromkeys(map(language_tag, languages)) if lang not in self.coverage()]
         if missing:
             raise CorpusError(
                 f"{self.source}: no topic has a text in {missing}; the corpus covers {list(self.languages)}."
@@ -122,6 +122,10 @@ def build_corpus(rows: Iterable[tuple[str, Mapping[str, str]]], source: str = "<
     for topic_id, texts in rows:
         kept: dict[str, str] = {}
         for lang, text in texts.items():
+            try:
+                lang = language_tag(lang)
+            except LanguageTagError as err:
+                raise CorpusError(f"{source}: topic {topic_id!r}: {err}") from None
             text = text.strip()
             if not text:
                 skipped[f"empty_text:{lang}"] += 1
@@ -218,13 +222,17 @@ def _parse_row(row: Any, where: str) -> tuple[str, dict[str, str]]:
         raise CorpusError(f"{where}: no texts; give 'texts': {{\"en\": ..., ...}} or columns 'text_<lang>'.")
     clean: dict[str, str] = {}
     for lang, text in texts.items():
-        if not isinstance(lang, str) or not _LANGUAGE_CODE.match(lang):
-            raise CorpusError(f"{where}: {lang!r} is not a language code (lowercase, like 'en', 'de' or 'pt-br').")
+        try:
+            tag = language_tag(lang)
+        except LanguageTagError as err:
+            raise CorpusError(f"{where}: {err}") from None
+        if tag in clean:
+            raise CorpusError(f"{where}: two texts for the language {tag!r} (written {lang!r} and another spelling).")
         if text is None:
             continue
         if not isinstance(text, str):
             raise CorpusError(f"{where}: the {lang!r} text must be a string, got {type(text).__name__}.")
-        clean[lang] = text
+        clean[tag] = text
     return str(topic_id), clean
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .corpus import CorpusError
+from .languages import language_tag, split_languages
 
 MAX_ORDERS = 720
 """The most orders per set built without an explicit sample size (6! = 720)."""
@@ -40,9 +41,9 @@ class LanguageConfig:
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 2:
             raise ValueError(f"n must be an integer >= 2 (the paper uses 3..6), got {self.n!r}.")
-        for lang in (self.lead, self.later):
-            if not isinstance(lang, str) or not re.fullmatch(r"[a-z]{2,3}", lang):
-                raise ValueError(f"language codes must be 2-3 lowercase letters (en, de, ...), got {lang!r}.")
+        for field_name in ("lead", "later"):
+            tag = language_tag(getattr(self, field_name))
+            object.__setattr__(self, field_name, tag)
 
     @classmethod
     def monolingual(cls, n: int, language: str) -> LanguageConfig:
@@ -50,14 +51,19 @@ class LanguageConfig:
 
     @classmethod
     def parse(cls, name: str) -> LanguageConfig:
-        """Inverse of :attr:`name`: ``n3_de`` or ``n3_en-de``."""
-        match = re.fullmatch(r"n(\d+)_([a-z]{2,3})(?:-([a-z]{2,3}))?", name)
+        """Inverse of :attr:`name`: ``n3_de``, ``n3_en-de``, ``n3_zh-CN`` or ``n3_en-zh-CN``
+        (BCP-47 tags in canonical case, see :mod:`.languages`)."""
+        match = re.fullmatch(r"n(\d+)_(.+)", name) if isinstance(name, str) else None
         if not match:
             raise ValueError(f"cannot read the configuration {name!r}; expected n<N>_<lang> or n<N>_<lead>-<later>, e.g. n3_de or n3_en-de.")
-        n, lead, later = int(match.group(1)), match.group(2), match.group(3)
-        if later == lead:
-            raise ValueError(f"{name!r}: a mixed configuration needs two different languages; write n{n}_{lead}.")
-        return cls(n, lead, later or lead)
+        n = int(match.group(1))
+        tags = split_languages(match.group(2), f"subset {name!r}")
+        if len(tags) > 2:
+            raise ValueError(f"subset {name!r} names {len(tags)} languages {tags}; a configuration has one (n3_de) or a lead "
+                             "and a later language (n3_en-de).")
+        if len(tags) == 2 and tags[0] == tags[1]:
+            raise ValueError(f"{name!r}: a mixed configuration needs two different languages; write n{n}_{tags[0]}.")
+        return cls(n, tags[0], tags[-1])
 
     @property
     def mixed(self) -> bool:

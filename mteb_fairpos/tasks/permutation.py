@@ -47,15 +47,12 @@ from ..permutation.corpus import (
     sample_corpus,
 )
 from ..permutation.instances import LanguageConfig
+from ..permutation.languages import LanguageTagError, mteb_language
 from ..permutation.probe import ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
 
 logger = logging.getLogger(__name__)
 
-LANGUAGE_SCRIPTS = {
-    "en": "eng-Latn", "de": "deu-Latn", "fr": "fra-Latn", "it": "ita-Latn", "es": "spa-Latn",
-    "hi": "hin-Deva", "ko": "kor-Hang", "zh": "zho-Hans",
-}
 PAPER_REFERENCE = "https://arxiv.org/abs/2601.16934"
 PAPER_BIBTEX = r"""@misc{schuhmacher2026fairness,
   title = {Information Representation Fairness in Long-Document Embeddings: The Peculiar Interaction of Positional and Language Bias},
@@ -84,17 +81,11 @@ def eval_langs(names: Sequence[str]) -> dict[str, list[str]]:
     out = {}
     for name in names:
         config = LanguageConfig.parse(name)
-        out[name] = [_language_script(lang) for lang in dict.fromkeys((config.lead, config.later))]
+        try:
+            out[name] = [mteb_language(lang) for lang in dict.fromkeys((config.lead, config.later))]
+        except LanguageTagError as err:
+            raise CorpusError(f"subset {name}: {err}") from None
     return out
-
-
-def _language_script(code: str) -> str:
-    if code not in LANGUAGE_SCRIPTS:
-        raise CorpusError(
-            f"no ISO 639-3 + script code is known for the corpus language {code!r} (mteb needs one per subset); "
-            f"known: {', '.join(f'{k} -> {v}' for k, v in LANGUAGE_SCRIPTS.items())}."
-        )
-    return LANGUAGE_SCRIPTS[code]
 
 
 class AbsTaskPermutationFairness(AbsTask):
