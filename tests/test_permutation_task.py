@@ -215,17 +215,20 @@ def test_local_corpus_override(tmp_path, st512):
 def test_demo_command(tmp_path, capsys):
     from mteb_fairpos.cli import main
 
-    assert main(["demo", "--out", str(tmp_path), "--subsets", "n3_en", "--sets", "2", "--strength", "1"]) == 0
+    assert main(["demo", "--out", str(tmp_path), "--subsets", "n3_en", "--sets", "2", "--calibration", "none", "b128_lhalf_a1"]) == 0
     out = capsys.readouterr().out
     assert "beta_2" in out and "uncalibrated" in out and "calibrated (b128_lhalf_a1)" in out
+    assert "PermutationFairnessManpages" in out  # #15: the demo is the probe on the bundled real-text corpus
     assert (tmp_path / "profile.png").stat().st_size > 10_000
-    # #14: mteb's own layout, one model name per config, and compare's view at the end
+    # #14: mteb's own layout, one model name per config, and compare's view at the end; #15: the max length
+    # the demo sets (512, the checkpoint ships 256) is an mteb experiment of the model
     commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
-    saved = json.loads((tmp_path / "results" / "fair__all-MiniLM-L6-v2-b128_lhalf_a1" / commit
-                        / "PermutationFairnessSample.json").read_text())
-    assert saved["task_name"] == "PermutationFairnessSample" and saved["scores"]["test"][0]["hf_subset"] == "n3_en"
-    assert (tmp_path / "results" / "fair-off__all-MiniLM-L6-v2" / commit / "PermutationFairnessSample.json").is_file()
-    assert "mteb-fairpos compare" in out and "| fair-off/all-MiniLM-L6-v2 [8b3219a] |" in out
+    experiment = tmp_path / "results" / "fair__all-MiniLM-L6-v2-b128_lhalf_a1" / commit / "experiments" / "max_seq_length_512"
+    saved = json.loads((experiment / "PermutationFairnessManpages.sets-2.json").read_text())
+    assert saved["task_name"] == "PermutationFairnessManpages.sets-2" and saved["scores"]["test"][0]["hf_subset"] == "n3_en"
+    assert (tmp_path / "results" / "fair-off__all-MiniLM-L6-v2" / commit / "experiments" / "max_seq_length_512"
+            / "PermutationFairnessManpages.sets-2.json").is_file()
+    assert "mteb-fairpos compare" in out and "| fair-off/all-MiniLM-L6-v2 [8b3219a] (max_seq_length_512) |" in out
     from mteb_fairpos.results import collect
 
     assert [m.name for m in collect(tmp_path).models] == ["fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b128_lhalf_a1"]
@@ -261,3 +264,58 @@ def test_sets_that_share_topics_are_reported(st512):
     assert any("share topics" in note and "too small" in note for note in scores["notes"])
     wide = ProbeSession(sample_corpus(), st512, ProbeSettings(num_sets={3: 2})).run("n3_en").scores
     assert not any("share topics" in note for note in wide["notes"]) and wide["num_distinct_topics"] == 6
+
+
+def test_a_changed_setting_never_reads_a_stale_result(tmp_path, st512):
+    """#15: every setting that changes the numbers is part of the result's identity (the task name),
+    so a rerun with other settings into the same results folder computes instead of reading the old file."""
+    import mteb
+    from mteb.cache import ResultCache
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    cache = ResultCache(tmp_path / "cache")
+    wrapper = SentenceTransformerEncoderWrapper(st512)
+
+    def run(**settings):
+        task = PermutationFairnessSample(**settings).filter_languages(None, hf_subsets=["n3_en"])
+        counter = Counter(st512)
+        try:
+            result = mteb.evaluate(wrapper, task, cache=cache, show_progress_bar=False,
+                                   encode_kwargs={"batch_size": 16, "show_progress_bar": False}).task_results[0]
+        finally:
+            counter.close()
+        return result, result.scores["test"][0], counter.count
+
+    two, two_scores, _ = run(num_sets=2)
+    three, three_scores, passes = run(num_sets=3)
+    assert (two_scores["num_segment_sets"], three_scores["num_segment_sets"]) == (2, 3)
+    assert passes > 0 and two.task_name == "PermutationFairnessSample.sets-2"
+    assert three.task_name == "PermutationFairnessSample.sets-3"
+    again, again_scores, passes = run(num_sets=3)
+    assert passes == 0 and again_scores["num_segment_sets"] == 3  # the same settings do read the stored result
+    assert again_scores["position_fairness"] == pytest.approx(three_scores["position_fairness"], abs=1e-6)
+    _, seeded, passes = run(num_sets=3, seed=7)
+    assert passes > 0 and seeded["seed"] == 7
+    default = PermutationFairnessSample()
+    assert default.metadata.name == "PermutationFairnessSample"  # defaults keep the plain name mteb run uses
+    assert PermutationFairnessSample(num_sets={3: 10, 4: 3}).metadata.name == "PermutationFairnessSample"
+    named = PermutationFairnessSample(orders_per_set=2, segment_window=(20, 90), max_document_tokens=400,
+                                      segment_mode="lead", length_tolerance=0.5)
+    assert named.metadata.name == ("PermutationFairnessSample.orders-2.window-20-90.maxlen-400.mode-lead"
+                                   ".tolerance-0.5")
+
+    rows = [json.dumps({"id": t.id, "texts": {"en": t.texts["en"]}}) for t in sample_corpus()][:8]
+    path = tmp_path / "my docs.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    local, local_scores, passes = run(corpus=path, num_sets=2)
+    from mteb_fairpos.permutation.corpus import load_corpus_file
+
+    fingerprint = load_corpus_file(path).fingerprint()
+    assert passes > 0 and local.task_name == f"PermutationFairnessSample.corpus-my_docs-{fingerprint}.sets-2"
+    assert local.dataset_revision == fingerprint
+    assert local_scores["corpus"] == str(path) and local_scores["corpus_fingerprint"] == fingerprint
+    # everything that produced the numbers is in the result file
+    saved = json.loads(next((tmp_path / "cache").rglob(f"{local.task_name}.json")).read_text())["scores"]["test"][0]
+    for key in ("corpus", "corpus_fingerprint", "num_segment_sets", "orders_per_set", "segment_window_low",
+                "segment_window_high", "segment_mode", "length_tolerance", "max_document_tokens", "model_max_length", "seed"):
+        assert key in saved, key

@@ -14,6 +14,7 @@ import sys
 
 SUBCOMMANDS = [
     "demo",
+    "probe",
     "index",
     "search",
     "discoverability",

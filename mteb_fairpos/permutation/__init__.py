@@ -3,13 +3,15 @@
 Documents are built from ``n`` segments on distinct topics in every order; how similar the
 document embedding stays to each segment's standalone embedding (sigma), and for mean-pooled
 models how much of each segment survives inside the document (tau), is regressed on position.
-The mteb tasks are in :mod:`mteb_fairpos.tasks.permutation`; ``mteb-fairpos demo`` runs it offline.
+The mteb tasks are in :mod:`mteb_fairpos.tasks.permutation`; ``mteb-fairpos probe`` runs it on any
+corpus and ``mteb-fairpos demo`` on the bundled man-page corpus, offline.
 """
 
 from ..segmented import find_sentence_transformer
 from .access import ModelAccess
 from .corpus import (
     HF_DATASET,
+    MANPAGES_PATH,
     SAMPLE_PATH,
     ComparableCorpus,
     CorpusError,
@@ -20,6 +22,7 @@ from .corpus import (
     load_hf_corpus,
     load_local_corpus,
     load_saved_corpus,
+    manpages_corpus,
     sample_corpus,
 )
 from .instances import Document, Instance, LanguageConfig, assemble, build_instance, draw_sets, orders
@@ -30,6 +33,7 @@ from .stats import language_effect, lead_contrast, position_fairness, position_m
 
 __all__ = [
     "HF_DATASET",
+    "MANPAGES_PATH",
     "SAMPLE_PATH",
     "ComparableCorpus",
     "ConfigResult",
@@ -61,6 +65,7 @@ __all__ = [
     "load_hf_corpus",
     "load_local_corpus",
     "load_saved_corpus",
+    "manpages_corpus",
     "orders",
     "position_fairness",
     "position_means",

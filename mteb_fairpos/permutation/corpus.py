@@ -27,6 +27,8 @@ segment set can ever contain the same segment twice.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -46,6 +48,12 @@ HF_REQUIRED_COLUMNS = ("aligned_id", "text")
 HF_EXPECTED_COLUMNS = ("wiki_pageid", "language", "url", "title", "text", "aligned_id", "id")
 """The columns the authors' build script writes (SPEC 2.1); only ``aligned_id`` and ``text`` are read."""
 
+MANPAGES_PATH = Path(__file__).resolve().parent.parent / "data" / "manpages_corpus.jsonl"
+"""The bundled real-text corpus: 164 pages of the Linux man-pages project (NAME line and leading
+DESCRIPTION paragraphs) with Debian's translations; same page = same topic. Built by
+``scripts/build_manpages_corpus.py``; sources, versions and licences in ``manpages_corpus.NOTICE.md``."""
+MANPAGES_FINGERPRINT = "91093d3222e5"
+""":meth:`ComparableCorpus.fingerprint` of the shipped file: the dataset revision of its results."""
 SAMPLE_PATH = Path(__file__).resolve().parent.parent / "data" / "comparable_sample.jsonl"
 """The bundled sample: short encyclopedic texts on everyday topics in en, de, fr and it,
 written for this project (not Wikipedia, not translations of any published text)."""
@@ -99,6 +107,16 @@ class ComparableCorpus:
         """Number of topics with a text, per language."""
         counts = Counter(lang for topic in self.topics for lang in topic.texts)
         return {lang: counts[lang] for lang in sorted(counts)}
+
+    def fingerprint(self) -> str:
+        """A short content hash of the topics and texts: two corpora with the same one give the same numbers."""
+        if "_fingerprint" not in self.__dict__:
+            digest = hashlib.sha256()
+            for topic in self.topics:
+                for lang in sorted(topic.texts):
+                    digest.update(json.dumps([topic.id, lang, topic.texts[lang]], ensure_ascii=False).encode("utf-8"))
+            self.__dict__["_fingerprint"] = digest.hexdigest()[:12]
+        return self.__dict__["_fingerprint"]
 
     def require_languages(self, languages: Iterable[str]) -> None:
         """Raise :class:`CorpusError` if any of ``languages`` has no text at all in this corpus."""
@@ -234,6 +252,11 @@ def _parse_row(row: Any, where: str) -> tuple[str, dict[str, str]]:
             raise CorpusError(f"{where}: the {lang!r} text must be a string, got {type(text).__name__}.")
         clean[tag] = text
     return str(topic_id), clean
+
+
+def manpages_corpus() -> ComparableCorpus:
+    """The bundled corpus of translated Linux manual pages (real text, offline; see :data:`MANPAGES_PATH`)."""
+    return load_corpus_file(MANPAGES_PATH)
 
 
 def sample_corpus() -> ComparableCorpus:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,7 +44,9 @@ from ..permutation.corpus import (
     ComparableCorpus,
     CorpusError,
     load_hf_corpus,
+    MANPAGES_FINGERPRINT,
     load_local_corpus,
+    manpages_corpus,
     sample_corpus,
 )
 from ..permutation.instances import LanguageConfig
@@ -88,6 +91,38 @@ def eval_langs(names: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
+def settings_suffix(*, corpus: ComparableCorpus | None = None, num_sets: Mapping[int, int] | None = None,
+                    orders_per_set: int | None = None, segment_window: tuple[int, int] | None = None,
+                    max_document_tokens: int | None = None, segment_mode: str | None = None,
+                    length_tolerance: float | None = None, seed: int | None = None) -> str:
+    """The settings that differ from a task's defaults, as a readable, file-name-safe suffix.
+
+    ``None`` means "the task's default" and adds nothing, so a task run with its defaults keeps its
+    plain name (``PermutationFairness``) while, say, three segment sets and seed 7 on a user's
+    corpus give ``PermutationFairness.corpus-mydocs-1a2b3c4d5e6f.sets-3.seed-7``.
+    """
+    parts = []
+    if corpus is not None:
+        stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(corpus.source).stem if corpus.source != "<memory>" else "memory")
+        parts.append(f"corpus-{stem.strip('_')[:40] or 'corpus'}-{corpus.fingerprint()}")
+    if num_sets is not None:
+        counts = set(num_sets.values())
+        parts.append(f"sets-{counts.pop()}" if len(counts) == 1 else "sets-" + "-".join(f"n{n}x{k}" for n, k in sorted(num_sets.items())))
+    if orders_per_set is not None:
+        parts.append(f"orders-{orders_per_set}")
+    if segment_window is not None:
+        parts.append(f"window-{segment_window[0]}-{segment_window[1]}")
+    if max_document_tokens is not None:
+        parts.append(f"maxlen-{max_document_tokens}")
+    if segment_mode is not None:
+        parts.append(f"mode-{segment_mode}")
+    if length_tolerance is not None:
+        parts.append(f"tolerance-{length_tolerance:g}")
+    if seed is not None:
+        parts.append(f"seed-{seed}")
+    return ".".join(parts)
+
+
 class AbsTaskPermutationFairness(AbsTask):
     """Base class: loads a comparable corpus and evaluates each subset with a :class:`ProbeSession`.
 
@@ -96,15 +131,17 @@ class AbsTaskPermutationFairness(AbsTask):
     Args:
         seed: draws the segment sets and sampled orders.
         corpus: a local JSONL/Parquet path or a ``ComparableCorpus`` instead of the task's own.
-        num_sets: segment sets per instance, one number or ``{n: sets}``.
+        num_sets: segment sets per instance, one number or ``{n: sets}`` (sizes not named keep the default).
         orders_per_set: sample this many orders per set instead of all ``n!``.
         segment_window: ``(low, high)`` segment tokens; default scaled to the model's maximum length.
         max_document_tokens: longest document; default the model's maximum length.
-        segment_mode: ``"filter"`` (the paper) or ``"lead"`` (cut long texts to leading sentences).
+        segment_mode: ``"filter"`` (the paper) or ``"lead"`` (cut long texts to leading sentences);
+            default the task's (``"lead"`` for the man pages, whose excerpts end mid-section anyway).
         length_tolerance: the +/-70 % cross-language length rule (0.7).
     """
 
     default_num_sets: ClassVar[Mapping[int, int]] = {3: 10, 4: 3}
+    default_segment_mode: ClassVar[str] = "filter"
     corpus_source: ClassVar[str] = "sample"
     _support_cross_encoder = False
     _support_search = False
@@ -118,10 +155,11 @@ class AbsTaskPermutationFairness(AbsTask):
         orders_per_set: int | None = None,
         segment_window: tuple[int, int] | None = None,
         max_document_tokens: int | None = None,
-        segment_mode: str = "filter",
+        segment_mode: str | None = None,
         length_tolerance: float = 0.7,
         **kwargs: Any,
     ) -> None:
+        segment_mode = segment_mode or self.default_segment_mode
         with _quiet_beta_notice():
             super().__init__(seed=seed, **kwargs)
         if corpus is not None and not isinstance(corpus, ComparableCorpus):
@@ -130,7 +168,8 @@ class AbsTaskPermutationFairness(AbsTask):
         if corpus is not None:
             self._declare_corpus_languages(corpus)
         self.probe_settings = ProbeSettings(
-            num_sets=dict(self.default_num_sets) if num_sets is None else num_sets,
+            num_sets={**self.default_num_sets, **num_sets} if isinstance(num_sets, Mapping) else
+            dict(self.default_num_sets) if num_sets is None else num_sets,
             orders_per_set=orders_per_set,
             seed=seed,
             selection=SelectionSettings(
@@ -141,6 +180,32 @@ class AbsTaskPermutationFairness(AbsTask):
             ),
         )
         self.session: ProbeSession | None = None
+        self._name_the_settings(seed, num_sets, orders_per_set, segment_window, max_document_tokens, segment_mode,
+                                length_tolerance)
+
+    def _name_the_settings(self, seed: int, num_sets: int | Mapping[int, int] | None, orders_per_set: int | None,
+                           segment_window: tuple[int, int] | None, max_document_tokens: int | None, segment_mode: str,
+                           length_tolerance: float) -> None:
+        """Make every setting that changes the numbers part of the task name (see :func:`settings_suffix`),
+        so mteb's result cache never hands back a result computed with other settings; a user's corpus
+        also becomes the dataset, its content hash the dataset revision."""
+        ns = sorted({LanguageConfig.parse(name).n for name in type(self).metadata.hf_subsets})
+        sets = {n: self.probe_settings.sets_for(n) for n in ns}
+        suffix = settings_suffix(
+            corpus=self.corpus_override,
+            num_sets=None if sets == {n: self.default_num_sets[n] for n in ns} else sets,
+            orders_per_set=orders_per_set, segment_window=segment_window, max_document_tokens=max_document_tokens,
+            segment_mode=None if segment_mode == self.default_segment_mode else segment_mode,
+            length_tolerance=None if length_tolerance == 0.7 else length_tolerance,
+            seed=None if seed == 42 else seed,
+        )
+        update: dict[str, Any] = {}
+        if suffix:
+            update["name"] = f"{type(self).metadata.name}.{suffix}"
+        if self.corpus_override is not None:
+            update["dataset"] = {"path": self.corpus_override.source, "revision": self.corpus_override.fingerprint()}
+        if update:
+            self.metadata = self.metadata.model_copy(update=update)
 
     def _declare_corpus_languages(self, corpus: ComparableCorpus) -> None:
         """The subsets of a user's corpus: this task's sizes n over the languages the corpus has
@@ -179,6 +244,8 @@ class AbsTaskPermutationFairness(AbsTask):
             return self.corpus_override
         if self.corpus_source == "sample":
             return sample_corpus()
+        if self.corpus_source == "manpages":
+            return manpages_corpus()
         return load_hf_corpus(self.metadata.dataset["path"], revision=self.metadata.dataset["revision"],
                               languages=self.corpus_languages)
 
@@ -257,8 +324,9 @@ def _quiet_beta_notice() -> Iterator[None]:
         abstask_logger.removeFilter(not_beta)
 
 
-def _metadata(name: str, description: str, dataset: dict[str, str], names: Sequence[str], *, sample: bool) -> TaskMetadata:
-    return TaskMetadata(
+def _metadata(name: str, description: str, dataset: dict[str, str], names: Sequence[str], *, sample: bool,
+              **overrides: Any) -> TaskMetadata:
+    fields: dict[str, Any] = dict(
         name=name,
         description=description,
         reference=PAPER_REFERENCE,
@@ -282,10 +350,12 @@ def _metadata(name: str, description: str, dataset: dict[str, str], names: Seque
         sample_creation="created" if sample else "found",
         bibtex_citation=PAPER_BIBTEX,
     )
+    return TaskMetadata(**(fields | overrides))
 
 
 WIKI_LANGUAGES = ("en", "de", "hi", "it", "ko", "zh")
 SAMPLE_LANGUAGES = ("en", "de", "fr", "it")
+MANPAGES_LANGUAGES = ("en", "de", "fr", "es", "ja", "ru")
 
 
 class PermutationFairness(AbsTaskPermutationFairness):
@@ -337,8 +407,33 @@ class PermutationFairnessSample(AbsTaskPermutationFairness):
     )
 
 
+class PermutationFairnessManpages(AbsTaskPermutationFairness):
+    """The probe on real text, offline: translated Linux manual pages bundled with the package."""
+
+    corpus_source = "manpages"
+    default_num_sets = {3: 12, 4: 4}
+    default_segment_mode = "lead"
+    metadata = _metadata(
+        "PermutationFairnessManpages",
+        "Permutation fairness probe on real multilingual technical text bundled with mteb-fairpos: 164 pages of the "
+        "Linux man-pages project (NAME line and leading DESCRIPTION paragraphs) with the translations Debian ships "
+        "(same page = same topic; en 164, ru 137, ja 124, fr 117, de 113, es 96 topics). Texts longer than the segment "
+        "window keep their leading sentences (segment_mode='lead'). Sources, versions and licences: "
+        "mteb_fairpos/data/manpages_corpus.NOTICE.md.",
+        {"path": "mteb-fairpos/manpages-corpus", "revision": MANPAGES_FINGERPRINT},
+        subset_names((3, 4), MANPAGES_LANGUAGES, later_languages=("en", "de")),
+        sample=False,
+        date=("2023-02-05", "2023-02-05"),
+        domains=["Programming", "Written"],
+        license="gpl-3.0",
+        annotations_creators="derived",
+        sample_creation="found",
+    )
+
+
 PERMUTATION_TASKS: list[type[AbsTaskPermutationFairness]] = [
     PermutationFairness,
     PermutationFairnessPaper,
     PermutationFairnessSample,
+    PermutationFairnessManpages,
 ]

@@ -1,0 +1,310 @@
+"""``mteb-fairpos probe``: the permutation fairness probe on any corpus and model, configs side by side.
+
+Runs a permutation task through ``mteb.evaluate`` once per calibration config (``none`` is the
+uncalibrated twin) and prints the probe's full report per subset: the per-position means with
+95 % CIs and the fairness ratio, the OLS position effects (beta_p with clustered SE and p), the
+same for tau on mean-pooled models, and, for mixed instances, the lead-vs-later contrast and the
+language effect. Results are written in mteb's layout under ``<output>/results`` (the
+uncalibrated twin as ``fair-off/<model>``, each config as ``fair/<model>[-<config>]``); settings
+that change the numbers name the result (see :func:`mteb_fairpos.tasks.permutation.settings_suffix`:
+corpus, sets, window, mode, seed) or, for the model's own settings (``--max-length``,
+``--prompt``), its mteb experiment folder. A profile plot and ``compare``'s view close the run.
+
+Examples::
+
+    mteb-fairpos probe --corpus my_corpus.jsonl -m intfloat/multilingual-e5-base --prompt "passage: " \\
+        --subsets n3_en n3_de n3_en-de --sets 20 --calibration none b128_lhalf_a0.5 b64_lhalf_a1
+    mteb-fairpos probe --corpus impresso-project/wiki_comparable_corpus_en_de_hi_it_ko_zh --subsets n3_de
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..offline import minilm_path
+from .common import add_max_length
+
+DEFAULT_SUBSETS = ["n3_en", "n3_de", "n3_en-de"]
+DEFAULT_CALIBRATIONS = ["none", "b128_lhalf_a0.5"]
+DEMO_CALIBRATIONS = ["none", "b128_lhalf_a0.5", "b64_lhalf_a1"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "probe", help="permutation fairness probe on a corpus and model, calibration configs side by side",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--corpus", default=None, metavar="FILE_OR_HF_ID",
+                        help="a JSONL/Parquet file (one row per topic), a save_to_disk folder, or a Hugging Face dataset id "
+                        "with one split per language (default: the bundled man-page corpus)")
+    parser.add_argument("--corpus-revision", default=None, metavar="REV", help="revision of a Hugging Face corpus (default main)")
+    add_probe_options(parser, calibrations=DEFAULT_CALIBRATIONS, output="fairpos-probe")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str], output: str) -> None:
+    """The options ``probe`` and ``demo`` share (``demo`` is ``probe`` on the bundled corpus)."""
+    parser.add_argument("-m", "--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    parser.add_argument("--prompt", default=None, metavar="TEXT",
+                        help="document prompt put before every document and segment, e.g. 'passage: ' for e5 (default: the model's own)")
+    parser.add_argument("--subsets", nargs="+", default=DEFAULT_SUBSETS, metavar="SUBSET",
+                        help=f"instances to run: n<N>_<lang> or n<N>_<lead>-<later> with BCP-47 tags, e.g. n3_de, n3_en-de, "
+                        f"n3_zh-CN (default: {' '.join(DEFAULT_SUBSETS)})")
+    parser.add_argument("--sets", type=int, default=None, metavar="K",
+                        help="segment sets per instance (default: the task's); each set gives n! documents")
+    parser.add_argument("--calibration", nargs="+", default=calibrations, metavar="CONFIG",
+                        help="calibration configs to compare, in text form ('none' = uncalibrated), e.g. none b128_lhalf_a0.5 "
+                        f"b64_lhalf_a1 (default: {' '.join(calibrations)})")
+    parser.add_argument("--window", nargs=2, type=int, default=None, metavar=("LOW", "HIGH"),
+                        help="segment length window in tokens (default: the paper's 1,000-2,000 of 8,192 scaled to the max length)")
+    parser.add_argument("--mode", choices=["filter", "lead"], default=None,
+                        help="texts outside the window: drop them (filter, the paper) or keep their leading sentences (lead); "
+                        "default: the task's")
+    parser.add_argument("--seed", type=int, default=42, help="draws the segment sets (default 42)")
+    parser.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (default 16)")
+    parser.add_argument("--device", default=None, help="torch device for the model (default: cpu for the offline model, else automatic)")
+    parser.add_argument("--output", "--out", dest="out", type=Path, default=Path(output), help=f"output folder (default: ./{output})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_max_length(parser, default=512 if output == "fairpos-demo" else None)
+
+
+def run(args: argparse.Namespace) -> int:
+    import mteb
+    from mteb.cache import ResultCache
+    from sentence_transformers import SentenceTransformer
+
+    from ..results import collect
+    from .compare import effect_tables, main_table, profile_tables
+    from ..permutation.plot import plot_profiles
+
+    started = time.perf_counter()
+    calibrations = _calibrations(args.calibration)
+    subsets = _ordered(args.subsets)
+    model_name = args.model or minilm_path()
+    base = SentenceTransformer(model_name, device=args.device or ("cpu" if args.model is None else None))
+    experiment = _model_settings(base, args)
+    task_class, corpus = _task_and_corpus(args)
+    settings = {"seed": args.seed, "corpus": corpus, "num_sets": args.sets, "segment_mode": args.mode,
+                "segment_window": tuple(args.window) if args.window else None}
+    probe_task = task_class(**settings)
+    _check_subsets(probe_task, subsets)
+    key = "all-MiniLM-L6-v2" if args.model is None else Path(model_name.rstrip("/")).name
+    label = args.model or "all-MiniLM-L6-v2 (offline)"
+    print(f"mteb-fairpos probe: {probe_task.metadata.name} on {getattr(corpus, 'source', None) or probe_task.metadata.dataset['path']}")
+    print(f"model {label}, max length {base.max_seq_length} tokens, document prompt {_show_prompt(base)}; "
+          f"configs: {', '.join(str(c) if c else 'none' for c in calibrations)}")
+
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache = ResultCache(args.out)
+    for calibration in calibrations:
+        name = "uncalibrated" if calibration is None else f"calibrated ({calibration})"
+        task = task_class(**settings)
+        task.filter_languages(None, hf_subsets=subsets)
+        tick = time.perf_counter()
+        encoder = _encoder(base, calibration, key, experiment, revision_known=args.model is None)
+        result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
+                               encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
+        runs[name] = {s["hf_subset"]: s for s in result.task_results[0].scores["test"]}
+        print(f"  {name}: {sum(s['num_documents'] for s in runs[name].values())} documents in {time.perf_counter() - tick:.0f} s")
+
+    first = next(iter(runs.values()))[subsets[0]]
+    print(f"segment window [{first['segment_window_low']}, {first['segment_window_high']}] tokens ({first['segment_mode']}), "
+          f"segment sets per instance {first['num_segment_sets']}, all n! orders, seed {args.seed}\n")
+    print(format_profiles(runs, subsets, "sigma"))
+    print(format_betas(runs, subsets, "sigma"))
+    if any(s.get("tau_status") == "measured" for r in runs.values() for s in r.values()):
+        print(format_profiles(runs, subsets, "tau"))
+        print(format_betas(runs, subsets, "tau"))
+    mixed = format_mixed(runs, subsets)
+    if mixed:
+        print(mixed)
+    notes = sorted({note for r in runs.values() for s in r.values() for note in s.get("notes", [])})
+    if notes:
+        print("notes:\n" + "\n".join(f"  - {note}" for note in notes) + "\n")
+    figure = plot_profiles(runs, args.out / "profile.png")
+    print(f"profile plot: {figure}")
+    found = collect(args.out, tasks=[probe_task.metadata.name])
+    print(f"\nwhat `mteb-fairpos compare {args.out}` reads back from mteb's result folders:\n")
+    print(main_table(found))
+    print(profile_tables(found))
+    print(effect_tables(found))
+    print(f"mteb results: {args.out / 'results'} (task {probe_task.metadata.name})")
+    print(f"total time: {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+def _calibrations(texts: Sequence[str]) -> list[Any]:
+    from ..config import CalibrationConfig
+
+    configs = [None if text.lower() in ("none", "off") else CalibrationConfig.parse(text) for text in texts]
+    unique = list(dict.fromkeys(configs))
+    if not unique:
+        raise ValueError("give at least one --calibration config (or 'none').")
+    return unique
+
+
+def _model_settings(base: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Apply --max-length and --prompt to the model; the ones that differ from the model's own become
+    mteb experiment kwargs, so their results get their own folder."""
+    from ..segmented import document_prompt
+
+    experiment: dict[str, Any] = {}
+    if args.max_length and args.max_length != base.max_seq_length:
+        base.max_seq_length = args.max_length
+        experiment["max_seq_length"] = args.max_length
+    if args.prompt is not None and args.prompt != document_prompt(base):
+        base.prompts = {**(base.prompts or {}), "document": args.prompt}
+        experiment["document_prompt"] = args.prompt
+    return experiment
+
+
+def _task_and_corpus(args: argparse.Namespace) -> tuple[type, Any]:
+    from ..permutation.corpus import load_hf_corpus, load_local_corpus
+    from ..tasks.permutation import PermutationFairness, PermutationFairnessManpages
+
+    source = getattr(args, "corpus", None)
+    if source is None:
+        return PermutationFairnessManpages, None
+    if Path(source).exists():
+        return PermutationFairness, load_local_corpus(source)
+    if source.count("/") == 1 and not source.endswith((".jsonl", ".parquet", ".ndjson")):
+        return PermutationFairness, load_hf_corpus(source, revision=getattr(args, "corpus_revision", None))
+    raise FileNotFoundError(f"--corpus {source}: no such file or folder (a Hugging Face dataset id looks like owner/name).")
+
+
+def _check_subsets(task: Any, subsets: list[str]) -> None:
+    valid = task.metadata.hf_subsets
+    unknown = [name for name in subsets if name not in valid]
+    if unknown:
+        corpus = task.corpus_override
+        have = f"the corpus has {list(corpus.languages)}; " if corpus is not None else ""
+        raise ValueError(f"subset(s) {unknown} cannot be built: {have}valid: {' '.join(valid)}.")
+
+
+def _encoder(base: Any, calibration: Any, key: str, experiment: Mapping[str, Any], *, revision_known: bool) -> Any:
+    """mteb's wrapper around the model, named as the registered models are (fair/..., fair-off/...)."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+    from ..model import FairSentenceTransformer
+    from ..mteb_models import base_model, calibrated_name, twin_name
+
+    model = FairSentenceTransformer(base, calibration=calibration)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        encoder = SentenceTransformerEncoderWrapper(model)
+    update: dict[str, Any] = {"name": twin_name(key) if calibration is None else calibrated_name(key, calibration),
+                              "experiment_kwargs": dict(experiment) or None}
+    if revision_known:
+        update["revision"] = base_model(key).weights_revision
+    encoder.mteb_model_meta = encoder.mteb_model_meta.model_copy(update=update)
+    return encoder
+
+
+def _show_prompt(base: Any) -> str:
+    from ..segmented import document_prompt
+
+    prompt = document_prompt(base)
+    return repr(prompt) if prompt else "none"
+
+
+def _ordered(subsets: list[str]) -> list[str]:
+    """Monolingual instances first (per n), so mixed ones can pool them for the language effect."""
+    from ..permutation.instances import LanguageConfig
+
+    configs = [LanguageConfig.parse(s) for s in dict.fromkeys(subsets)]
+    return [c.name for c in sorted(configs, key=lambda c: (c.n, c.mixed))]
+
+
+def _prefix(measure: str) -> str:
+    return "" if measure == "sigma" else f"{measure}_"
+
+
+def format_profiles(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], subsets: list[str], measure: str) -> str:
+    """Per-position means with 95 % CI half-widths and the fairness ratio, one row per subset and model."""
+    p = _prefix(measure)
+    width = max(len(name) for name in runs)
+    top = max(_n_of(s) for s in subsets)
+    what = "cosine(document, standalone segment)" if measure == "sigma" else "cosine(standalone, late-chunked segment)"
+    lines = [f"mean {measure} = {what} by position; (+-) half-width of the 95% CI"]
+    lines.append(f"{'subset':<10} {'model':<{width}} {'docs':>5}  " + "  ".join(f"{'pos ' + str(i):>15}" for i in range(1, top + 1))
+                 + f"  {'fairness':>8}")
+    for subset in subsets:
+        for k, (name, per_subset) in enumerate(runs.items()):
+            scores = per_subset.get(subset)
+            if scores is None or scores.get(f"{p}position_1") is None:
+                continue
+            cells = []
+            for i in range(1, top + 1):
+                mean = scores.get(f"{p}position_{i}")
+                if mean is None:
+                    cells.append(f"{'':>15}")
+                    continue
+                half = (scores[f"{p}position_{i}_ci_high"] - scores[f"{p}position_{i}_ci_low"]) / 2
+                cells.append(f"{mean:.3f} (+-{half:.3f})".rjust(15))
+            lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {scores['num_documents']:>5}  " + "  ".join(cells)
+                         + f"  {scores[f'{p}position_fairness']:>8.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def format_betas(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], subsets: list[str], measure: str) -> str:
+    """beta_0 and beta_p (SE) with p-values: OLS with position dummies, SE clustered by segment set."""
+    p = _prefix(measure)
+    width = max(len(name) for name in runs)
+    top = max(_n_of(s) for s in subsets)
+    lines = [f"OLS {measure} ~ beta_0 + sum_p beta_p [position = p] (position 1 = baseline); SE clustered by segment set"]
+    lines.append(f"{'subset':<10} {'model':<{width}} {'beta_0':>15}  " + "  ".join(f"{'beta_' + str(i):>24}" for i in range(2, top + 1)))
+    for subset in subsets:
+        for k, (name, per_subset) in enumerate(runs.items()):
+            scores = per_subset.get(subset)
+            if scores is None or scores.get(f"{p}beta_0") is None:
+                continue
+            cells = []
+            for i in range(2, top + 1):
+                beta = scores.get(f"{p}beta_{i}")
+                cells.append(f"{'':>24}" if beta is None else
+                             f"{beta:+.3f} ({_se(scores, f'{p}beta_{i}')}) {_pvalue(scores.get(f'{p}beta_{i}_pvalue'))}".rjust(24))
+            lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {scores[f'{p}beta_0']:>7.3f} ({_se(scores, f'{p}beta_0')})  "
+                         + "  ".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def format_mixed(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], subsets: list[str]) -> str:
+    lines = []
+    for subset in subsets:
+        for name, per_subset in runs.items():
+            scores = per_subset.get(subset)
+            if not scores or not scores.get("mixed"):
+                continue
+            lead, later = scores["lead_language"], scores["later_language"]
+            text = (f"{subset} {name}: position 1 ({lead}) minus later positions ({later}) = {scores['lead_vs_later']:+.3f} "
+                    f"({_se(scores, 'lead_vs_later')}) {_pvalue(scores['lead_vs_later_pvalue'])}")
+            if scores.get("language_effect") is not None:
+                text += (f"; {lead} instead of {later}, net of position = {scores['language_effect']:+.3f} "
+                         f"({_se(scores, 'language_effect')}) {_pvalue(scores['language_effect_pvalue'])}"
+                         f" [pooled with {', '.join(scores['language_effect_pooled_with'])}]")
+            lines.append(text)
+    return ("lead vs later language (mixed instances)\n" + "\n".join(lines) + "\n") if lines else ""
+
+
+def _n_of(subset: str) -> int:
+    from ..permutation.instances import LanguageConfig
+
+    return LanguageConfig.parse(subset).n
+
+
+def _se(scores: Mapping[str, Any], key: str) -> str:
+    se = scores.get(f"{key}_se")
+    return "n/a" if se is None else f"{se:.3f}"
+
+
+def _pvalue(p: float | None) -> str:
+    if p is None:
+        return "p=n/a"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"

