@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     calibrations = _calibrations(args.calibration)
-    subsets = _ordered(args.subsets)
+    subsets = _ordered(_readable(args.subsets))
     model_name = args.model or minilm_path()
     base = SentenceTransformer(model_name, device=args.device or ("cpu" if args.model is None else None))
     experiment = _model_settings(base, args)
@@ -177,6 +177,21 @@ def _task_and_corpus(args: argparse.Namespace) -> tuple[type, Any]:
     if source.count("/") == 1 and not source.endswith((".jsonl", ".parquet", ".ndjson")):
         return PermutationFairness, load_hf_corpus(source, revision=getattr(args, "corpus_revision", None))
     raise FileNotFoundError(f"--corpus {source}: no such file or folder (a Hugging Face dataset id looks like owner/name).")
+
+
+def _readable(subsets: list[str]) -> list[str]:
+    """The subset names, or one error naming every name that is not one (with the reason of the first)."""
+    from ..permutation.instances import LanguageConfig
+
+    reasons = {}
+    for name in subsets:
+        try:
+            LanguageConfig.parse(name)
+        except ValueError as err:
+            reasons[name] = str(err)
+    if reasons:
+        raise ValueError(f"unknown subset(s) {list(reasons)}: {next(iter(reasons.values()))}")
+    return subsets
 
 
 def _check_subsets(task: Any, subsets: list[str]) -> None:
