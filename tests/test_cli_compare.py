@@ -229,5 +229,10 @@ def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
 
     effects = effect_tables(found)
     assert "| subset | beta_2 | beta_3 | beta_4 |" in effects and "-0.0800 (0.0100) p<0.001" in effects
+    from mteb_fairpos.cli.compare import main_table  # #15: like with like: no mean across the subsets
+
+    table = main_table(found)
+    assert "| model | PermutationFairnessSample: n3_en | PermutationFairnessSample: n4_en |" in table
+    assert "| 0.9167 | 0.8400 |" in table and "not averaged" in table
     (tmp_path / "out").mkdir()
     assert plot_profiles(found, tmp_path / "out")[0].read_bytes()[:8] == PNG

@@ -61,18 +61,29 @@ def profile_rows(found: Collection) -> list[dict[str, Any]]:
 
 
 def main_table(found: Collection) -> str:
-    tasks = found.tasks
-    lines = ["| model | " + " | ".join(tasks) + " |", "|---|" + "---:|" * len(tasks)]
+    """Models x tasks. A probe task's subsets are separate estimates (other languages, other n), so
+    it gets one column per subset with that subset's fairness instead of a mean across them."""
+    columns: list[tuple[str, str | None]] = []
+    for task in found.tasks:
+        subsets = [f for f in _families(found, task) if f and not f.startswith("tau ")]
+        columns += [(task, subset) for subset in subsets] or [(task, None)]
+    header = [task if subset is None else f"{task}: {subset}" for task, subset in columns]
+    lines = ["| model | " + " | ".join(header) + " |", "|---|" + "---:|" * len(columns)]
     for model in found.models:
         cells = []
-        for task in tasks:
+        for task, subset in columns:
             scores = found.get(model, task)
-            if scores is None:
+            if scores is None or (subset is not None and not scores.profiles.get(subset)):
                 cells.append("—")
+            elif subset is not None:
+                cells.append(format_score(fairness.min_max_ratio(scores.profiles[subset].values())))
             else:
                 cell = format_score(scores.main_score)
                 cells.append(cell + (" (partial)" if scores.status == "partial" else ""))
         lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + " |")
+    if any(subset is not None for _, subset in columns):
+        lines += ["", "Probe tasks: one column per subset (position_fairness of that subset; subsets of other languages "
+                  "or n are not averaged)."]
     return "\n".join(lines)
 
 
