@@ -8,7 +8,19 @@ uncalibrated queries. Inside it, calibrated layers:
 * cls / last pooling: run fused SDPA for every row, then recompute only the pooling row
   (one ``q . K^T`` per head, softmax, basket arithmetic, one product with ``V``) and write it
   over the SDPA output; the ``L x L`` matrix is never built;
-* mean pooling: compute every row in query tiles, so memory stays bounded by the tile.
+* mean pooling: every valid row is calibrated. Calibration rescales each content basket of a
+  row by one factor, and the calibrated (alpha = 1) mass of a row's non-empty baskets is the same
+  for all of them (:func:`~mteb_fairpos.calibration.basket_targets`). So a calibrated row is
+
+      out_i = (1 - a) (plain_i - sum_j A_ij v_j) + a t_i sum_{b non-empty} o_ib + sum_j A'_ij v_j
+
+  with ``plain_i`` the fused attention output over all keys, ``o_ib`` the fused output over the keys
+  of basket ``b`` alone, ``A_ij`` the original and ``A'_ij`` the calibrated probability of isolated
+  token ``j``, and ``t_i`` the basket target. Fused kernels that also return each row's
+  log-sum-exp give every mass (``A_ib = exp(lse_ib - lse_i)``), so no probability matrix is built
+  and memory stays at one extra output (:func:`grouped_mean_rows`). Where no such kernel is
+  available the rows are computed in query tiles with an explicit softmax
+  (:func:`tiled_mean_rows`, also the second reference); :func:`mean_kernel` selects one.
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .calibration import BasketLayout, basket_layout, calibrate_rows
+from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, first_valid
 from .config import CalibrationConfig, ConfigError, Pooling
 
 ATTENTION_NAME = "fairpos"
@@ -169,13 +181,9 @@ def calibrated_attention(
     layout = state.layout
     strength = state.plan.config.strength
 
-    if layout.query_rows is None:  # mean pooling: every valid row, tile by tile
-        output = torch.empty(query.shape[0], query.shape[2], query.shape[1], value.shape[-1], dtype=value.dtype, device=value.device)
-        tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
-        for start in range(0, query.shape[2], tile):
-            rows = torch.arange(start, min(start + tile, query.shape[2]), device=query.device)
-            output[:, rows] = _rows_output(query[:, :, rows], rows, key, value, attention_mask, causal, scaling, layout, strength)
-        return output, None
+    if layout.query_rows is None:  # mean pooling: every valid row
+        kernel = MEAN_KERNELS[_MEAN_KERNEL.get()]
+        return kernel(query, key, value, attention_mask, causal, scaling, layout, strength), None
 
     output, _ = sdpa_attention_forward(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
@@ -186,6 +194,211 @@ def calibrated_attention(
     pooled = _rows_output(pooled_query, rows[:, None], key, value, attention_mask, causal, scaling, layout, strength)
     output[batch, rows] = pooled[:, 0]
     return output, None
+
+
+def tiled_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool,
+                    scaling: float, layout: BasketLayout, strength: float) -> Tensor:
+    """Every row with an explicit softmax, query tile by query tile (memory bounded by the tile)."""
+    output = torch.empty(query.shape[0], query.shape[2], query.shape[1], value.shape[-1], dtype=value.dtype, device=value.device)
+    tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
+    for start in range(0, query.shape[2], tile):
+        rows = torch.arange(start, min(start + tile, query.shape[2]), device=query.device)
+        output[:, rows] = _rows_output(query[:, :, rows], rows, key, value, attention_mask, causal, scaling, layout, strength)
+    return output
+
+
+def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool,
+                      scaling: float, layout: BasketLayout, strength: float) -> Tensor:
+    """Every row from fused attention over key groups (see the module docstring); returns (N, L, H, D).
+
+    One fused pass per content basket (its keys gathered, at most ``basket_size`` of them) gives
+    ``o_ib`` and its log-sum-exp; the isolated tokens are one key each. The plain output and each
+    row's log-sum-exp are accumulated from the groups as flash attention does across key blocks,
+    so no pass over all keys is needed. Sums are kept in fp32.
+    """
+    n, h, length, d = query.shape
+    keys = key.shape[2]
+    key_only = _key_only(attention_mask, layout, causal)
+
+    iso = layout.isolated  # (N, n_iso)
+    v_iso = _gather_keys(value, iso).float()
+    iso_scores = _grouped_matmul(query, _gather_keys(key, iso).transpose(-1, -2)).float() * scaling
+    iso_allowed = _allowed(attention_mask, layout, causal, iso, torch.ones_like(iso, dtype=torch.bool), length, key_only)
+    iso_scores = iso_scores.masked_fill(~iso_allowed, float("-inf"))
+    if not key_only and attention_mask is not None and attention_mask.dtype != torch.bool:
+        iso_scores = iso_scores + _gather_columns(attention_mask, iso, length).float()
+    lse = torch.logsumexp(iso_scores, dim=-1)  # running log-sum-exp of every key seen so far
+    plain = _grouped_matmul(_softmax_or_zero(iso_scores, lse), v_iso)  # running plain output
+
+    size = int(layout.basket.eq(0).sum(1).max()) or 1  # keys per basket (the basket size, or fewer)
+    first = first_valid(layout.basket >= 0)  # content is contiguous: its first key, per sequence
+    slots = torch.arange(size, device=query.device)
+    summed = torch.zeros(n, h, length, d, dtype=torch.float32, device=query.device)
+    baskets = []
+    for b in range(int(layout.n_baskets.max())):
+        position = first[:, None] + b * size + slots[None, :]  # (N, size)
+        index = position.clamp(max=keys - 1)
+        present = (layout.basket.gather(1, index) == b) & (position < keys)
+        allowed = _allowed(attention_mask, layout, causal, index, present, length, key_only)  # (N, 1, L|1, size)
+        bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill_(~allowed, float("-inf"))
+        if not key_only and attention_mask is not None and attention_mask.dtype != torch.bool:
+            bias = bias + _gather_columns(attention_mask, index, length).to(query.dtype)
+        out_b, lse_b = attention_with_lse(query, _gather_keys(key, index), _gather_keys(value, index), bias, scaling)
+        visible = allowed.any(-1)  # (N, 1, L|1): rows that see a key of this basket
+        lse_b = lse_b.masked_fill(~visible, float("-inf"))
+        out_b = out_b.float()
+        lse = _merge_into(plain, lse, out_b, lse_b)
+        summed += out_b if bool(visible.all()) else torch.where(visible[..., None], out_b, 0.0)
+        baskets.append((lse_b, index, bias))
+
+    # A basket a row sees but whose mass underflows to 0 is empty for SPEC 1.3, as in the explicit
+    # softmax; such rows are rare (logit gaps over ~100), so their basket output is recomputed then.
+    n_filled = torch.zeros(n, h, length, 1, dtype=torch.float32, device=query.device)
+    for lse_b, index, bias in baskets:
+        mass = torch.exp(lse_b - lse)
+        filled = torch.isfinite(lse_b) & (mass > 0)
+        n_filled += filled[..., None]
+        underflow = torch.isfinite(lse_b) & ~filled
+        if bool(underflow.any()):
+            out_b, _ = attention_with_lse(query, _gather_keys(key, index), _gather_keys(value, index), bias, scaling)
+            summed -= torch.where(underflow[..., None], out_b.float(), 0.0)
+
+    a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
+    target, iso_target = basket_targets(n_filled, a_iso, layout)
+    iso_new = strength * iso_target + (1 - strength) * a_iso
+    content = (1 - strength) * (plain - _grouped_matmul(a_iso, v_iso)) + strength * target * summed
+    calibrated = content + _grouped_matmul(iso_new, v_iso)
+    rows = layout.row_mask()[:, None, :, None] & torch.isfinite(lse)[..., None]  # a row that sees no key stays 0
+    out = torch.where(rows, calibrated, plain).to(value.dtype)
+    return out.transpose(1, 2)
+
+
+def _merge_into(out: Tensor, lse: Tensor, out_new: Tensor, lse_new: Tensor) -> Tensor:
+    """Fold a normalised attention output over new keys into ``out`` (in place) by the two
+    log-sum-exps; returns the log-sum-exp over all keys."""
+    total = torch.logaddexp(lse, lse_new)
+    seen = torch.isfinite(total)
+    old_weight = torch.where(seen, torch.exp(lse - total), 0.0)[..., None]
+    new_weight = torch.where(seen, torch.exp(lse_new - total), 0.0)[..., None]
+    out.mul_(old_weight).addcmul_(out_new, new_weight)
+    return total
+
+
+def _softmax_or_zero(scores: Tensor, lse: Tensor) -> Tensor:
+    """exp(scores - lse), with 0 where a row sees no key at all (instead of NaN)."""
+    return torch.where(torch.isfinite(lse)[..., None], torch.exp(scores - lse[..., None]), 0.0)
+
+
+MEAN_KERNELS = {"grouped": grouped_mean_rows, "tiled": tiled_mean_rows}
+"""The mean-pooling paths by name: ``grouped`` (fused kernels, the default) and ``tiled``."""
+_MEAN_KERNEL: ContextVar[str] = ContextVar("fairpos_mean_kernel", default="grouped")
+
+
+@contextlib.contextmanager
+def mean_kernel(name: str) -> Iterator[None]:
+    """Run the mean-pooling rows of calibrated passes in this block with the named path (benchmarks, tests)."""
+    if name not in MEAN_KERNELS:
+        raise ValueError(f"unknown mean-pooling kernel {name!r}; known: {sorted(MEAN_KERNELS)}.")
+    token = _MEAN_KERNEL.set(name)
+    try:
+        yield
+    finally:
+        _MEAN_KERNEL.reset(token)
+
+
+def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, *,
+                       causal: bool = False) -> tuple[Tensor, Tensor]:
+    """Fused attention that also returns each row's log-sum-exp: (N, H, L, D) output, (N, H, L) fp32.
+
+    Grouped-query attention is folded into the rows (no repeated K and V). On CPU this is PyTorch's
+    fused flash kernel, ``aten::_scaled_dot_product_flash_attention_for_cpu``: a private op, the
+    only one that returns the log-sum-exp there, kept behind this one function
+    (``tests/test_equivalence.py`` checks its contract). Elsewhere, and if the op is missing, an
+    exact explicit computation in query tiles.
+    """
+    n, h, length, d = query.shape
+    kv_heads = key.shape[1]
+    rep = h // kv_heads
+    grouped = query.reshape(n, kv_heads, rep * length, d)
+    if bias is not None and rep > 1 and bias.shape[2] > 1:  # a per-row mask follows the rows of every head
+        bias = bias.repeat(1, 1, rep, 1)
+    if causal and rep > 1:  # rows of the repeated heads keep their own positions
+        keys = key.shape[2]
+        row = torch.arange(length, device=query.device).repeat(rep)
+        bias = torch.where(torch.arange(keys, device=query.device)[None, :] <= row[:, None], 0.0, float("-inf"))
+        bias, causal = bias.to(query.dtype)[None, None], False
+    flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if query.device.type == "cpu" and flash is not None:
+        out, lse = flash(grouped, key, value, 0.0, causal, attn_mask=bias, scale=scaling)
+    else:
+        out, lse = _explicit_with_lse(grouped, key, value, bias, scaling, causal)
+    return out.reshape(n, h, length, -1), lse.float().reshape(n, h, length)
+
+
+def _explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float,
+                       causal: bool) -> tuple[Tensor, Tensor]:
+    outs, lses = [], []
+    tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
+    for start in range(0, query.shape[2], tile):
+        stop = min(start + tile, query.shape[2])
+        scores = (query[:, :, start:stop] @ key.transpose(-1, -2)).float() * scaling
+        if bias is not None:
+            scores = scores + bias[:, :, start:stop].float() if bias.shape[2] > 1 else scores + bias.float()
+        if causal:
+            keys = torch.arange(key.shape[2], device=query.device)
+            scores = scores.masked_fill(keys[None, :] > torch.arange(start, stop, device=query.device)[:, None], float("-inf"))
+        lse = torch.logsumexp(scores, dim=-1)
+        probs = torch.exp(scores - lse[..., None]).nan_to_num(0.0)
+        outs.append((probs.to(value.dtype) @ value))
+        lses.append(torch.where(torch.isfinite(lse), lse, 0.0))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def _grouped_matmul(left: Tensor, right: Tensor) -> Tensor:
+    """(N, H, L, X) @ (N, H_kv, X, Y) -> (N, H, L, Y), grouped-query heads without repeating the right side."""
+    n, h, length, x = left.shape
+    kv_heads = right.shape[1]
+    return (left.reshape(n, kv_heads, (h // kv_heads) * length, x) @ right).reshape(n, h, length, -1)
+
+
+def _gather_keys(tensor: Tensor, index: Tensor) -> Tensor:
+    """(N, H_kv, K, D) gathered at (N, S) key positions -> (N, H_kv, S, D)."""
+    n, kv_heads, _, d = tensor.shape
+    return tensor.gather(2, index[:, None, :, None].expand(n, kv_heads, index.shape[1], d))
+
+
+def _key_only(attention_mask: Tensor | None, layout: BasketLayout, causal: bool) -> bool:
+    """Whether the model's mask only hides padded keys (the same for every row), so per-basket masks
+    need no row dimension; checked against the mask itself, never assumed."""
+    if causal:
+        return False
+    if attention_mask is None:
+        return True
+    if attention_mask.dtype != torch.bool:
+        return False
+    padding = layout.key_valid[:, None, None, :]
+    return bool((attention_mask == padding).all())
+
+
+def _gather_columns(attention_mask: Tensor, index: Tensor, length: int) -> Tensor:
+    """The model's mask at key positions ``index`` ((N, S)) for every row: (N, 1|H, L, S)."""
+    mask = attention_mask.expand(index.shape[0], -1, length, -1)
+    return mask.gather(3, index[:, None, None, :].expand(-1, mask.shape[1], length, -1))
+
+
+def _allowed(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, index: Tensor, present: Tensor,
+             length: int, key_only: bool) -> Tensor:
+    """Bool (N, 1, L, S), or (N, 1, 1, S) for key-only masks: which rows may attend to the keys at
+    ``index`` ((N, S)); ``present`` marks the slots that hold a key of the group."""
+    valid = present & layout.key_valid.gather(1, index)
+    if key_only:
+        return valid[:, None, None, :]
+    if attention_mask is not None:
+        picked = _gather_columns(attention_mask, index, length)
+        allowed = picked if picked.dtype == torch.bool else picked > torch.finfo(picked.dtype).min / 2
+        return allowed & present[:, None, None, :]
+    rows = torch.arange(length, device=index.device)[None, None, :, None]
+    return valid[:, None, None, :] & (index[:, None, None, :] <= rows)
 
 
 def _rows_output(

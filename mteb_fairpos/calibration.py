@@ -8,7 +8,9 @@ nnsight reference (:mod:`mteb_fairpos.reference`):
   are calibrated;
 * :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities;
   :func:`basket_weights` is its arithmetic, which needs only each row's basket masses and
-  isolated-token probabilities: calibration scales every key of a basket by one factor.
+  isolated-token probabilities: calibration scales every key of a basket by one factor;
+  :func:`basket_targets` is steps 1-4 alone, the calibrated mass of a basket, which is the same
+  for every non-empty basket of a row.
 
 Everything is vectorised over batch, heads and rows; left and right padding are handled
 alike because positions are counted among *valid* tokens only.
@@ -140,18 +142,35 @@ def basket_weights(basket_mass: Tensor, original_iso: Tensor, layout: BasketLayo
         ``factor`` (N, H, R, n_b): every key of basket ``b`` is multiplied by it (proportions
         inside a basket are kept), and ``isolated`` (N, H, R, n_iso): the new probability of each
         isolated token. Padded keys stay 0.
+    """
+    filled = basket_mass > 0
+    target, iso_target = basket_targets(filled.sum(-1, keepdim=True), original_iso, layout)
+    # Step 5: blend. Within a basket every key is scaled by the same factor, so the blended row is
+    # the original row times a per-basket factor.
+    per_basket = target / torch.where(filled, basket_mass, 1) * filled
+    factor = strength * per_basket + (1 - strength)
+    return factor, strength * iso_target + (1 - strength) * original_iso
+
+
+def basket_targets(n_filled: Tensor, original_iso: Tensor, layout: BasketLayout) -> tuple[Tensor, Tensor]:
+    """SPEC 1.3 steps 1-4: the calibrated (alpha = 1) mass of each non-empty content basket, the same
+    for all of them, and the calibrated probability of each isolated token.
+
+    They depend only on how many content baskets of the row hold attention (``n_filled``,
+    (N, H, R, 1)) and on the isolated tokens' original probabilities (``original_iso``,
+    (N, H, R, n_iso)); that is what lets fused kernels compute a calibrated row from per-group
+    outputs without the probability matrix.
 
     SPEC 1.3 leaves one case open: isolated shares that add up to more than 1 (e.g. an
     "original" BOS holding 0.9 of the row plus an "equal" EOS share of 1/3). Content then gets
     nothing and step 4 scales the shares down to sum to 1, so the row stays a distribution.
     """
-    dtype = basket_mass.dtype
+    dtype = original_iso.dtype
     n_iso = original_iso.shape[-1]
     n_total = (layout.n_baskets + n_iso).to(dtype)[:, None, None, None]
-    filled = basket_mass > 0
 
     # Step 1: c_k = a_k / A_b(k) / n_total, so the content part sums to (#non-empty baskets) / n_total.
-    content_total = filled.sum(-1, keepdim=True).to(dtype) / n_total
+    content_total = n_filled.to(dtype) / n_total
 
     # Step 2: each isolated token's share under its policy.
     shares = torch.stack(
@@ -168,12 +187,7 @@ def basket_weights(basket_mass: Tensor, original_iso: Tensor, layout: BasketLayo
     # Step 4: normalise; the row total is known in closed form.
     total = content_total * rescale + share_total
     total = torch.where(total > 0, total, 1)
-
-    # Step 5: blend. Within a basket every key is scaled by the same factor, so the blended row is
-    # the original row times a per-basket factor.
-    per_basket = rescale / (n_total * total) / torch.where(filled, basket_mass, 1) * filled
-    factor = strength * per_basket + (1 - strength)
-    return factor, strength * shares / total + (1 - strength) * original_iso
+    return rescale / (n_total * total), shares / total
 
 
 def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:

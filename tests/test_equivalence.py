@@ -137,10 +137,11 @@ def test_mean_pooling_in_query_tiles(transformers_modules, monkeypatch, architec
     model = st_model(transformers_modules[architecture], "mean", padding)
     config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
     fair = FairSentenceTransformer(model, config)
-    whole = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    whole = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)  # the fused group path
     monkeypatch.setattr(fast_backend, "TILE_ELEMENTS", 3 * 4 * 40 * 5)  # a few query rows per tile
     monkeypatch.setattr(reference_module, "ROW_TILE_ELEMENTS", 3 * 4 * 40 * 3)
-    tiled = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    with fast_backend.mean_kernel("tiled"):  # #11: the fallback path, forced
+        tiled = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
     reference = reference_embeddings(fair, TEXTS, config, batch_size=3)
     assert (tiled - whole).abs().max().item() <= TOLERANCE
     assert (tiled - reference).abs().max().item() <= TOLERANCE

@@ -1,0 +1,126 @@
+"""#11: mean pooling through fused attention over key groups, against the explicit calibrated softmax.
+
+The model-level equivalence with the nnsight reference is in ``test_equivalence.py`` (it runs this
+path by default); here the kernel itself: the private CPU op's contract, grouped-query heads,
+causal and padded masks, every share policy, half precision, fully masked rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mteb_fairpos.attention import (
+    _explicit_with_lse,
+    attention_with_lse,
+    grouped_mean_rows,
+    mean_kernel,
+    tiled_mean_rows,
+)
+from mteb_fairpos.calibration import basket_layout
+from mteb_fairpos.config import CalibrationConfig
+
+
+def _inputs(n=3, heads=4, kv_heads=4, length=23, dim=8, seed=0, dtype=torch.float32):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, heads, length, dim, generator=generator) * 2
+    k = torch.randn(n, kv_heads, length, dim, generator=generator) * 2
+    v = torch.randn(n, kv_heads, length, dim, generator=generator)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def _padding(n, length, lengths, side="right"):
+    mask = torch.zeros(n, length, dtype=torch.long)
+    for i, size in enumerate(lengths):
+        if side == "right":
+            mask[i, :size] = 1
+        else:
+            mask[i, length - size:] = 1
+    return mask
+
+
+def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
+    """Fails loudly if a torch release changes the private op behind attention_with_lse."""
+    assert hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu")
+    q, k, v = _inputs(kv_heads=2)
+    bias = torch.zeros(3, 1, 23, 23).masked_fill_(torch.rand(3, 1, 23, 23, generator=torch.Generator().manual_seed(1)) < 0.3,
+                                                   float("-inf"))
+    bias[..., 0] = 0.0  # every row sees at least one key
+    out, lse = attention_with_lse(q, k, v, bias, 0.35)
+    grouped_q = q.reshape(3, 2, 2 * 23, 8)
+    expected_out, expected_lse = _explicit_with_lse(grouped_q, k, v, bias.repeat(1, 1, 2, 1), 0.35, False)
+    assert lse.dtype == torch.float32 and lse.shape == (3, 4, 23)
+    assert torch.allclose(lse, expected_lse.reshape(3, 4, 23), atol=1e-5)
+    assert torch.allclose(out, expected_out.reshape(3, 4, 23, 8), atol=1e-5)
+    scores = (q @ k.repeat_interleave(2, dim=1).transpose(-1, -2)) * 0.35 + bias
+    assert torch.allclose(lse, torch.logsumexp(scores, -1), atol=1e-5)
+
+
+CASES = [
+    ("right", False, CalibrationConfig(basket_size=4, strength=1.0, pooling="mean")),
+    ("left", False, CalibrationConfig(basket_size=5, strength=0.5, pooling="mean")),
+    ("right", True, CalibrationConfig(basket_size=4, strength=1.0, pooling="mean")),
+    ("left", True, CalibrationConfig(basket_size=3, strength=0.7, pooling="mean")),
+    ("right", False, CalibrationConfig(basket_size=4, strength=1.0, pooling="mean", isolate_bos=True, bos_share="original",
+                                       isolate_eos=True, eos_share="equal")),
+    ("left", True, CalibrationConfig(basket_size=4, strength=0.5, pooling="mean", isolate_bos=True, bos_share=0.3,
+                                     isolate_eos=True, eos_share="original")),
+    ("right", False, CalibrationConfig(basket_size=2, strength=1.0, pooling="mean", isolate_bos=True, bos_share=0.9,
+                                       isolate_eos=True, eos_share="equal")),  # shares above 1
+]
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+@pytest.mark.parametrize(("side", "causal", "config"), CASES)
+def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config, kv_heads):
+    q, k, v = _inputs(kv_heads=kv_heads)
+    padding = _padding(3, 23, (23, 17, 9), side)
+    layout = basket_layout(padding, "mean", config.basket_size, config.isolated_tokens("mean"))
+    valid = padding.bool()
+    mask = valid[:, None, None, :].expand(3, 1, 23, 23)
+    if causal:
+        mask = mask & torch.ones(23, 23, dtype=torch.bool).tril()
+    for given in (mask, torch.zeros(mask.shape).masked_fill_(~mask, torch.finfo(torch.float32).min)):
+        grouped = grouped_mean_rows(q, k, v, given, causal, 0.35, layout, config.strength)
+        explicit = tiled_mean_rows(q, k, v, given, causal, 0.35, layout, config.strength)
+        rows = valid[:, :, None, None]  # padded query rows are never pooled
+        assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
+
+
+def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero():
+    q, k, _ = _inputs()
+    ones = torch.ones(3, 4, 23, 8)
+    padding = _padding(3, 23, (23, 17, 9))
+    config = CalibrationConfig(basket_size=4, strength=1.0, pooling="mean", isolate_bos=True, bos_share=0.2)
+    layout = basket_layout(padding, "mean", 4, config.isolated_tokens("mean"))
+    mask = padding.bool()[:, None, None, :].expand(3, 1, 23, 23).clone()
+    mask[0, :, 5] = False  # a query row that sees no key at all
+    out = grouped_mean_rows(q, k, ones, mask, False, 0.35, layout, 1.0)  # values of 1: the output is the row sum
+    assert not torch.isnan(out).any()
+    assert torch.equal(out[0, 5], torch.zeros(4, 8))
+    rows = padding.bool().clone()
+    rows[0, 5] = False
+    assert torch.allclose(out[rows], torch.ones_like(out[rows]), atol=1e-6)
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.bfloat16, 3e-2), (torch.float16, 5e-3)])
+def test_half_precision_follows_fp32(dtype, tolerance):
+    """Log-sum-exps and sums are kept in fp32, so half precision differs from fp32 by its rounding only."""
+    q, k, v = _inputs()
+    padding = _padding(3, 23, (23, 17, 9), "left")
+    config = CalibrationConfig(basket_size=4, strength=0.5, pooling="mean", isolate_eos=True)
+    layout = basket_layout(padding, "mean", 4, config.isolated_tokens("mean"))
+    mask = padding.bool()[:, None, None, :].expand(3, 1, 23, 23)
+    reference = grouped_mean_rows(q, k, v, mask, False, 0.35, layout, 0.5)
+    half = grouped_mean_rows(q.to(dtype), k.to(dtype), v.to(dtype), mask, False, 0.35, layout, 0.5)
+    assert half.dtype == dtype and not torch.isnan(half).any()
+    rows = padding.bool()
+    assert (half.float()[rows] - reference[rows]).abs().max().item() <= tolerance
+    ones = grouped_mean_rows(q.to(dtype), k.to(dtype), torch.ones_like(v, dtype=dtype), mask, False, 0.35, layout, 0.5)
+    assert (ones.float()[rows] - 1).abs().max().item() <= tolerance  # rows sum to 1 within the dtype
+
+
+def test_an_unknown_kernel_name_is_refused():
+    with pytest.raises(ValueError, match="unknown mean-pooling kernel 'fast'"):
+        with mean_kernel("fast"):
+            pass
