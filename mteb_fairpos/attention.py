@@ -416,14 +416,15 @@ def _rows_output(
     n, h, r, d = query.shape
     kv_heads = key.shape[1]
     grouped = query.reshape(n, kv_heads, (h // kv_heads) * r, d)  # GQA without repeating K and V
-    scores = (grouped @ key.transpose(-1, -2)).view(n, h, r, -1) * scaling
+    # scores, softmax, calibration and the product with V in fp32, whatever the model's dtype
+    scores = (grouped.float() @ key.float().transpose(-1, -2)).view(n, h, r, -1) * scaling
     scores = scores + _row_bias(attention_mask, rows, key.shape[2], causal, layout, scores.dtype)
     probs = torch.softmax(scores, dim=-1)
     row_positions = rows if rows.dim() == 1 else None
     row_mask = layout.row_mask(row_positions) if row_positions is not None else layout.active[:, None].expand(n, r)
-    probs = calibrate_rows(probs, layout, strength, row_mask).to(value.dtype)
-    out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value).view(n, h, r, -1)
-    return out.transpose(1, 2)
+    probs = calibrate_rows(probs, layout, strength, row_mask)
+    out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value.float()).view(n, h, r, -1)
+    return out.transpose(1, 2).to(value.dtype)
 
 
 def _row_bias(

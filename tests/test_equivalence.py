@@ -310,3 +310,14 @@ def test_softmax_changing_arguments_are_refused_not_ignored(argument):
                 calibrated_attention(module, q, k, v, None, **{argument: torch.zeros(1)})
             with plan.applied(mask):  # the same call without it is calibrated
                 assert calibrated_attention(module, q, k, v, None, **{argument: None})[0].shape == (1, 24, 4, 8)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_a_two_percent_strength_change_is_caught(transformers_modules, pooling):
+    """The 1e-5 tolerance is tight enough to see a wrong strength: the comparison is not vacuous (#11)."""
+    model = st_model(transformers_modules["bert"], pooling, "right")
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=0.5)
+    mutated = FairSentenceTransformer(model, config.replace(strength=0.51))
+    fast = mutated.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+    reference = reference_embeddings(FairSentenceTransformer(model, config), TEXTS, config, batch_size=3)
+    assert (fast - reference).abs().max().item() > 10 * TOLERANCE

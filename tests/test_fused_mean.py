@@ -124,3 +124,38 @@ def test_an_unknown_kernel_name_is_refused():
     with pytest.raises(ValueError, match="unknown mean-pooling kernel 'fast'"):
         with mean_kernel("fast"):
             pass
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_model_is_calibrated_like_fp32(tmp_path_factory, pooling, dtype):
+    """A whole model in bf16/fp16: calibration adds no error beyond the model's own rounding (the plain
+    model's half-vs-fp32 difference is the yardstick), and no NaN."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import test_equivalence as equivalence
+
+    from mteb_fairpos import FairSentenceTransformer
+
+    tokenizer = equivalence._tokenizer_dir(tmp_path_factory)
+    transformer = equivalence.build_transformer(equivalence.tiny_configs()["bert"], tmp_path_factory, tokenizer)
+    model = equivalence.st_model(transformer, pooling, "right")
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
+    texts = equivalence.TEXTS
+
+    def both():
+        plain = model.encode_document(texts, convert_to_tensor=True, batch_size=3)
+        fair = FairSentenceTransformer(model, config).encode_document(texts, convert_to_tensor=True, batch_size=3)
+        return plain.float(), fair
+
+    plain32, fair32 = both()
+    model.to(dtype)
+    plain16, fair16 = both()
+    assert fair16.dtype == dtype and not torch.isnan(fair16).any()
+    rounding = (plain16 - plain32).abs().max().item()
+    error = (fair16.float() - fair32).abs().max().item()
+    assert error <= 2 * rounding + 1e-3, (error, rounding)
+    # and the half-precision result is the calibrated one, not the plain one
+    assert (fair16.float() - fair32).abs().mean() < (fair16.float() - plain32).abs().mean()
