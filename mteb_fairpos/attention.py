@@ -219,6 +219,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     n, h, length, d = query.shape
     keys = key.shape[2]
     key_only = _key_only(attention_mask, layout, causal)
+    query = query.contiguous()  # once per layer, not once per basket
 
     iso = layout.isolated  # (N, n_iso)
     v_iso = _gather_keys(value, iso).float()
@@ -250,6 +251,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
         lse = _merge_into(plain, lse, out_b, lse_b)
         summed += out_b if bool(visible.all()) else torch.where(visible[..., None], out_b, 0.0)
         baskets.append((lse_b, index, bias))
+        del out_b  # before the next basket's output is allocated
 
     # A basket a row sees but whose mass underflows to 0 is empty for SPEC 1.3, as in the explicit
     # softmax; such rows are rare (logit gaps over ~100), so their basket output is recomputed then.
@@ -266,11 +268,13 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
     target, iso_target = basket_targets(n_filled, a_iso, layout)
     iso_new = strength * iso_target + (1 - strength) * a_iso
-    content = (1 - strength) * (plain - _grouped_matmul(a_iso, v_iso)) + strength * target * summed
-    calibrated = content + _grouped_matmul(iso_new, v_iso)
+    # out = (1 - a) (plain - iso part) + a t summed + new iso part, in place: memory stays at a few outputs
+    calibrated = summed.mul_(strength * target).add_(plain, alpha=1 - strength)
+    if iso.shape[1]:
+        calibrated.add_(_grouped_matmul(iso_new - (1 - strength) * a_iso, v_iso))
     rows = layout.row_mask()[:, None, :, None] & torch.isfinite(lse)[..., None]  # a row that sees no key stays 0
-    out = torch.where(rows, calibrated, plain).to(value.dtype)
-    return out.transpose(1, 2)
+    out = calibrated.sub_(plain).mul_(rows).add_(plain)  # calibrated rows, plain ones elsewhere, in place
+    return out.to(value.dtype).transpose(1, 2)
 
 
 def _merge_into(out: Tensor, lse: Tensor, out_new: Tensor, lse_new: Tensor) -> Tensor:
