@@ -88,3 +88,10 @@ def test_a_hub_corpus_id_goes_to_the_hub_and_says_so_when_offline(tmp_path, caps
     assert main(["probe", "--corpus", "someone/not-cached-corpus", "--output", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "someone/not-cached-corpus" in err and "local corpus file" in err
+
+
+def test_an_empty_corpus_is_named_as_such(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["probe", "--corpus", str(empty), "--output", str(tmp_path / "o")]) == 2
+    assert "holds no texts" in capsys.readouterr().err

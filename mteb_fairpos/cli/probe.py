@@ -199,6 +199,9 @@ def _check_subsets(task: Any, subsets: list[str]) -> None:
     unknown = [name for name in subsets if name not in valid]
     if unknown:
         corpus = task.corpus_override
+        if corpus is not None and not corpus.languages:
+            raise ValueError(f"the corpus {corpus.source} holds no texts (one row per topic: "
+                             '{"id": ..., "texts": {"en": ..., "de": ...}}).')
         have = f"the corpus has {list(corpus.languages)}; " if corpus is not None else ""
         raise ValueError(f"subset(s) {unknown} cannot be built: {have}valid: {' '.join(valid)}.")
 

@@ -108,18 +108,15 @@ def settings_suffix(*, corpus: ComparableCorpus | None = None, num_sets: Mapping
     if num_sets is not None:
         counts = set(num_sets.values())
         parts.append(f"sets-{counts.pop()}" if len(counts) == 1 else "sets-" + "-".join(f"n{n}x{k}" for n, k in sorted(num_sets.items())))
-    if orders_per_set is not None:
-        parts.append(f"orders-{orders_per_set}")
-    if segment_window is not None:
-        parts.append(f"window-{segment_window[0]}-{segment_window[1]}")
-    if max_document_tokens is not None:
-        parts.append(f"maxlen-{max_document_tokens}")
-    if segment_mode is not None:
-        parts.append(f"mode-{segment_mode}")
-    if length_tolerance is not None:
-        parts.append(f"tolerance-{length_tolerance:g}")
-    if seed is not None:
-        parts.append(f"seed-{seed}")
+    labelled = [
+        ("orders", orders_per_set),
+        ("window", None if segment_window is None else f"{segment_window[0]}-{segment_window[1]}"),
+        ("maxlen", max_document_tokens),
+        ("mode", segment_mode),
+        ("tolerance", None if length_tolerance is None else f"{length_tolerance:g}"),
+        ("seed", seed),
+    ]
+    parts += [f"{label}-{value}" for label, value in labelled if value is not None]
     return ".".join(parts)
 
 
