@@ -310,14 +310,15 @@ def mean_kernel(name: str) -> Iterator[None]:
         _MEAN_KERNEL.reset(token)
 
 
-def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float, *,
-                       causal: bool = False) -> tuple[Tensor, Tensor]:
+def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
+                       scaling: float) -> tuple[Tensor, Tensor]:
     """Fused attention that also returns each row's log-sum-exp: (N, H, L, D) output, (N, H, L) fp32.
 
-    Grouped-query attention is folded into the rows (no repeated K and V). On CPU this is PyTorch's
+    Masks (padding, causal) come in ``bias``, additive. Grouped-query attention is folded into the
+    rows (no repeated K and V). On CPU this is PyTorch's
     fused flash kernel, ``aten::_scaled_dot_product_flash_attention_for_cpu``: a private op, the
     only one that returns the log-sum-exp there, kept behind this one function
-    (``tests/test_equivalence.py`` checks its contract). Elsewhere, and if the op is missing, an
+    (``tests/test_fused_mean.py`` checks its contract). Elsewhere, and if the op is missing, an
     exact explicit computation in query tiles.
     """
     n, h, length, d = query.shape
@@ -326,31 +327,24 @@ def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor |
     grouped = query.reshape(n, kv_heads, rep * length, d)
     if bias is not None and rep > 1 and bias.shape[2] > 1:  # a per-row mask follows the rows of every head
         bias = bias.repeat(1, 1, rep, 1)
-    if causal and rep > 1:  # rows of the repeated heads keep their own positions
-        keys = key.shape[2]
-        row = torch.arange(length, device=query.device).repeat(rep)
-        bias = torch.where(torch.arange(keys, device=query.device)[None, :] <= row[:, None], 0.0, float("-inf"))
-        bias, causal = bias.to(query.dtype)[None, None], False
     flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
     if query.device.type == "cpu" and flash is not None:
-        out, lse = flash(grouped, key, value, 0.0, causal, attn_mask=bias, scale=scaling)
+        out, lse = flash(grouped, key, value, 0.0, False, attn_mask=bias, scale=scaling)
     else:
-        out, lse = _explicit_with_lse(grouped, key, value, bias, scaling, causal)
+        out, lse = _explicit_with_lse(grouped, key, value, bias, scaling)
     return out.reshape(n, h, length, -1), lse.float().reshape(n, h, length)
 
 
-def _explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float,
-                       causal: bool) -> tuple[Tensor, Tensor]:
+def _explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
+                       scaling: float) -> tuple[Tensor, Tensor]:
+    """The same as the fused kernel, computed explicitly in query tiles (a fully masked row: 0, lse 0)."""
     outs, lses = [], []
     tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
     for start in range(0, query.shape[2], tile):
         stop = min(start + tile, query.shape[2])
         scores = (query[:, :, start:stop] @ key.transpose(-1, -2)).float() * scaling
         if bias is not None:
-            scores = scores + bias[:, :, start:stop].float() if bias.shape[2] > 1 else scores + bias.float()
-        if causal:
-            keys = torch.arange(key.shape[2], device=query.device)
-            scores = scores.masked_fill(keys[None, :] > torch.arange(start, stop, device=query.device)[:, None], float("-inf"))
+            scores = scores + (bias[:, :, start:stop] if bias.shape[2] > 1 else bias).float()
         lse = torch.logsumexp(scores, dim=-1)
         probs = torch.exp(scores - lse[..., None]).nan_to_num(0.0)
         outs.append((probs.to(value.dtype) @ value))

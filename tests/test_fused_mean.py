@@ -48,7 +48,7 @@ def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
     bias[..., 0] = 0.0  # every row sees at least one key
     out, lse = attention_with_lse(q, k, v, bias, 0.35)
     grouped_q = q.reshape(3, 2, 2 * 23, 8)
-    expected_out, expected_lse = _explicit_with_lse(grouped_q, k, v, bias.repeat(1, 1, 2, 1), 0.35, False)
+    expected_out, expected_lse = _explicit_with_lse(grouped_q, k, v, bias.repeat(1, 1, 2, 1), 0.35)
     assert lse.dtype == torch.float32 and lse.shape == (3, 4, 23)
     assert torch.allclose(lse, expected_lse.reshape(3, 4, 23), atol=1e-5)
     assert torch.allclose(out, expected_out.reshape(3, 4, 23, 8), atol=1e-5)
