@@ -17,8 +17,6 @@ is nothing to look up, so that step is left out.)
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -39,6 +37,7 @@ from .encoding import (
     encode_documents,
     model_name,
 )
+from .points import content_hash, document_points
 from .records import (
     Document,
     OnError,
@@ -373,15 +372,6 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="doc", disable=not enabled)
 
 
-def _point(pid: str, vectors: dict[str, list[float]], payload: dict[str, Any]) -> models.PointStruct:
-    """A point built from values this module made itself (a UUID string, float lists, JSON payload).
-
-    pydantic validation is skipped: it would only re-check what was just constructed, and it is
-    the largest per-point cost of the writer. qdrant-client serialises the point as usual.
-    """
-    return models.PointStruct.model_construct(id=pid, vector=vectors, payload=payload)
-
-
 class _Writer:
     """Builds points for encoded documents and upserts them in batches (segment points first)."""
 
@@ -397,25 +387,13 @@ class _Writer:
         self.retries = retries
         self.backoff = backoff
         self.late = bool({store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(spec.vectors))
-        self.calibrated = store.VECTOR_CALIBRATED in spec.vectors
-        self.uncalibrated = store.VECTOR_UNCALIBRATED in spec.vectors
-        self._salt = json.dumps([spec.model, spec.calibration, list(spec.vectors), store_text]).encode("utf-8")
         self._hashes: dict[str, tuple[Document, str]] = {}
-        self._doc_ids: dict[str, str] = {}
 
     def content_hash(self, doc: Document) -> str:
-        """Hash of everything a document's points are built from (text, layout, metadata, collection settings)."""
         cached = self._hashes.get(doc.doc_id)
         if cached is not None and cached[0] is doc:
             return cached[1]
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(self._salt)
-        digest.update(f"{len(doc.doc_id)}:{doc.doc_id}{len(doc.text)}:".encode("utf-8"))
-        digest.update(doc.text.encode("utf-8"))
-        digest.update(repr([(s.start, s.end, s.language, s.segment_id) for s in doc.segments]).encode("utf-8"))
-        if doc.metadata:
-            digest.update(json.dumps(doc.metadata, sort_keys=True, default=str).encode("utf-8"))
-        value = digest.hexdigest()
+        value = content_hash(doc, self.spec, store_text=self.store_text)
         self._hashes[doc.doc_id] = (doc, value)
         return value
 
@@ -428,7 +406,6 @@ class _Writer:
             lambda: self.client.retrieve(self.collection, list(ids), with_payload=["content_hash", "n_segments"],
                                          with_vectors=False),
             what="lookup of existing points", retries=self.retries, backoff=self.backoff)
-        self._doc_ids = {doc_id: pid for pid, doc_id in ids.items()}
         return {ids[str(p.id)]: dict(p.payload or {}) for p in found}
 
     def unchanged(self, doc: Document, previous: dict[str, dict]) -> bool:
@@ -468,55 +445,5 @@ class _Writer:
             report.written += sum(1 for p in batch if p.payload["kind"] == store.KIND_DOCUMENT)
 
     def points(self, enc: EncodedDocument) -> list[models.PointStruct]:
-        doc = enc.document
-        spec = self.spec
-        digest = self.content_hash(doc)
-        doc_pid = self._doc_ids.get(doc.doc_id) or store.point_id(self.collection, doc.doc_id, 0)
-        n = len(doc.segments)
-        layout = []
-        for seg, lay in zip(doc.segments, enc.layout):
-            layout.append({
-                "position": seg.position,
-                "char_span": [seg.start, seg.end],
-                "token_span": None if lay.token_span is None else [lay.token_span[0], lay.token_span[1]],
-                "language": seg.language,
-                "segment_id": seg.segment_id,
-                "coverage": lay.coverage,
-            })
-        points = []
-        if self.late:
-            for entry, seg in zip(layout, doc.segments):
-                vector = (enc.late_chunks or {}).get(seg.position)
-                if vector is None:
-                    continue  # cut by truncation: no token, no contextual vector
-                if not self.calibrated:  # an uncalibrated model: its one pass is the uncalibrated vector
-                    vectors = {store.VECTOR_LATE_UNCALIBRATED: vector.tolist()}
-                else:
-                    vectors = {store.VECTOR_LATE: vector.tolist()}
-                    if self.uncalibrated and enc.late_chunks_uncalibrated is not None:
-                        vectors[store.VECTOR_LATE_UNCALIBRATED] = enc.late_chunks_uncalibrated[seg.position].tolist()
-                payload = {"kind": store.KIND_SEGMENT, "doc_id": doc.doc_id, "parent_id": doc_pid, "n_segments": n,
-                           **entry, "model": spec.model, "calibration": spec.calibration, "content_hash": digest}
-                if self.store_text:
-                    payload["text"] = doc.segment_text(seg)
-                points.append(_point(store.point_id(self.collection, doc.doc_id, seg.position),
-                                     vectors, payload))
-        if not self.calibrated:
-            vectors = {store.VECTOR_UNCALIBRATED: enc.calibrated.tolist()}
-        else:
-            vectors = {store.VECTOR_CALIBRATED: enc.calibrated.tolist()}
-        if self.uncalibrated and self.calibrated:
-            if enc.uncalibrated is None:
-                raise ValueError(f"document {doc.doc_id!r} was encoded without its uncalibrated vector, "
-                                 "which this collection stores.")
-            vectors[store.VECTOR_UNCALIBRATED] = enc.uncalibrated.tolist()
-        payload = {"kind": store.KIND_DOCUMENT, "doc_id": doc.doc_id, "n_segments": n, "segments": layout,
-                   "n_tokens": enc.n_tokens, "n_tokens_exact": enc.n_tokens_exact, "max_tokens": enc.max_tokens,
-                   "truncated": enc.n_tokens > enc.max_tokens,
-                   "model": spec.model, "calibration": spec.calibration, "content_hash": digest}
-        if self.store_text:
-            payload["text"] = doc.text
-        if doc.metadata:
-            payload["metadata"] = dict(doc.metadata)
-        points.append(_point(doc_pid, vectors, payload))
-        return points
+        return [p.to_point() for p in document_points(enc, self.spec, self.collection, store_text=self.store_text,
+                                                      digest=self.content_hash(enc.document))]
