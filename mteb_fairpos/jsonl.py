@@ -8,20 +8,46 @@ from pathlib import Path
 from typing import Any
 
 
-def jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+def jsonl_lines(path: Path, *, start: int = 0, first_line: int = 1,
+                max_lines: int | None = None) -> Iterator[tuple[int, Any, str | None]]:
     """The non-blank lines of ``path``: ``(line number, value, None)``, or ``(line number, None, reason)``
     for a line that is not valid JSON or not UTF-8. Callers decide whether a bad line is an error or a
-    reported skip; a bad byte spoils only its own line, which is read and decoded on its own."""
+    reported skip; a bad byte spoils only its own line, which is read and decoded on its own.
+
+    ``start`` (a byte offset where line ``first_line`` begins) and ``max_lines`` read one range of a
+    large file, as a worker encoding one shard of it does."""
+    for number, _, raw in raw_lines(path, start=start, first_line=first_line, max_lines=max_lines):
+        value, reason = decode_line(raw)
+        if value is not BLANK:
+            yield number, value, reason
+
+
+BLANK = object()
+"""What `decode_line` returns for a line with nothing but whitespace (``null`` is a value)."""
+
+
+def raw_lines(path: Path, *, start: int = 0, first_line: int = 1,
+              max_lines: int | None = None) -> Iterator[tuple[int, int, bytes]]:
+    """``(line number, byte offset, raw bytes)`` of every line from ``start``, blank ones included."""
     with Path(path).open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                yield number, None, f"not UTF-8: {err.reason} at byte {err.start + 1} of the line"
-                continue
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line), None
-            except json.JSONDecodeError as err:
-                yield number, None, f"{err.msg} at column {err.colno}"
+        handle.seek(start)
+        offset = start
+        for count, raw in enumerate(handle):
+            if max_lines is not None and count >= max_lines:
+                return
+            yield first_line + count, offset, raw
+            offset += len(raw)
+
+
+def decode_line(raw: bytes) -> tuple[Any, str | None]:
+    """``(value, None)``, ``(None, reason)`` for a bad line, or ``(BLANK, None)`` for a blank one."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8: {err.reason} at byte {err.start + 1} of the line"
+    if not line.strip():
+        return BLANK, None
+    try:
+        return json.loads(line), None
+    except json.JSONDecodeError as err:
+        return None, f"{err.msg} at column {err.colno}"

@@ -37,7 +37,7 @@ from .encoding import (
     encode_documents,
     model_name,
 )
-from .points import content_hash, document_points
+from .points import collection_spec, content_hash, document_points
 from .records import (
     Document,
     OnError,
@@ -158,30 +158,8 @@ class FairQdrantIndex:
 
     # ------------------------------------------------------------------ schema
     def spec_for(self, *, uncalibrated: bool, late_chunks: bool) -> store.CollectionSpec:
-        """The collection spec this model and these options produce.
-
-        An uncalibrated model (calibration ``"none"``) has one kind of vector: it is stored once,
-        under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``.
-        """
-        if calibration_text(self.model) == "none":
-            vectors = [store.VECTOR_UNCALIBRATED] + ([store.VECTOR_LATE_UNCALIBRATED] if late_chunks else [])
-        else:
-            vectors = [store.VECTOR_CALIBRATED]
-            if uncalibrated:
-                vectors.append(store.VECTOR_UNCALIBRATED)
-            if late_chunks:
-                vectors.append(store.VECTOR_LATE)
-                if uncalibrated:
-                    vectors.append(store.VECTOR_LATE_UNCALIBRATED)
-        return store.CollectionSpec(
-            model=self.model_name,
-            calibration=calibration_text(self.model),
-            pooling=calibration_pooling(self.model),
-            dimension=int(self.model.get_embedding_dimension()),
-            distance=store.distance_for(getattr(self.model, "similarity_fn_name", None)),
-            vectors=tuple(vectors),
-            max_tokens=int(self.model.max_seq_length),
-        )
+        """The collection spec this model and these options produce (see :func:`.points.collection_spec`)."""
+        return collection_spec(self.model, self.model_name, uncalibrated=uncalibrated, late_chunks=late_chunks)
 
     def stored_spec(self) -> store.CollectionSpec | None:
         """The spec stored with the collection, ``None`` if the collection does not exist."""

@@ -18,7 +18,8 @@ import numpy as np
 from qdrant_client import models
 
 from . import store
-from .encoding import EncodedDocument
+from ...segmented import calibration_pooling
+from .encoding import EncodedDocument, calibration_text
 from .records import Document
 
 
@@ -39,6 +40,33 @@ class PointRecord:
         and it is the largest per-point cost of a writer. qdrant-client serialises it as usual."""
         vectors = {name: vector.tolist() for name, vector in self.vectors.items()}
         return models.PointStruct.model_construct(id=self.id, vector=vectors, payload=self.payload)
+
+
+def collection_spec(model: Any, name: str, *, uncalibrated: bool, late_chunks: bool) -> store.CollectionSpec:
+    """The collection spec ``model`` (stored under ``name``) produces with these options.
+
+    An uncalibrated model (calibration ``"none"``) has one kind of vector: it is stored once,
+    under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``.
+    """
+    if calibration_text(model) == "none":
+        vectors = [store.VECTOR_UNCALIBRATED] + ([store.VECTOR_LATE_UNCALIBRATED] if late_chunks else [])
+    else:
+        vectors = [store.VECTOR_CALIBRATED]
+        if uncalibrated:
+            vectors.append(store.VECTOR_UNCALIBRATED)
+        if late_chunks:
+            vectors.append(store.VECTOR_LATE)
+            if uncalibrated:
+                vectors.append(store.VECTOR_LATE_UNCALIBRATED)
+    return store.CollectionSpec(
+        model=name,
+        calibration=calibration_text(model),
+        pooling=calibration_pooling(model),
+        dimension=int(model.get_embedding_dimension()),
+        distance=store.distance_for(getattr(model, "similarity_fn_name", None)),
+        vectors=tuple(vectors),
+        max_tokens=int(model.max_seq_length),
+    )
 
 
 def content_hash(doc: Document, spec: store.CollectionSpec, *, store_text: bool) -> str:

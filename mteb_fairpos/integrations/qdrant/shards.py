@@ -1,0 +1,141 @@
+"""Encoded points at rest: Parquet shards between a distributed encode and a bulk load.
+
+A shard holds the points of a range of input records, one row per point: ``id``, ``doc_id``,
+``position`` (0 for the document point), ``kind``, the ``payload`` as JSON text (so every
+payload round-trips exactly, whatever its nesting) and one float32 column per named vector.
+The file's metadata records the collection spec (model, calibration, dimension, vectors), the
+collection the ids were made for, and where its records came from with a fingerprint of their
+bytes. A shard is written to a temporary name and renamed, so a shard that exists is complete:
+a killed encode leaves whole shards and nothing else under a shard's name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import store
+from .points import PointRecord
+
+SHARD_FORMAT = 1
+METADATA_KEY = b"mteb_fairpos_shard"
+SUFFIX = ".parquet"
+
+
+class ShardError(store.QdrantIndexError):
+    """A shard file that is not a readable mteb-fairpos shard (foreign, truncated, or of another run)."""
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What a shard file says about itself (read from its metadata, without its rows)."""
+
+    path: Path
+    spec: store.CollectionSpec
+    collection: str
+    store_text: bool
+    source: dict[str, Any]
+    documents: int
+    points: int
+
+
+def write_shard(path: str | Path, points: Sequence[PointRecord], *, spec: store.CollectionSpec, collection: str,
+                store_text: bool, source: dict[str, Any]) -> ShardInfo:
+    """Write ``points`` as one shard, atomically (temporary file, then rename)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    columns: dict[str, Any] = {
+        "id": pa.array([p.id for p in points], pa.string()),
+        "doc_id": pa.array([p.payload["doc_id"] for p in points], pa.string()),
+        "position": pa.array([0 if p.is_document else p.payload["position"] for p in points], pa.int32()),
+        "kind": pa.array([p.payload["kind"] for p in points], pa.string()),
+        "payload": pa.array([json.dumps(p.payload, ensure_ascii=False) for p in points], pa.string()),
+    }
+    for name in spec.vectors:  # a segment point holds only late-chunk vectors: the others are null
+        present = [p.vectors.get(name) for p in points]
+        dense = np.zeros((len(points), spec.dimension), np.float32)
+        for row, vector in enumerate(present):
+            if vector is not None:
+                dense[row] = vector
+        missing = np.array([vector is None for vector in present], dtype=bool)
+        columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), spec.dimension,
+                                                          mask=pa.array(missing) if missing.any() else None)
+    documents = sum(1 for p in points if p.is_document)
+    about = {"format": SHARD_FORMAT, "spec": spec.metadata()[store.METADATA_KEY], "collection": collection,
+             "store_text": store_text, "source": source, "documents": documents, "points": len(points)}
+    table = pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(about).encode("utf-8")})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    pq.write_table(table, partial)
+    os.replace(partial, path)
+    return _info(path, about)
+
+
+def read_info(path: str | Path) -> ShardInfo:
+    """The shard's metadata; :class:`ShardError` naming the file if it is unreadable or not a shard."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        schema = pq.read_schema(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise ShardError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0][:160]}); "
+                         "a truncated or damaged shard: delete it and re-run the encode.") from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise ShardError(f"{path}: a Parquet file without mteb-fairpos shard metadata (a foreign file in the shard folder?).")
+    about = json.loads(raw)
+    if about.get("format") != SHARD_FORMAT:
+        raise ShardError(f"{path}: shard format {about.get('format')!r}, this version reads format {SHARD_FORMAT}.")
+    return _info(path, about)
+
+
+def read_points(path: str | Path) -> Iterator[PointRecord]:
+    """The shard's points, in the order they were written (segment points before their document point)."""
+    import pyarrow.parquet as pq
+
+    info = read_info(path)
+    parquet = pq.ParquetFile(path)
+    for batch in parquet.iter_batches():
+        ids = batch.column("id").to_pylist()
+        payloads = batch.column("payload").to_pylist()
+        vectors = {}
+        for name in info.spec.vectors:
+            column = batch.column(name)
+            dense = column.values.to_numpy(zero_copy_only=False).reshape(-1, info.spec.dimension)
+            vectors[name] = (dense, column.is_valid().to_numpy(zero_copy_only=False))
+        for row, (pid, payload) in enumerate(zip(ids, payloads)):
+            named = {name: dense[row] for name, (dense, valid) in vectors.items() if valid[row]}
+            yield PointRecord(pid, named, json.loads(payload))
+
+
+def read_doc_ids(path: str | Path) -> list[str]:
+    """The document ids of a shard's document points (for duplicate checks across shards)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["doc_id", "position"])
+    return table.filter(pc.equal(table["position"], 0))["doc_id"].to_pylist()
+
+
+def shard_files(folder: str | Path) -> list[Path]:
+    """The Parquet files of a shard folder, sorted by name (temporary files of a killed run left out)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"shard folder {str(folder)!r} does not exist; run `mteb-fairpos encode` into it first.")
+    return sorted(p for p in folder.iterdir() if p.suffix == SUFFIX and not p.name.startswith("."))
+
+
+def _info(path: Path, about: dict[str, Any]) -> ShardInfo:
+    spec = store.CollectionSpec.from_metadata({store.METADATA_KEY: about["spec"]})
+    assert spec is not None
+    return ShardInfo(path=path, spec=spec, collection=str(about["collection"]), store_text=bool(about["store_text"]),
+                     source=dict(about["source"]), documents=int(about["documents"]), points=int(about["points"]))

@@ -1,0 +1,72 @@
+"""The distributed encode on Ray Data: input shards -> a pool of model actors -> shard files.
+
+Each row of the dataset is one input shard; ``map_batches`` hands shards to a pool of
+`ShardEncoder` actors (the model loaded once per actor, one GPU each where the cluster has
+GPUs), which read their range of the input, encode it sorted by length and write one Parquet
+shard atomically. Ray Data restarts a killed actor and retries its shard; the shard's file
+appears only once it is complete, so a retried shard is never half-written or duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from ..qdrant.encode_job import EncodeOptions, ShardEncoder
+from ..qdrant.plan import InputShard
+from .runtime import require_ray
+
+RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "seconds")
+
+
+class ShardEncoderActor:
+    """A Ray Data callable class: one per actor, wrapping one `ShardEncoder` (and so one model)."""
+
+    def __init__(self, loader: Callable[..., Any], options: EncodeOptions, threads: int | None) -> None:
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        self.encoder = ShardEncoder(loader, options)
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        results = [self.encoder.encode(_shard(text)) for text in batch["shard"]]
+        return {key: [r[key] for r in results] for key in RESULT_KEYS}
+
+
+def encode_shards(todo: list[InputShard], loader: Callable[..., Any], options: EncodeOptions, *, actors: int = 1,
+                  gpus_per_actor: float | None = None, cpus_per_actor: float | None = None,
+                  show_progress: bool = True) -> list[dict[str, Any]]:
+    """Encode ``todo`` on the running Ray runtime; returns one result per shard (see `ShardEncoder.encode`)."""
+    if not todo:
+        return []
+    ray = require_ray()
+    from ray.data import ActorPoolStrategy, DataContext
+
+    resources = ray.cluster_resources()
+    if gpus_per_actor is None:
+        gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+    if cpus_per_actor is None:  # CPU actors share the machine's cores; GPU actors need one core each
+        cpus_per_actor = 1.0 if gpus_per_actor else max(1.0, float(int(resources.get("CPU", 1) // actors)))
+    context = DataContext.get_current()
+    context.enable_progress_bars = show_progress
+    context.print_on_execution_start = show_progress
+    dataset = ray.data.from_items([{"shard": json.dumps(asdict(shard))} for shard in todo],
+                                  override_num_blocks=len(todo))
+    encoded = dataset.map_batches(
+        ShardEncoderActor,
+        fn_constructor_args=(loader, options, None if gpus_per_actor else int(cpus_per_actor)),
+        batch_size=1,
+        compute=ActorPoolStrategy(size=actors),
+        num_gpus=gpus_per_actor or None,
+        num_cpus=cpus_per_actor,
+    )
+    return list(encoded.iter_rows())
+
+
+def _shard(text: str) -> InputShard:
+    fields = json.loads(text)
+    fields["skip"] = tuple(fields["skip"])
+    return InputShard(**fields)

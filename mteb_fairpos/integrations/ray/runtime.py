@@ -1,0 +1,58 @@
+"""Starting or joining Ray: a local runtime by default, an existing cluster by address.
+
+An address that cannot be reached is reported within seconds, before any input is read or any
+model loaded (``ray.init`` alone would keep retrying for a minute or more).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+LOCAL_ADDRESSES = (None, "", "local")
+"""Addresses that mean: start a Ray runtime on this machine (``"auto"`` joins one started with ``ray start``)."""
+
+
+class RayUnavailableError(RuntimeError):
+    """Ray is not installed, or the cluster at the given address cannot be reached."""
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or a clear error saying how to install it."""
+    try:
+        import ray
+        import ray.data  # noqa: F401 - the pipeline needs Ray Data, not only Ray Core
+    except ImportError as err:
+        raise RayUnavailableError('the Ray engine needs Ray Data: pip install "mteb-fairpos[ray]" '
+                                  f"({err}). Without it, use --engine local.") from None
+    return ray
+
+
+def check_address(address: str | None, timeout: float = 5.0) -> None:
+    """Fail fast with :class:`RayUnavailableError` if ``address`` (``host:port`` or ``ray://host:port``) is not reachable."""
+    require_ray()
+    if address in LOCAL_ADDRESSES or address == "auto":
+        return
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    if not parts.hostname or parts.port is None:
+        raise RayUnavailableError(f"Ray address {address!r} is not host:port (e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001).")
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+            pass
+    except OSError as err:
+        raise RayUnavailableError(
+            f"cannot reach the Ray cluster at {address} ({err}); start it with `ray start --head` on the head node "
+            "and give that node's address, or leave out --address for a local Ray runtime. Nothing was encoded."
+        ) from None
+
+
+def init(address: str | None = None, *, num_cpus: int | None = None) -> None:
+    """Join the cluster at ``address`` or start a local runtime (``num_cpus`` caps it); no-op if Ray is up."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return
+    check_address(address)
+    local = address in LOCAL_ADDRESSES
+    ray.init(address=None if local else address, num_cpus=num_cpus if local else None, include_dashboard=False,
+             log_to_driver=False, configure_logging=False)
