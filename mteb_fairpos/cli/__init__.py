@@ -16,6 +16,8 @@ SUBCOMMANDS = [
     "demo",
     "probe",
     "index",
+    "encode",
+    "load",
     "search",
     "discoverability",
     "segments",

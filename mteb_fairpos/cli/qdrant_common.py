@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from ..config import CalibrationConfig
 from ..offline import MINILM_HUB_ID
@@ -22,8 +21,10 @@ def errors() -> tuple[type[BaseException], ...]:
     return (QdrantIndexError, ValueError, TypeError, FileNotFoundError)
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--collection", required=True, help="Qdrant collection name")
+def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help: str | None = None) -> None:
+    """``-c`` (required unless ``collection_help`` says what its default is) and where Qdrant is."""
+    parser.add_argument("-c", "--collection", required=collection_help is None,
+                        help=collection_help or "Qdrant collection name")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--path", default=None,
                        help=f"folder of the embedded local Qdrant (default: ./{DEFAULT_PATH}; ':memory:' keeps nothing)")
@@ -53,15 +54,9 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
 
 def load_model(name: str, calibration: str | None, device: str | None = None):
     """A FairSentenceTransformer for ``name`` (offline MiniLM for its Hub id) with ``calibration`` text."""
-    from ..model import FairSentenceTransformer
+    from ..integrations.qdrant.encoding import ModelLoader
 
-    config = None if calibration in (None, "none") else CalibrationConfig.parse(calibration)
-    kwargs: dict[str, Any] = {}
-    if device:
-        kwargs["device"] = device
-    from ..integrations.qdrant.encoding import resolve_model_path
-
-    return FairSentenceTransformer(resolve_model_path(name), config, **kwargs)
+    return ModelLoader(name, calibration or "none", device=device)()
 
 
 def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):

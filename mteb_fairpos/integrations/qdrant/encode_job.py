@@ -22,40 +22,15 @@ from typing import Any, Literal
 
 from sentence_transformers import SentenceTransformer
 
-from ...config import CalibrationConfig
 from . import shards as shard_files
 from . import store
-from .encoding import encode_documents, model_name, resolve_model_path
+from .encoding import ModelLoader, encode_documents, model_name
 from .plan import InputPlan, InputShard, plan_input, read_shard
 from .points import collection_spec, content_hash, document_points
 from .records import OnError, Problem
 
 Engine = Literal["local", "ray"]
 MANIFEST = "manifest.json"
-
-
-@dataclass(frozen=True)
-class ModelLoader:
-    """How a worker gets its model: a Hub id or path and a calibration; picklable, loaded once per worker."""
-
-    name: str
-    calibration: str = str(CalibrationConfig())
-    """The calibration's text form (``b128_lhalf_a0.5``), or ``"none"`` for the plain model."""
-    max_length: int | None = None
-    device: str | None = None
-
-    def __call__(self, device: str | None = None) -> SentenceTransformer:
-        from ...model import FairSentenceTransformer
-
-        config = None if self.calibration == "none" else CalibrationConfig.parse(self.calibration)
-        kwargs: dict[str, Any] = {}
-        if device or self.device:
-            kwargs["device"] = device or self.device
-        model = FairSentenceTransformer(resolve_model_path(self.name), config, **kwargs)
-        model.fairpos_model_name = self.name
-        if self.max_length:
-            model.max_seq_length = self.max_length
-        return model
 
 
 @dataclass(frozen=True)
@@ -198,7 +173,7 @@ def encode_to_shards(
     if not plan.shards:
         raise store.QdrantIndexError(f"nothing to encode: all {len(plan.problems)} record(s) of the input were left out"
                                      + (f" (first: {plan.problems[0]})" if plan.problems else "") + ".")
-    loader = ModelLoader(model, calibration or str(CalibrationConfig()), max_length) if isinstance(model, str) else model
+    loader = ModelLoader(model, calibration or ModelLoader.calibration, max_length) if isinstance(model, str) else model
     driver_model = loader(device="cpu") if engine == "ray" and isinstance(loader, ModelLoader) else loader()
     spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks)
     output = Path(output)

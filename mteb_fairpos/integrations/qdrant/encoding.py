@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from ...config import CalibrationConfig
 from ...offline import MINILM_HUB_ID, minilm_path
 from ...segmented import (
     COVERAGE_CUT,
@@ -27,7 +29,7 @@ from ...segmented import (
 )
 from .records import Document
 
-__all__ = ["EncodedDocument", "SegmentLayout", "Truncation", "calibration_text", "encode_documents", "model_name",
+__all__ = ["EncodedDocument", "ModelLoader", "SegmentLayout", "Truncation", "calibration_text", "encode_documents", "model_name",
            "resolve_model_path"]
 
 
@@ -96,6 +98,30 @@ def model_name(model: SentenceTransformer) -> str:
 def resolve_model_path(name: str) -> str:
     """Where to load ``name`` from: the offline MiniLM weights for its Hub id, else ``name`` itself."""
     return minilm_path() if name == MINILM_HUB_ID else name
+
+
+@dataclass(frozen=True)
+class ModelLoader:
+    """How a worker gets its model: a Hub id or path and a calibration; picklable, loaded once per worker."""
+
+    name: str
+    calibration: str = str(CalibrationConfig())
+    """The calibration's text form (``b128_lhalf_a0.5``), or ``"none"`` for the plain model."""
+    max_length: int | None = None
+    device: str | None = None
+
+    def __call__(self, device: str | None = None) -> SentenceTransformer:
+        from ...model import FairSentenceTransformer
+
+        config = None if self.calibration == "none" else CalibrationConfig.parse(self.calibration)
+        kwargs: dict[str, Any] = {}
+        if device or self.device:
+            kwargs["device"] = device or self.device
+        model = FairSentenceTransformer(resolve_model_path(self.name), config, **kwargs)
+        model.fairpos_model_name = self.name
+        if self.max_length:
+            model.max_seq_length = self.max_length
+        return model
 
 
 def calibration_text(model: SentenceTransformer) -> str:

@@ -41,10 +41,30 @@ def check_address(address: str | None, timeout: float = 5.0) -> None:
         with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
             pass
     except OSError as err:
-        raise RayUnavailableError(
-            f"cannot reach the Ray cluster at {address} ({err}); start it with `ray start --head` on the head node "
-            "and give that node's address, or leave out --address for a local Ray runtime. Nothing was encoded."
-        ) from None
+        raise _unreachable(address, str(err)) from None
+    if not address.startswith("ray://"):  # a Ray Client server (ray://) is not the GCS: the TCP check is all
+        _probe_gcs(address, timeout)
+
+
+def _probe_gcs(address: str, timeout: float) -> None:
+    """Something listens at ``address``; ask it for a key as Ray's GCS would answer (fails fast if it is not Ray).
+
+    Uses Ray's own GCS client, which is not public API: if a Ray release moves it, the probe is
+    left out and ``ray.init`` reports the problem itself, only more slowly."""
+    try:
+        from ray._raylet import GcsClient
+    except ImportError:  # pragma: no cover - depends on the Ray release
+        return
+    try:
+        GcsClient(address=address, cluster_id=None).internal_kv_get(b"mteb-fairpos-probe", None, timeout=timeout)
+    except Exception as err:  # noqa: BLE001 - Ray raises RpcError and friends
+        raise _unreachable(address, f"it answers, but not as a Ray cluster's GCS: {str(err)[:120]}") from None
+
+
+def _unreachable(address: str, why: str) -> RayUnavailableError:
+    return RayUnavailableError(
+        f"cannot reach the Ray cluster at {address} ({why}); start it with `ray start --head` on the head node "
+        "and give that node's address (port 6379), or leave out --address for a local Ray runtime. Nothing was encoded.")
 
 
 def init(address: str | None = None, *, num_cpus: int | None = None) -> None:

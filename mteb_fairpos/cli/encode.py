@@ -1,0 +1,79 @@
+"""``mteb-fairpos encode``: documents -> Parquet shards of calibrated points, in this process or on Ray."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import qdrant_common
+from .common import add_max_length
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "encode",
+        help="embed documents (JSONL/Parquet files or folders) into Parquet shards, locally or on a Ray cluster",
+        description="Embed every document as `index` does (same ids, vectors and position payloads) and write the "
+        "points as Parquet shards for `mteb-fairpos load`. Shards are the unit of work and of resumption: "
+        "re-running the same command skips complete shards.",
+    )
+    parser.add_argument("inputs", nargs="+", help="JSONL or Parquet files, or folders of them (the `index` record format)")
+    parser.add_argument("-o", "--output", required=True, help="folder for the shards and their manifest.json")
+    parser.add_argument("-c", "--collection", required=True,
+                        help="the collection the points are meant for (their ids are made for this name)")
+    parser.add_argument("-m", "--model", default=None,
+                        help="model name or path (default sentence-transformers/all-MiniLM-L6-v2)")
+    parser.add_argument("--calibration", default=None,
+                        help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default b128_lhalf_a0.5)")
+    add_max_length(parser)
+    parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_false",
+                        help="store only the calibrated document vector (default: both)")
+    parser.add_argument("--late-chunks", action="store_true",
+                        help="also store one late-chunking point per segment (mean-pooled models)")
+    parser.add_argument("--no-store-text", dest="store_text", action="store_false",
+                        help="do not store document / segment text in the payload")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="leave out invalid records and later copies of duplicate ids, and report them")
+    parser.add_argument("--batch-size", type=int, default=32, help="documents per forward batch (default 32)")
+    parser.add_argument("--shard-size", type=int, default=1000, help="documents per shard (default 1000)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local: this process; ray: a Ray Data pool of model actors (pip install 'mteb-fairpos[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster to join (host:port, ray://host:port or auto); default a local Ray runtime")
+    parser.add_argument("--actors", type=int, default=1, help="model actors on Ray (default 1; one per GPU on a GPU cluster)")
+    parser.add_argument("--gpus-per-actor", type=float, default=None,
+                        help="GPUs per actor (default: 1 when the cluster has GPUs, else 0)")
+    parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..integrations.ray import runtime
+
+    if args.engine == "ray":  # before the heavy imports: a wrong address is reported within seconds
+        try:
+            runtime.check_address(args.address)
+        except runtime.RayUnavailableError as err:
+            return qdrant_common.fail("encode", err)
+    from ..integrations.qdrant.encode_job import encode_to_shards
+    from ..integrations.qdrant.encoding import ModelLoader
+    from ..offline import MINILM_HUB_ID
+
+    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration or ModelLoader.calibration, args.max_length)
+    try:
+        report = encode_to_shards(
+            args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
+            gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
+            shard_size=args.shard_size, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
+            store_text=args.store_text, on_error="skip" if args.skip_invalid else "raise",
+            show_progress=not args.quiet)
+    except (*qdrant_common.errors(), runtime.RayUnavailableError) as err:
+        return qdrant_common.fail("encode", err)
+    print(report.summary())
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,63 @@
+"""``mteb-fairpos load``: Parquet shards from ``encode`` -> a Qdrant server, cluster or local store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import qdrant_common
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "load",
+        help="bulk-load the shards of `mteb-fairpos encode` into Qdrant (server, cluster or local)",
+        description="Check every shard and the collection before the first write, then upload the points with "
+        "parallel streams and retries. Ids are deterministic: re-running a load rewrites the same points.",
+    )
+    parser.add_argument("shards", help="the folder `mteb-fairpos encode` wrote")
+    qdrant_common.add_connection_arguments(
+        parser, collection_help="collection to load into (default: the one the shards were encoded for)")
+    parser.add_argument("--batch-size", type=int, default=256, help="points per upload request (default 256)")
+    parser.add_argument("--parallel", type=int, default=1, help="upload streams to a server (default 1)")
+    parser.add_argument("--retries", type=int, default=3, help="retries of a failed upload batch (default 3)")
+    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
+    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
+    parser.add_argument("--write-consistency-factor", type=int, default=None,
+                        help="write consistency of a new collection (server)")
+    parser.add_argument("--on-disk-payload", action="store_true", default=None,
+                        help="keep payloads on disk in a new collection (server)")
+    parser.add_argument("--no-defer-indexing", dest="defer_indexing", action="store_false", default=None,
+                        help="keep HNSW building on during the load (default: deferred for a collection the load creates)")
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="skip foreign or damaged files in the folder and report them (default: refuse)")
+    parser.add_argument("--partial", action="store_true",
+                        help="load a folder whose encode has not finished (no manifest.json)")
+    parser.add_argument("--report", default=None, help="write the load's report as JSON to this file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..integrations.qdrant.bulk import load_shards
+
+        client = qdrant_common.connect_from(args)
+        try:
+            report = load_shards(
+                args.shards, client, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
+                batch_size=args.batch_size, parallel=args.parallel, max_retries=args.retries,
+                defer_indexing=args.defer_indexing, shard_number=args.shard_number,
+                replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
+                on_disk_payload=args.on_disk_payload, show_progress=not args.quiet)
+        finally:
+            client.close()
+    except qdrant_common.errors() as err:
+        return qdrant_common.fail("load", err)
+    print(report.summary())
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,230 @@
+"""Loading Parquet shards of points into Qdrant: a server or cluster, or the embedded local mode.
+
+Before the first write: every shard file is read back (a foreign or truncated file is named and
+refused, or skipped with ``on_bad="skip"``), the shards must agree on model, calibration,
+vectors and collection, document ids must be unique across shards (duplicates are counted), and
+an existing collection must match (the same check as ``index``). A new collection is created with
+the cluster settings and its payload indexes; on a server, HNSW building is deferred for the load
+(``m=0``, Qdrant's bulk-load setting) and restored afterwards, even if the load fails.
+
+Points go through qdrant-client's ``upload_points`` (batches, parallel streams, retries with
+backoff); a shard's segment points are written before its document points, so a document point
+still means a complete document. Ids are deterministic: re-loading a shard rewrites the same
+points, so a failed or killed load is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from qdrant_client import QdrantClient, models
+
+from . import shards as shard_files
+from . import store
+from .encode_job import MANIFEST
+
+logger = logging.getLogger(__name__)
+OnBad = Literal["raise", "skip"]
+
+
+@dataclass
+class LoadReport:
+    """What a load did."""
+
+    collection: str
+    shards: int = 0
+    documents: int = 0
+    points: int = 0
+    created_collection: bool = False
+    deferred_indexing: bool = False
+    bad_shards: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        lines = [f"collection {self.collection!r}: {self.documents} document(s), {self.points} point(s) loaded from "
+                 f"{self.shards} shard(s)" + (", collection created" if self.created_collection else "")
+                 + (", HNSW deferred during the load" if self.deferred_indexing else "") + f" [{self.seconds:.1f} s]"]
+        if self.bad_shards:
+            lines.append(f"{len(self.bad_shards)} shard file(s) skipped:")
+            lines.extend(f"  {reason}" for reason in self.bad_shards)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collection": self.collection, "shards": self.shards, "documents": self.documents, "points": self.points,
+                "created_collection": self.created_collection, "deferred_indexing": self.deferred_indexing,
+                "bad_shards": list(self.bad_shards), "seconds": round(self.seconds, 3)}
+
+
+def load_shards(
+    folder: str | Path,
+    client: QdrantClient,
+    collection: str | None = None,
+    *,
+    on_bad: OnBad = "raise",
+    partial: bool = False,
+    batch_size: int = 256,
+    parallel: int = 1,
+    max_retries: int = 3,
+    defer_indexing: bool | None = None,
+    shard_number: int | None = None,
+    replication_factor: int | None = None,
+    write_consistency_factor: int | None = None,
+    on_disk_payload: bool | None = None,
+    show_progress: bool = True,
+) -> LoadReport:
+    """Load the shards under ``folder`` (written by ``encode_to_shards``) into ``collection``.
+
+    Args:
+        collection: default: the collection the shards' ids were made for; another name is refused
+            (point ids depend on it: re-encode for that collection).
+        on_bad: a foreign or damaged shard file stops the load before any write (``"raise"``) or is
+            skipped and reported (``"skip"``).
+        partial: load a folder whose encode has not finished (no ``manifest.json``).
+        parallel: upload streams (``upload_points``; processes on a server, ignored in local mode).
+        defer_indexing: set HNSW ``m=0`` for the load and restore it after (default: for a
+            collection this load creates, on a server).
+        shard_number / replication_factor / write_consistency_factor / on_disk_payload: for a new collection.
+    """
+    start = time.perf_counter()
+    if on_bad not in ("raise", "skip"):
+        raise ValueError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}.")
+    folder = Path(folder)
+    infos, bad = _read_shards(folder, on_bad)
+    spec, target = _agreed_settings(infos, collection, folder)
+    _check_manifest(folder, infos, partial or bool(bad))
+    _check_unique(infos)
+    report = LoadReport(target, shards=len(infos), bad_shards=bad)
+    stored = store.read_spec(client, target)
+    if stored is not None:
+        store.check_compatible(target, stored, spec)
+        store.ensure_payload_indexes(client, target)
+    else:
+        store.create_collection(client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
+                                write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
+        report.created_collection = True
+    defer = (report.created_collection if defer_indexing is None else defer_indexing) and not store.is_local(client)
+    restore_m = _defer_hnsw(client, target) if defer else None
+    report.deferred_indexing = defer
+    from tqdm.auto import tqdm
+
+    progress = tqdm(total=sum(i.points for i in infos), desc=f"loading into {target}", unit="point",
+                    disable=not show_progress)
+    try:
+        for info in infos:
+            points = list(shard_files.read_points(info.path))
+            for phase in (False, True):  # segment points first, then the documents they belong to
+                batch = [p.to_point() for p in points if p.is_document == phase]
+                _upload(client, target, batch, batch_size=batch_size, parallel=parallel, max_retries=max_retries,
+                        done=report.documents, shard=info.path.name)
+                progress.update(len(batch))
+            _check_written(client, target, points, info)
+            report.documents += info.documents
+            report.points += info.points
+    finally:
+        progress.close()
+        if restore_m is not None:
+            client.update_collection(target, hnsw_config=models.HnswConfigDiff(m=restore_m))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+# ---------------------------------------------------------------------------- internals
+def _read_shards(folder: Path, on_bad: OnBad) -> tuple[list[shard_files.ShardInfo], list[str]]:
+    files = shard_files.shard_files(folder)
+    if not files:
+        raise shard_files.ShardError(f"{folder} holds no shard files (*.parquet); run `mteb-fairpos encode` into it first.")
+    infos, bad = [], []
+    for path in files:
+        try:
+            infos.append(shard_files.read_info(path))
+        except shard_files.ShardError as err:
+            bad.append(str(err))
+    if bad and on_bad == "raise":
+        raise shard_files.ShardError(f"{len(bad)} of {len(files)} file(s) in {folder} are not loadable shards; nothing "
+                                     "was written:\n  " + "\n  ".join(bad) + "\nRemove them, or skip them (--skip-bad).")
+    if not infos:
+        raise shard_files.ShardError(f"no loadable shard in {folder}:\n  " + "\n  ".join(bad))
+    return infos, bad
+
+
+def _agreed_settings(infos: list[shard_files.ShardInfo], collection: str | None,
+                     folder: Path) -> tuple[store.CollectionSpec, str]:
+    first = infos[0]
+    for info in infos[1:]:
+        if (info.spec, info.collection, info.store_text) != (first.spec, first.collection, first.store_text):
+            raise store.CollectionMismatchError(
+                f"{info.path.name} and {first.path.name} in {folder} were encoded with different settings "
+                f"({info.spec.model!r}/{info.spec.calibration!r} for {info.collection!r} vs {first.spec.model!r}/"
+                f"{first.spec.calibration!r} for {first.collection!r}); one folder holds one run. Nothing was written.")
+    if collection is not None and collection != first.collection:
+        raise store.CollectionMismatchError(
+            f"the shards in {folder} were encoded for collection {first.collection!r}: their point ids are made for that "
+            f"name. Load them into {first.collection!r}, or encode again with --collection {collection}.")
+    return first.spec, first.collection
+
+
+def _check_manifest(folder: Path, infos: list[shard_files.ShardInfo], partial: bool) -> None:
+    path = folder / MANIFEST
+    if not path.is_file():
+        if partial:
+            return
+        raise store.QdrantIndexError(
+            f"{folder} has no {MANIFEST}: its encode has not finished (or was killed). Re-run the same encode to "
+            "complete it, or pass --partial to load the shards that are there.")
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    listed = {entry["file"] for entry in manifest.get("shards", [])}
+    present = {info.path.name for info in infos}
+    if listed - present and not partial:
+        raise store.QdrantIndexError(f"{folder}: {len(listed - present)} shard(s) of the manifest are missing or "
+                                     f"unloadable ({', '.join(sorted(listed - present)[:5])}); re-run the encode.")
+
+
+def _check_unique(infos: list[shard_files.ShardInfo]) -> None:
+    seen: Counter[str] = Counter()
+    where: dict[str, list[str]] = {}
+    for info in infos:
+        for doc_id in shard_files.read_doc_ids(info.path):
+            seen[doc_id] += 1
+            if seen[doc_id] <= 3:
+                where.setdefault(doc_id, []).append(info.path.name)
+    duplicates = {doc_id: n for doc_id, n in seen.items() if n > 1}
+    if duplicates:
+        shown = "; ".join(f"{d!r} x{n} ({', '.join(where[d])})" for d, n in sorted(duplicates.items())[:5])
+        raise store.QdrantIndexError(
+            f"{len(duplicates)} document id(s) occur in more than one shard ({sum(duplicates.values())} copies): {shown}. "
+            "Their points would overwrite each other; nothing was written. Load one run's folder at a time.")
+
+
+def _defer_hnsw(client: QdrantClient, collection: str) -> int:
+    """Switch off HNSW building for the load (``m=0``); returns the ``m`` to restore."""
+    original = client.get_collection(collection).config.hnsw_config.m
+    client.update_collection(collection, hnsw_config=models.HnswConfigDiff(m=0))
+    return int(original if original is not None else 16)
+
+
+def _upload(client: QdrantClient, collection: str, points: list[models.PointStruct], *, batch_size: int, parallel: int,
+            max_retries: int, done: int, shard: str) -> None:
+    if not points:
+        return
+    try:
+        client.upload_points(collection, points, batch_size=batch_size, parallel=parallel, max_retries=max_retries,
+                             wait=True)
+    except Exception as err:  # noqa: BLE001 - qdrant-client re-raises the last transport error
+        raise store.UpsertFailedError(
+            f"loading {shard} into {collection!r} failed after {max_retries} retries ({store._short(err)}); "
+            f"{done} document(s) of earlier shards were loaded. Run the same load again: ids are deterministic, "
+            "so it rewrites the same points and adds no duplicate.") from err
+
+
+def _check_written(client: QdrantClient, collection: str, points: list, info: shard_files.ShardInfo) -> None:
+    ids = [p.id for p in points if p.is_document]
+    found = client.retrieve(collection, ids, with_payload=False, with_vectors=False)
+    if len(found) != len(ids):
+        raise store.UpsertFailedError(f"after loading {info.path.name}, {len(ids) - len(found)} of its {len(ids)} "
+                                      f"document point(s) are missing from {collection!r}; run the load again.")
