@@ -71,6 +71,7 @@ def load_shards(
     batch_size: int = 256,
     parallel: int = 1,
     max_retries: int = 3,
+    backoff: float = 0.5,
     defer_indexing: bool | None = None,
     shard_number: int | None = None,
     replication_factor: int | None = None,
@@ -87,6 +88,9 @@ def load_shards(
             skipped and reported (``"skip"``).
         partial: load a folder whose encode has not finished (no ``manifest.json``).
         parallel: upload streams (``upload_points``; processes on a server, ignored in local mode).
+        max_retries / backoff: ``upload_points`` retries a failed batch ``max_retries`` times at once;
+            a transient failure that outlasts them (connection, timeout, 429, 5xx) is retried as
+            many times again with exponential backoff from ``backoff`` seconds.
         defer_indexing: set HNSW ``m=0`` for the load and restore it after (default: for a
             collection this load creates, on a server).
         shard_number / replication_factor / write_consistency_factor / on_disk_payload: for a new collection.
@@ -121,7 +125,7 @@ def load_shards(
             for phase in (False, True):  # segment points first, then the documents they belong to
                 batch = [p.to_point() for p in points if p.is_document == phase]
                 _upload(client, target, batch, batch_size=batch_size, parallel=parallel, max_retries=max_retries,
-                        done=report.documents, shard=info.path.name)
+                        backoff=backoff, done=report.documents, shard=info.path.name)
                 progress.update(len(batch))
             _check_written(client, target, points, info)
             report.documents += info.documents
@@ -209,15 +213,16 @@ def _defer_hnsw(client: QdrantClient, collection: str) -> int:
 
 
 def _upload(client: QdrantClient, collection: str, points: list[models.PointStruct], *, batch_size: int, parallel: int,
-            max_retries: int, done: int, shard: str) -> None:
+            max_retries: int, backoff: float, done: int, shard: str) -> None:
     if not points:
         return
-    try:
-        client.upload_points(collection, points, batch_size=batch_size, parallel=parallel, max_retries=max_retries,
-                             wait=True)
+    try:  # upload_points retries each batch at once; a transient outage gets the backoff on top (ids are idempotent)
+        store.with_retries(lambda: client.upload_points(collection, points, batch_size=batch_size, parallel=parallel,
+                                                        max_retries=max_retries, wait=True),
+                           what=f"upload of {shard}", retries=max_retries, backoff=backoff)
     except Exception as err:  # noqa: BLE001 - qdrant-client re-raises the last transport error
         raise store.UpsertFailedError(
-            f"loading {shard} into {collection!r} failed after {max_retries} retries ({store._short(err)}); "
+            f"loading {shard} into {collection!r} failed despite retries ({store._short(err)}); "
             f"{done} document(s) of earlier shards were loaded. Run the same load again: ids are deterministic, "
             "so it rewrites the same points and adds no duplicate.") from err
 

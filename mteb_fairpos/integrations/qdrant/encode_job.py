@@ -129,7 +129,7 @@ class ShardEncoder:
 def encode_to_shards(
     inputs: str | Path | Sequence[str | Path],
     output: str | Path,
-    model: str | Callable[..., SentenceTransformer],
+    model: str | SentenceTransformer | Callable[..., SentenceTransformer],
     collection: str,
     *,
     calibration: str | None = None,
@@ -149,8 +149,9 @@ def encode_to_shards(
     """Encode documents (JSONL/Parquet files or folders) into Parquet shards of points under ``output``.
 
     Args:
-        model: a Hub id or path (loaded with ``calibration``, default ``b128_lhalf_a0.5``), or a
-            picklable zero-argument callable returning the model (e.g. a :class:`ModelLoader`).
+        model: a Hub id or path (loaded with ``calibration``, default ``b128_lhalf_a0.5``), a loaded
+            model (Ray actors get a pickled copy), or a picklable zero-argument callable returning
+            the model (e.g. a :class:`ModelLoader`: each actor loads it itself).
         collection: the collection the point ids are made for (the ids the single-process
             ``index`` gives the same documents in that collection).
         engine: ``"local"`` (this process) or ``"ray"`` (a Ray Data actor pool; ``address``
@@ -174,7 +175,12 @@ def encode_to_shards(
         raise store.QdrantIndexError(f"nothing to encode: all {len(plan.problems)} record(s) of the input were left out"
                                      + (f" (first: {plan.problems[0]})" if plan.problems else "") + ".")
     loader = ModelLoader(model, calibration or ModelLoader.calibration, max_length) if isinstance(model, str) else model
-    driver_model = loader(device="cpu") if engine == "ray" and isinstance(loader, ModelLoader) else loader()
+    if isinstance(loader, SentenceTransformer):  # a loaded model: Ray actors get a pickled copy
+        driver_model = loader
+    elif engine == "ray" and isinstance(loader, ModelLoader):  # the driver only reads the spec: no GPU for it
+        driver_model = loader(device="cpu")
+    else:
+        driver_model = loader()
     spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks)
     output = Path(output)
     done = _completed_shards(output, plan, spec, collection, store_text)

