@@ -14,6 +14,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason='the Ray engine is an extra: pip install "mteb-fairpos[ray]"')
 
+from mteb_fairpos.cli import main  # noqa: E402
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
 from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa: E402
@@ -35,7 +36,12 @@ def local_ray():
 
     # the crash-once loader below is defined in this test module: ship it by value to the workers
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # the sweep's workers need the tiny test task: the plugin's extra-task variable, with this folder importable
+    tests = str(Path(__file__).parent)
+    env = {"MTEB_FAIRPOS_EXTRA_TASKS": "fairpos_tiny_tasks",
+           "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": env})
     yield
     ray.shutdown()
 
@@ -99,3 +105,24 @@ def test_unreachable_address_is_reported_before_anything_runs(tmp_path):
         encode_to_shards(write_jsonl(tmp_path / "d.jsonl", records(2)), tmp_path / "o", MINILM_HUB_ID, "p",
                          engine="ray", address="127.0.0.1:1")
     assert not Path(tmp_path / "o").exists()
+
+
+def test_distributed_sweep_equals_the_sequential_one(tmp_path, capsys):
+    import fairpos_tiny_tasks
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    fairpos_tiny_tasks.register()
+    args = ["sweep", "-m", "fair/all-MiniLM-L6-v2", "-t", "FairPosTinyRetrieval", "--baskets", "64", "--layers", "last",
+            "last_half", "--strengths", "1", "--batch-size", "4", "--device", "cpu", "--quiet"]
+    assert main(args + ["--output-folder", str(tmp_path / "sequential")]) == 0
+    sequential = capsys.readouterr().out
+    assert main(args + ["--output-folder", str(tmp_path / "ray"), "--engine", "ray", "--actors", "2"]) == 0
+    distributed = capsys.readouterr().out
+    assert distributed.count(": cached") == 3  # every (config, task) was written by a Ray worker
+    table = sequential[sequential.index("### FairPosTinyRetrieval"):]
+    assert distributed[distributed.index("### FairPosTinyRetrieval"):] == table
+    written = sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray").rglob("FairPosTinyRetrieval.json"))
+    assert written == sorted(p.relative_to(tmp_path / "sequential")
+                             for p in (tmp_path / "sequential").rglob("FairPosTinyRetrieval.json"))
+    assert len(written) == 3

@@ -13,14 +13,14 @@ per-position scores, the main score and PSI of each config, with the change agai
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
-from .common import add_max_length
+from ..config import LAYER_GRAMMAR, CalibrationConfig
 from ..results import TaskScores, summarize
+from ..sweep import SweepPoint, grid, is_cached
+from .common import add_max_length
 from .compare import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
@@ -51,21 +51,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
     parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local: one process; ray: one Ray task per (config, task) on a pool of workers, into the "
+                        "same results folder (shared storage on a cluster; pip install 'mteb-fairpos[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster to join (host:port or auto); default a local Ray runtime")
+    parser.add_argument("--actors", type=int, default=1, help="Ray workers, each loading the checkpoint once (default 1)")
+    parser.add_argument("--gpus-per-actor", type=float, default=None,
+                        help="GPUs per Ray worker (default: 1 when the cluster has GPUs, else 0)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
     return parser
 
 
-def grid(baskets, layers, strengths) -> list[CalibrationConfig]:
-    """Every combination, in basket, layer set, strength order; duplicates removed."""
-    configs = []
-    for basket, layer_text, strength in itertools.product(baskets, layers, strengths):
-        configs.append(CalibrationConfig(basket_size=int(basket), layers=parse_layers(layer_text), strength=float(strength)))
-    return list(dict.fromkeys(configs))
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..mteb_models import base_model, calibrated_name, fair_model_meta, shared_weights
+    from ..mteb_models import base_model, shared_weights
     from ..mteb_plugin import register
 
     register()
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from mteb.cache import ResultCache
 
     try:
-        base = base_model(args.model)
+        base_model(args.model)  # an unknown model is a one-line error, before any work
         tasks = mteb.get_tasks(tasks=args.tasks)
     except KeyError as err:
         print(f"mteb-fairpos sweep: error: {err.args[0] if err.args else err}", file=sys.stderr)
@@ -83,20 +83,25 @@ def run(args: argparse.Namespace) -> int:
     cache = ResultCache(args.output_folder)
     encode_kwargs: dict[str, Any] = {"batch_size": args.batch_size} if args.batch_size else {}
     rows: list[dict[str, Any]] = []
+    grid_points = [SweepPoint(args.model, config, args.device, args.max_length) for config in points]
+    strategy = args.overwrite_strategy
+    if args.engine == "ray" and strategy != "never":  # Ray workers fill the results folder; the loop below reads it
+        from ..integrations.ray.sweep import run_sweep
+
+        run_sweep(grid_points, [t.metadata.name for t in tasks], args.output_folder, actors=args.actors,
+                  gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
+                  overwrite_strategy=strategy, show_progress=not args.quiet)
+        strategy = "only-missing"
     with shared_weights():
-        for number, config in enumerate(points, start=1):
-            meta = fair_model_meta(calibrated_name(base), config)
-            if args.device:
-                meta = meta.model_copy(update={"loader_kwargs": {**meta.loader_kwargs, "device": args.device}})
-            if args.max_length:  # an mteb experiment: its own results folder
-                meta = meta.model_copy(update={"experiment_kwargs": {"max_seq_length": args.max_length}})
-            cached = all(cache.get_task_result_path(t.metadata.name, meta).is_file() for t in tasks)
-            state = "cached" if cached and args.overwrite_strategy != "always" else "running"
+        for number, point in enumerate(grid_points, start=1):
+            meta = point.meta()
+            cached = all(is_cached(cache, point, t.metadata.name) for t in tasks)
+            state = "cached" if cached and strategy != "always" else "running"
             print(f"[{number}/{len(points)}] {meta.name}: {state}", flush=True)
-            result = mteb.evaluate(meta, tasks, cache=cache, overwrite_strategy=args.overwrite_strategy,
+            result = mteb.evaluate(meta, tasks, cache=cache, overwrite_strategy=strategy,
                                    encode_kwargs=dict(encode_kwargs), show_progress_bar=not args.quiet)
             for task_result in result.task_results:
-                rows.append(_row(config, meta, summarize(task_result)))
+                rows.append(_row(point.calibration, meta, summarize(task_result)))
     print()
     print(tradeoff_tables(rows))
     if args.csv:
