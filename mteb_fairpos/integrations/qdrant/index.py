@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,13 +39,14 @@ from .encoding import (
     model_name,
 )
 from .points import collection_spec, content_hash, document_points
+from .plan import InputPlan, plan_input, read_shard
 from .records import (
     Document,
+    InputError,
     OnError,
     Problem,
     check_iterable_of_records,
     parse_documents,
-    read_documents,
     require_documents,
 )
 from .search import SearchHit, search
@@ -242,41 +244,79 @@ class FairQdrantIndex:
         Every record is validated before the collection is touched. ``collection_options``
         (``shard_number``, ``replication_factor``, ...) apply when the collection is created.
         """
-        start = time.perf_counter()
         docs, problems = _as_documents(documents, on_error)
         require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
-        report = IndexReport(self.collection, documents=len(docs), invalid=list(invalid) + problems)
+        batches = (docs[begin:begin + batch_size] for begin in range(0, len(docs), batch_size))
+        return self._index_batches(batches, len(docs), list(invalid) + problems, uncalibrated=uncalibrated,
+                                   late_chunks=late_chunks, store_text=store_text, batch_size=batch_size,
+                                   upsert_batch_size=upsert_batch_size, retries=retries, backoff=backoff,
+                                   show_progress=show_progress, collection_options=collection_options)
+
+    def index_file(self, path: str | Path, *, format: str | None = None, on_error: OnError = "raise",
+                   batch_size: int = 32, **options: Any) -> IndexReport:
+        """Index a JSONL or Parquet file of any size, streamed in bounded batches.
+
+        The whole file is validated first (see :func:`plan_file`; only ids and byte ranges are
+        kept), then read again batch by batch, so memory does not grow with the file.
+        """
+        return self.index_plan(plan_file(path, on_error=on_error, format=format), batch_size=batch_size, **options)
+
+    def index_plan(self, plan: InputPlan, *, batch_size: int = 32, uncalibrated: bool | None = None,
+                   late_chunks: bool | None = None, store_text: bool = True, upsert_batch_size: int = 256,
+                   retries: int = 3, backoff: float = 0.5, show_progress: bool = True,
+                   **collection_options: Any) -> IndexReport:
+        """Index a validated input plan (`plan_file`, `plan.plan_input`), reading it shard by shard."""
+        documents = (doc for shard in plan.shards for doc in read_shard(shard))
+        return self._index_batches(_batched(documents, batch_size), plan.documents, list(plan.problems),
+                                   uncalibrated=uncalibrated, late_chunks=late_chunks, store_text=store_text,
+                                   batch_size=batch_size, upsert_batch_size=upsert_batch_size, retries=retries,
+                                   backoff=backoff, show_progress=show_progress, collection_options=collection_options)
+
+    def _index_batches(self, batches: Iterable[list[Document]], total: int, invalid: list[Problem], *,
+                       uncalibrated: bool | None, late_chunks: bool | None, store_text: bool, batch_size: int,
+                       upsert_batch_size: int, retries: int, backoff: float, show_progress: bool,
+                       collection_options: dict[str, Any]) -> IndexReport:
+        """Embed and write batch after batch; the next batch is embedded (in a thread: torch releases
+        the GIL) while this one is written, and every client call stays on this thread."""
+        start = time.perf_counter()
+        report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
                                                        **collection_options)
         writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
                          retries=retries, backoff=backoff)
-        progress = _progress(len(docs), f"indexing into {self.collection}", show_progress)
+        both = {store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED} <= set(spec.vectors)
+        progress = _progress(total, f"indexing into {self.collection}", show_progress)
+
+        def finish(pending: tuple[Future | None, dict[str, dict], int]) -> None:
+            future, previous, size = pending
+            if future is not None:
+                encoded = future.result()
+                for enc in encoded:
+                    if enc.truncation is not None:
+                        report.truncated.append(enc.truncation)
+                        logger.warning("truncated: %s", enc.truncation)
+                writer.write(encoded, previous, report)
+            progress.update(size)
+
         try:
-            for begin in range(0, len(docs), batch_size):
-                chunk = docs[begin:begin + batch_size]
-                # a collection this run created holds only this run's documents (ids are unique): no lookup
-                previous = {} if report.created_collection else writer.lookup(chunk)
-                todo = [d for d in chunk if not writer.unchanged(d, previous)]
-                report.unchanged += len(chunk) - len(todo)
-                if todo:
-                    both = {store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED} <= set(spec.vectors)
-                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=both, late_chunks=writer.late,
-                                               batch_size=batch_size)
-                    for enc in encoded:
-                        if enc.truncation is not None:
-                            report.truncated.append(enc.truncation)
-                            logger.warning("truncated: %s", enc.truncation)
-                    writer.write(encoded, previous, report)
-                progress.update(len(chunk))
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairpos-encode") as encoder:
+                pending = None
+                for chunk in batches:
+                    # a collection this run created holds only this run's documents (ids are unique): no lookup
+                    previous = {} if report.created_collection else writer.lookup(chunk)
+                    todo = [d for d in chunk if not writer.unchanged(d, previous)]
+                    report.unchanged += len(chunk) - len(todo)
+                    future = encoder.submit(encode_documents, self.model, todo, uncalibrated_vectors=both,
+                                            late_chunks=writer.late, batch_size=batch_size) if todo else None
+                    if pending is not None:
+                        finish(pending)  # written while `future` embeds
+                    pending = (future, previous, len(chunk))
+                if pending is not None:
+                    finish(pending)
         finally:
             progress.close()
             report.seconds = time.perf_counter() - start
         return report
-
-    def index_file(self, path: str | Path, *, format: str | None = None, on_error: OnError = "raise", **options: Any) -> IndexReport:
-        """Index a JSONL or Parquet file (every record is validated before anything is written)."""
-        docs, problems = read_documents(path, on_error=on_error, format=format)
-        return self.index(docs, invalid=problems, **options)
 
     def write_encoded(self, encoded: Sequence[EncodedDocument], *, store_text: bool = True, upsert_batch_size: int = 256,
                       retries: int = 3, backoff: float = 0.5) -> IndexReport:
@@ -327,6 +367,36 @@ def index_documents(model: SentenceTransformer, documents: Iterable[Document | d
 # ---------------------------------------------------------------------------- internals
 def _model_name(model: SentenceTransformer) -> str:
     return model_name(model)
+
+
+def plan_file(path: str | Path, *, on_error: OnError = "raise", format: str | None = None,
+              shard_size: int = 1024) -> InputPlan:
+    """Validate a JSONL or Parquet file of documents, keeping only ids and byte ranges (`plan.plan_input`).
+
+    Refuses a folder, a missing file and an input with nothing to index, as ``index`` does.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{str(path)!r} is a folder; give a JSONL or Parquet file of documents.")
+    if not path.is_file():
+        raise FileNotFoundError(f"input file {str(path)!r} does not exist.")
+    plan = plan_input(path, shard_size=shard_size, on_error=on_error, format=format)
+    if not plan.shards:
+        require_documents([], plan.problems, str(path))
+    return plan
+
+
+def _batched(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    if size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {size}.")
+    batch: list[Document] = []
+    for doc in documents:
+        batch.append(doc)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _as_documents(documents: Iterable[Document | dict], on_error: OnError) -> tuple[list[Document], list[Problem]]:

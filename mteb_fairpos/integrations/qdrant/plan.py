@@ -109,7 +109,7 @@ def plan_input(inputs: str | Path | Sequence[str | Path], *, shard_size: int = 1
                 continue
             try:
                 if unit.malformed:
-                    raise InputError(f"{unit.where}: {unit.malformed}")
+                    raise InputError(f"{unit.where}: malformed JSON ({unit.malformed}).")
                 doc = parse_document(unit.record, unit.where)
             except InputError as err:
                 if on_error == "raise":
