@@ -348,39 +348,53 @@ def test_encode_and_load_commands(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------- the single-process index, streamed
-def test_index_file_streams_and_embeds_beside_the_writes(tmp_path, model, monkeypatch):
-    """`index_file` reads the file batch by batch; the model runs on the encoder thread while every
-    client call stays on the caller's thread (local mode's SQLite refuses other threads)."""
+def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_path, model, monkeypatch):
+    """`index_file` reads the file shard by shard; in local mode every client call stays on the
+    caller's thread (its SQLite store refuses other threads)."""
     import threading
 
     items = records(26, seed=9)
     path = write_jsonl(tmp_path / "docs.jsonl", items)
     client = store.connect(str(tmp_path / "qdrant"))  # on disk: SQLite, bound to this thread
     index = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID)
-    forward_threads, client_threads = set(), set()
-    handle = model.register_forward_hook(lambda *_: forward_threads.add(threading.current_thread().name))
-    for method in ("upsert", "retrieve"):
-        original = getattr(client, method)
+    client_threads = set()
+    original_upsert = client.upsert
 
-        def recording(*args, _original=original, **kwargs):
-            client_threads.add(threading.current_thread().name)
-            return _original(*args, **kwargs)
+    def recording(*args, **kwargs):
+        client_threads.add(threading.current_thread().name)
+        return original_upsert(*args, **kwargs)
 
-        monkeypatch.setattr(client, method, recording)
+    monkeypatch.setattr(client, "upsert", recording)
     reads = []
     from mteb_fairpos.integrations.qdrant import index as index_module
 
     original_read = index_module.read_shard
     monkeypatch.setattr(index_module, "read_shard", lambda shard: reads.append(shard.documents) or original_read(shard))
-    try:
-        report = index.index_plan(index_module.plan_file(path, shard_size=10), batch_size=4, show_progress=False)
-    finally:
-        handle.remove()
+    report = index.index_plan(index_module.plan_file(path, shard_size=10), batch_size=4, show_progress=False)
     assert report.written == 26 and client.count("pages", exact=True).count == 26
     assert reads == [10, 10, 6]  # three reads of bounded size, not one of the whole file
     assert client_threads == {threading.current_thread().name}
-    assert forward_threads and all(name.startswith("fairpos-encode") for name in forward_threads)
     with FairQdrantIndex(model, "pages", model_name=MINILM_HUB_ID) as reference:
         reference.index(items, show_progress=False)
         assert_same_points(points_of(reference.client, "pages"), points_of(client, "pages"))
     client.close()
+
+
+def test_on_a_server_batches_are_written_while_the_next_is_embedded(tmp_path, model):
+    """The recorded-request stand-in (no server here): upserts are sent from the writer thread."""
+    import threading
+
+    server = FakeServer()
+    threads = []
+
+    def transport(request):
+        if request.method == "PUT" and request.url.path.endswith("/points"):
+            threads.append(threading.current_thread().name)
+        return server(request)
+
+    path = write_jsonl(tmp_path / "docs.jsonl", records(10))
+    with FairQdrantIndex(model, "pages", url="https://qdrant.test:6333", transport=httpx.MockTransport(transport),
+                         model_name=MINILM_HUB_ID) as index:
+        report = index.index_file(path, batch_size=3, show_progress=False)
+    assert report.written == 10 and len(server.points["pages"]) == 10
+    assert len(threads) == 4 and all(name.startswith("fairpos-write") for name in threads)

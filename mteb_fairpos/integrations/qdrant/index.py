@@ -276,8 +276,9 @@ class FairQdrantIndex:
                        uncalibrated: bool | None, late_chunks: bool | None, store_text: bool, batch_size: int,
                        upsert_batch_size: int, retries: int, backoff: float, show_progress: bool,
                        collection_options: dict[str, Any]) -> IndexReport:
-        """Embed and write batch after batch; the next batch is embedded (in a thread: torch releases
-        the GIL) while this one is written, and every client call stays on this thread."""
+        """Embed and write batch after batch. On a server, batch k is written on a thread while batch
+        k+1 is embedded (the network wait overlaps the model); local mode writes in place, since
+        its SQLite store belongs to the thread that opened it and the write costs little."""
         start = time.perf_counter()
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
@@ -286,34 +287,32 @@ class FairQdrantIndex:
                          retries=retries, backoff=backoff)
         both = {store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED} <= set(spec.vectors)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
-
-        def finish(pending: tuple[Future | None, dict[str, dict], int]) -> None:
-            future, previous, size = pending
-            if future is not None:
-                encoded = future.result()
+        background = None if store.is_local(self.client) else ThreadPoolExecutor(1, thread_name_prefix="fairpos-write")
+        pending: Future | None = None
+        try:
+            for chunk in batches:
+                # a collection this run created holds only this run's documents (ids are unique): no lookup
+                previous = {} if report.created_collection else writer.lookup(chunk)
+                todo = [d for d in chunk if not writer.unchanged(d, previous)]
+                report.unchanged += len(chunk) - len(todo)
+                encoded = encode_documents(self.model, todo, uncalibrated_vectors=both, late_chunks=writer.late,
+                                           batch_size=batch_size) if todo else []
                 for enc in encoded:
                     if enc.truncation is not None:
                         report.truncated.append(enc.truncation)
                         logger.warning("truncated: %s", enc.truncation)
-                writer.write(encoded, previous, report)
-            progress.update(size)
-
-        try:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairpos-encode") as encoder:
-                pending = None
-                for chunk in batches:
-                    # a collection this run created holds only this run's documents (ids are unique): no lookup
-                    previous = {} if report.created_collection else writer.lookup(chunk)
-                    todo = [d for d in chunk if not writer.unchanged(d, previous)]
-                    report.unchanged += len(chunk) - len(todo)
-                    future = encoder.submit(encode_documents, self.model, todo, uncalibrated_vectors=both,
-                                            late_chunks=writer.late, batch_size=batch_size) if todo else None
-                    if pending is not None:
-                        finish(pending)  # written while `future` embeds
-                    pending = (future, previous, len(chunk))
                 if pending is not None:
-                    finish(pending)
+                    pending.result()  # the previous batch is written before this one starts
+                if background is None:
+                    writer.write(encoded, previous, report)
+                    progress.update(len(chunk))
+                else:
+                    pending = background.submit(_write_then_count, writer, encoded, previous, report, progress, len(chunk))
+            if pending is not None:
+                pending.result()
         finally:
+            if background is not None:
+                background.shutdown(wait=True)
             progress.close()
             report.seconds = time.perf_counter() - start
         return report
@@ -384,6 +383,12 @@ def plan_file(path: str | Path, *, on_error: OnError = "raise", format: str | No
     if not plan.shards:
         require_documents([], plan.problems, str(path))
     return plan
+
+
+def _write_then_count(writer: _Writer, encoded: list[EncodedDocument], previous: dict[str, dict], report: IndexReport,
+                      progress: Any, size: int) -> None:
+    writer.write(encoded, previous, report)
+    progress.update(size)
 
 
 def _batched(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:

@@ -1,0 +1,137 @@
+"""The scale-out route against the single-process one, on the same documents in the same run.
+
+1. Encode throughput: the Ray Data pipeline (1 and 2 model actors) against the local engine,
+   which runs the same `ShardEncoder` in this process (the single-process case of the pipeline),
+   and against `FairQdrantIndex.index_file` into an in-memory collection (encode + write).
+   Each Ray run starts its own actor pool and loads the model in every actor, as a real job
+   does; the Ray runtime itself is started once, before the timers (reported separately).
+2. Bulk load: `load_shards` into a fresh collection against a plain ``client.upload_points`` of
+   the same points (read from the same shards beforehand, so only the writing is compared).
+
+The modes alternate within each repetition (machine noise hits all alike); printed are the
+medians and min-max of documents per second and the ratios of the medians:
+
+    ray overhead at 1 actor = 1 - (ray 1 actor / local engine)      (target: < 15 %)
+
+Usage::
+
+    python benchmarks/bench_scale.py                  # 600 documents, 3 repetitions
+    python benchmarks/bench_scale.py --docs 2000 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
+from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
+from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402
+from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
+
+WORDS = ("market city council river science football election weather school music health energy village "
+         "museum railway harbour festival research budget court police theatre farm bridge storm library "
+         "hospital airport forest mountain painting novel concert vaccine satellite ocean desert").split()
+
+
+def write_input(path: str, n: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        for i in range(n):
+            segments = [{"text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(15, 60))).capitalize() + ".",
+                         "language": rng.choice(["en", "de", "fr"])} for _ in range(rng.randint(2, 5))]
+            handle.write(json.dumps({"id": f"doc{i}", "segments": segments}) + "\n")
+
+
+def timed(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=600)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shard-size", type=int, default=100)
+    parser.add_argument("--calibration", default="b128_lhalf_a0.5")
+    args = parser.parse_args()
+
+    import ray
+
+    from mteb_fairpos.integrations.ray import runtime
+
+    work = tempfile.mkdtemp(prefix="bench-scale-")
+    source = os.path.join(work, "docs.jsonl")
+    write_input(source, args.docs)
+    loader = ModelLoader(MINILM_HUB_ID, args.calibration)
+    model = loader()
+    cpus = os.cpu_count() or 1
+    ray_start = timed(lambda: runtime.init(num_cpus=cpus))
+
+    def encode(engine: str, actors: int) -> None:
+        out = os.path.join(work, f"out-{engine}-{actors}")
+        shutil.rmtree(out, ignore_errors=True)
+        encode_to_shards(source, out, loader if engine == "ray" else model, "bench", engine=engine, actors=actors,
+                         shard_size=args.shard_size, show_progress=False)
+
+    def index_file() -> None:
+        with FairQdrantIndex(model, "bench", model_name=MINILM_HUB_ID) as index:
+            index.index_file(source, show_progress=False)
+
+    modes = {"local engine (this process)": lambda: encode("local", 1),
+             "index_file (encode + write)": index_file,
+             "ray, 1 actor": lambda: encode("ray", 1),
+             "ray, 2 actors": lambda: encode("ray", 2)}
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    encode("local", 1)  # warm-up: file cache, torch kernels
+    for _ in range(args.repeats):
+        for name, action in modes.items():
+            times[name].append(timed(action))
+
+    shards = os.path.join(work, "out-local-1")
+    points = [p.to_point() for f in shard_files(shards) for p in read_points(f)]
+    load_times, plain_times = [], []
+    for _ in range(args.repeats):
+        client = store.connect(":memory:")
+        load_times.append(timed(lambda: load_shards(shards, client, show_progress=False)))
+        info = client.get_collection("bench").config
+        plain = store.connect(":memory:")
+        plain.create_collection("bench", vectors_config=info.params.vectors)
+        plain_times.append(timed(lambda: plain.upload_points("bench", points, batch_size=256, wait=True)))
+    ray.shutdown()
+    shutil.rmtree(work, ignore_errors=True)
+
+    def rate(values: list[float], n: int) -> tuple[float, float, float]:
+        rates = [n / v for v in values]
+        return statistics.median(rates), min(rates), max(rates)
+
+    print(f"{args.docs} documents of 2-5 segments, {args.calibration}, {cpus} CPU cores, "
+          f"{args.repeats} repetitions; Ray runtime start (once): {ray_start:.1f} s\n")
+    print("| route | docs/s median | min-max | vs local engine |")
+    print("|---|---:|---:|---:|")
+    base = rate(times["local engine (this process)"], args.docs)[0]
+    for name, values in times.items():
+        median, low, high = rate(values, args.docs)
+        print(f"| {name} | {median:.1f} | {low:.1f}-{high:.1f} | {median / base:.2f} |")
+    load = rate(load_times, len(points))
+    plain = rate(plain_times, len(points))
+    print(f"\n| load of {len(points)} points (in-memory local mode) | points/s median | min-max | vs plain upload_points |")
+    print("|---|---:|---:|---:|")
+    print(f"| load_shards (checks, read Parquet, upload) | {load[0]:.0f} | {load[1]:.0f}-{load[2]:.0f} | {load[0] / plain[0]:.2f} |")
+    print(f"| plain upload_points of ready points | {plain[0]:.0f} | {plain[1]:.0f}-{plain[2]:.0f} | 1.00 |")
+
+
+if __name__ == "__main__":
+    main()
