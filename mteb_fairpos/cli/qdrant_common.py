@@ -29,6 +29,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help
     where.add_argument("--path", default=None,
                        help=f"folder of the embedded local Qdrant (default: ./{DEFAULT_PATH}; ':memory:' keeps nothing)")
     where.add_argument("--url", default=None, help="Qdrant server or cluster URL, e.g. http://localhost:6333")
+    parser.add_argument("--backend", choices=("local", "edge"), default="local",
+                        help="embedded engine for --path: qdrant-client's local mode (default) or Qdrant Edge "
+                        "(pip install 'mteb-fairpos[edge]')")
     parser.add_argument("--api-key", default=None,
                         help="API key for --url (default: the QDRANT_API_KEY environment variable)")
     parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
@@ -45,11 +48,13 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
         return _store().connect(url=args.url, api_key=api_key, timeout=args.timeout)
     if args.api_key is not None:
         raise ValueError("--api-key applies to a server; give --url as well.")
+    if args.backend == "edge" and args.path == ":memory:":
+        raise ValueError("the Qdrant Edge backend stores its data in a folder; give --path FOLDER.")
     path = args.path or DEFAULT_PATH
     if existing and path != ":memory:" and not os.path.isdir(path):
         raise FileNotFoundError(f"no local Qdrant store at {path!r}; index into it first "
                                 "(mteb-fairpos index ... --path) or give the folder you indexed into.")
-    return _store().connect(path)
+    return _store().connect(path, backend=args.backend)
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):

@@ -27,6 +27,9 @@ VECTOR_UNCALIBRATED = "uncalibrated"
 VECTOR_LATE = "late_chunk"
 VECTOR_LATE_UNCALIBRATED = "late_chunk_uncalibrated"
 
+BACKENDS = ("local", "edge")
+"""The embedded engines: qdrant-client's local mode (the default) and Qdrant Edge."""
+
 KIND_DOCUMENT = "document"
 KIND_SEGMENT = "segment"
 
@@ -38,7 +41,7 @@ PAYLOAD_INDEXES: tuple[tuple[str, models.PayloadSchemaType], ...] = (
     ("position", models.PayloadSchemaType.INTEGER),
     ("language", models.PayloadSchemaType.KEYWORD),
 )
-"""Payload indexes created on a server (local mode has none: it scans)."""
+"""Payload indexes created on a server and in Qdrant Edge (local mode has none: it scans)."""
 
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/mteb-fairpos/qdrant-points")
 
@@ -75,19 +78,33 @@ def connect(
     url: str | None = None,
     api_key: str | None = None,
     timeout: float = 10.0,
+    backend: str = "local",
     **client_kwargs: Any,
 ) -> QdrantClient:
-    """A client for local mode (``path``; ``None`` or ``":memory:"`` keeps it in memory) or a server (``url``).
+    """A client for an embedded store at ``path`` or a server at ``url``.
 
+    ``backend`` picks the embedded engine: ``"local"`` (qdrant-client's local mode; ``None`` or
+    ``":memory:"`` keeps it in memory) or ``"edge"`` (Qdrant Edge in ``path``, see :mod:`.edge`).
     A server is probed once (list collections); if it cannot be reached this raises
     :class:`QdrantUnavailableError` and nothing has been written. ``client_kwargs`` go to
     ``QdrantClient`` (and from there to httpx, e.g. ``transport=`` or ``verify=``).
     """
     if url is not None and path is not None:
         raise ValueError("give either a local path or a server url, not both.")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
     if url is None:
         if api_key is not None:
             raise ValueError("an API key only applies to a server; give url= as well.")
+        if backend == "edge":
+            if path is None or path == ":memory:":
+                raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
+            from .edge import EdgeClient
+
+            try:
+                return EdgeClient(path)  # type: ignore[return-value]
+            except RuntimeError as err:  # the folder is locked by another client
+                raise QdrantIndexError(str(err)) from err
         if path is None or path == ":memory:":
             return QdrantClient(location=":memory:", **client_kwargs)
         try:
@@ -120,7 +137,13 @@ def check_reachable(client: QdrantClient, where: str | None = None) -> None:
 
 
 def is_local(client: QdrantClient) -> bool:
-    """Whether ``client`` is the embedded local mode (no server, no payload indexes)."""
+    """Whether ``client`` is embedded (local mode or Qdrant Edge): no server, no network, one thread."""
+    from .edge import EdgeClient
+
+    return isinstance(client, EdgeClient) or _is_local_mode(client)
+
+
+def _is_local_mode(client: QdrantClient) -> bool:
     try:
         from qdrant_client.local.qdrant_local import QdrantLocal
     except ImportError:  # pragma: no cover
@@ -255,7 +278,7 @@ def create_collection(
 
 def ensure_payload_indexes(client: QdrantClient, collection: str) -> list[str]:
     """Create the missing payload indexes where the backend supports them; returns the fields created."""
-    if is_local(client):
+    if _is_local_mode(client):
         return []  # local mode scans payloads; indexes would be no-ops with a warning
     existing = set(client.get_collection(collection).payload_schema or {})
     created = []

