@@ -43,3 +43,14 @@ def _positive(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of tokens, got {value}")
     return value
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, *, ray_does: str, actor: str) -> None:
+    """``--engine local|ray`` and the Ray pool's options, the same in every command that can fan out."""
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help=f"local: this process; ray: {ray_does} (pip install 'mteb-fairpos[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster to join (host:port, ray://host:port or auto); default a local Ray runtime")
+    parser.add_argument("--actors", type=int, default=1, help=f"{actor}s on Ray (default 1; one per GPU on a GPU cluster)")
+    parser.add_argument("--gpus-per-actor", type=float, default=None,
+                        help=f"GPUs per {actor} (default: 1 when the cluster has GPUs, else 0)")

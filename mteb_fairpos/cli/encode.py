@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from . import qdrant_common
-from .common import add_max_length
+from .common import add_engine_arguments, add_max_length
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -37,13 +35,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="leave out invalid records and later copies of duplicate ids, and report them")
     parser.add_argument("--batch-size", type=int, default=32, help="documents per forward batch (default 32)")
     parser.add_argument("--shard-size", type=int, default=1000, help="documents per shard (default 1000)")
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="local: this process; ray: a Ray Data pool of model actors (pip install 'mteb-fairpos[ray]')")
-    parser.add_argument("--address", default=None,
-                        help="Ray cluster to join (host:port, ray://host:port or auto); default a local Ray runtime")
-    parser.add_argument("--actors", type=int, default=1, help="model actors on Ray (default 1; one per GPU on a GPU cluster)")
-    parser.add_argument("--gpus-per-actor", type=float, default=None,
-                        help="GPUs per actor (default: 1 when the cluster has GPUs, else 0)")
+    add_engine_arguments(parser, ray_does="a Ray Data pool of model actors, one shard at a time", actor="model actor")
     parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -72,8 +64,4 @@ def run(args: argparse.Namespace) -> int:
             show_progress=not args.quiet)
     except (*qdrant_common.errors(), runtime.RayUnavailableError) as err:
         return qdrant_common.fail("encode", err)
-    print(report.summary())
-    if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return 0
+    return qdrant_common.print_report(report, args.report)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-from pathlib import Path
 
 from . import qdrant_common
 from .common import add_max_length
@@ -38,9 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32, help="documents embedded per batch (default 32)")
     parser.add_argument("--upsert-batch-size", type=int, default=256, help="points per upsert request (default 256)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upsert (default 3)")
-    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
-    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
-    parser.add_argument("--write-consistency-factor", type=int, default=None, help="write consistency of a new collection (server)")
+    qdrant_common.add_cluster_arguments(parser)
     parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -69,8 +65,4 @@ def run(args: argparse.Namespace) -> int:
             client.close()
     except qdrant_common.errors() as err:
         return qdrant_common.fail("index", err)
-    print(report.summary())
-    if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return 0
+    return qdrant_common.print_report(report, args.report)

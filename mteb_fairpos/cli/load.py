@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from . import qdrant_common
 
@@ -22,10 +20,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=256, help="points per upload request (default 256)")
     parser.add_argument("--parallel", type=int, default=1, help="upload streams to a server (default 1)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upload batch (default 3)")
-    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
-    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
-    parser.add_argument("--write-consistency-factor", type=int, default=None,
-                        help="write consistency of a new collection (server)")
+    qdrant_common.add_cluster_arguments(parser)
     parser.add_argument("--on-disk-payload", action="store_true", default=None,
                         help="keep payloads on disk in a new collection (server)")
     parser.add_argument("--no-defer-indexing", dest="defer_indexing", action="store_false", default=None,
@@ -56,8 +51,4 @@ def run(args: argparse.Namespace) -> int:
             client.close()
     except qdrant_common.errors() as err:
         return qdrant_common.fail("load", err)
-    print(report.summary())
-    if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return 0
+    return qdrant_common.print_report(report, args.report)

@@ -4,8 +4,11 @@ arguments, the model a collection was built with, and one-line errors."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 from ..config import CalibrationConfig
 from ..offline import MINILM_HUB_ID
@@ -35,6 +38,23 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help
     parser.add_argument("--api-key", default=None,
                         help="API key for --url (default: the QDRANT_API_KEY environment variable)")
     parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The settings of a collection created on a server or cluster (ignored by the embedded engines)."""
+    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
+    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
+    parser.add_argument("--write-consistency-factor", type=int, default=None,
+                        help="write consistency of a new collection (server)")
+
+
+def print_report(report: Any, path: str | None) -> int:
+    """Print a run's summary and, with ``--report PATH``, write its JSON form; the exit status 0."""
+    print(report.summary())
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return 0
 
 
 def connect_from(args: argparse.Namespace, *, existing: bool = False):

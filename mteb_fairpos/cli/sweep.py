@@ -20,7 +20,7 @@ from typing import Any
 from ..config import LAYER_GRAMMAR, CalibrationConfig
 from ..results import TaskScores, summarize
 from ..sweep import SweepPoint, grid, is_cached
-from .common import add_max_length
+from .common import add_engine_arguments, add_max_length
 from .compare import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
@@ -51,14 +51,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
     parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="local: one process; ray: one Ray task per (config, task) on a pool of workers, into the "
-                        "same results folder (shared storage on a cluster; pip install 'mteb-fairpos[ray]')")
-    parser.add_argument("--address", default=None,
-                        help="Ray cluster to join (host:port or auto); default a local Ray runtime")
-    parser.add_argument("--actors", type=int, default=1, help="Ray workers, each loading the checkpoint once (default 1)")
-    parser.add_argument("--gpus-per-actor", type=float, default=None,
-                        help="GPUs per Ray worker (default: 1 when the cluster has GPUs, else 0)")
+    add_engine_arguments(parser, ray_does="one Ray task per (config, task) on a pool of workers, each loading the "
+                         "checkpoint once, into the same results folder (shared storage on a cluster)", actor="worker")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
     return parser
