@@ -24,24 +24,14 @@ from sentence_transformers import SentenceTransformer
 
 from . import shards as shard_files
 from . import store
-from .encoding import ModelLoader, encode_documents, model_name
-from .plan import InputPlan, InputShard, plan_input, read_shard
-from .points import collection_spec, content_hash, document_points
+from .encoding import ModelLoader, model_name
+from .plan import InputPlan, InputShard, plan_input
+from .points import collection_spec
 from .records import OnError, Problem
+from .shard_encoder import EncodeOptions, ShardEncoder
 
 Engine = Literal["local", "ray"]
 MANIFEST = "manifest.json"
-
-
-@dataclass(frozen=True)
-class EncodeOptions:
-    """What every worker needs besides its shards (all picklable)."""
-
-    collection: str
-    output: str
-    spec: store.CollectionSpec
-    store_text: bool = True
-    batch_size: int = 32
 
 
 @dataclass
@@ -82,48 +72,6 @@ class EncodeReport:
         data["invalid"] = [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid]
         data["seconds"] = round(self.seconds, 3)
         return data
-
-
-class ShardEncoder:
-    """Encodes input shards into shard files; one per worker, holding the model.
-
-    It counts the model's forward passes, so a re-run can show that finished shards cost nothing.
-    """
-
-    def __init__(self, loader: Callable[..., SentenceTransformer] | SentenceTransformer, options: EncodeOptions) -> None:
-        self.model = loader if isinstance(loader, SentenceTransformer) else loader()
-        self.options = options
-        spec = options.spec
-        mine = collection_spec(self.model, spec.model, uncalibrated=store.VECTOR_UNCALIBRATED in spec.vectors,
-                               late_chunks=store.VECTOR_LATE in spec.vectors or store.VECTOR_LATE_UNCALIBRATED in spec.vectors)
-        if mine != spec:
-            raise store.CollectionMismatchError(f"the worker's model gives {mine}, the run was planned for {spec}; "
-                                                "every worker must load the same model and calibration.")
-        self.forward_passes = 0
-        self.model.register_forward_hook(self._count)
-
-    def _count(self, *_: Any) -> None:
-        self.forward_passes += 1
-
-    def encode(self, shard: InputShard) -> dict[str, Any]:
-        """Encode one shard and write its file; returns what it did (counts, forward passes, seconds)."""
-        start = time.perf_counter()
-        before = self.forward_passes
-        options, spec = self.options, self.options.spec
-        documents = read_shard(shard)
-        encoded = encode_documents(self.model, documents, uncalibrated_vectors=store.VECTOR_UNCALIBRATED in spec.vectors
-                                   and store.VECTOR_CALIBRATED in spec.vectors,
-                                   late_chunks=store.VECTOR_LATE in spec.vectors or store.VECTOR_LATE_UNCALIBRATED in spec.vectors,
-                                   batch_size=options.batch_size)
-        points = [point for enc in encoded for point in document_points(
-            enc, spec, options.collection, store_text=options.store_text,
-            digest=content_hash(enc.document, spec, store_text=options.store_text))]
-        info = shard_files.write_shard(Path(options.output) / f"{shard.name}{shard_files.SUFFIX}", points, spec=spec,
-                                       collection=options.collection, store_text=options.store_text, source=shard.source())
-        return {"name": shard.name, "documents": info.documents, "points": info.points,
-                "forward_passes": self.forward_passes - before,
-                "truncated": sum(1 for enc in encoded if enc.truncation is not None),
-                "seconds": time.perf_counter() - start}
 
 
 def encode_to_shards(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from ..qdrant.encode_job import EncodeOptions, ShardEncoder
+from ..qdrant.shard_encoder import EncodeOptions, ShardEncoder
 from ..qdrant.plan import InputShard
 from .runtime import require_ray
 
@@ -45,11 +45,14 @@ def encode_shards(todo: list[InputShard], loader: Callable[..., Any], options: E
     ray = require_ray()
     from ray.data import ActorPoolStrategy, DataContext
 
+    actors = min(actors, len(todo))  # an actor without a shard would only load the model
     resources = ray.cluster_resources()
     if gpus_per_actor is None:
         gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
-    if cpus_per_actor is None:  # CPU actors share the machine's cores; GPU actors need one core each
-        cpus_per_actor = 1.0 if gpus_per_actor else max(1.0, float(int(resources.get("CPU", 1) // actors)))
+    if cpus_per_actor is None:  # CPU actors share the cores (no more than one node has); GPU actors take one each
+        largest_node = max((n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")), default=1)
+        share = min(resources.get("CPU", 1) // actors, largest_node)
+        cpus_per_actor = 1.0 if gpus_per_actor else max(1.0, float(int(share)))
     context = DataContext.get_current()
     context.enable_progress_bars = show_progress
     context.print_on_execution_start = show_progress

@@ -1,0 +1,76 @@
+"""Encoding one input shard into one shard file: the unit of work of every encode engine.
+
+A `ShardEncoder` holds one model (loaded once per worker) and the run's `EncodeOptions`; for
+each input shard it reads the records, embeds them with the code `index` uses (sorted by length
+inside the shard), builds the points with `points.document_points` and writes them atomically
+with `shards.write_shard`. The local engine runs one in this process, the Ray engine one per actor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sentence_transformers import SentenceTransformer
+
+from . import shards as shard_files
+from . import store
+from .encoding import encode_documents
+from .plan import InputShard, read_shard
+from .points import collection_spec, content_hash, document_points
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    """What every worker needs besides its shards (all picklable)."""
+
+    collection: str
+    output: str
+    spec: store.CollectionSpec
+    store_text: bool = True
+    batch_size: int = 32
+
+
+class ShardEncoder:
+    """Encodes input shards into shard files; one per worker, holding the model.
+
+    It counts the model's forward passes, so a re-run can show that finished shards cost nothing.
+    """
+
+    def __init__(self, loader: Callable[..., SentenceTransformer] | SentenceTransformer, options: EncodeOptions) -> None:
+        self.model = loader if isinstance(loader, SentenceTransformer) else loader()
+        self.options = options
+        spec = options.spec
+        mine = collection_spec(self.model, spec.model, uncalibrated=store.VECTOR_UNCALIBRATED in spec.vectors,
+                               late_chunks=store.VECTOR_LATE in spec.vectors or store.VECTOR_LATE_UNCALIBRATED in spec.vectors)
+        if mine != spec:
+            raise store.CollectionMismatchError(f"the worker's model gives {mine}, the run was planned for {spec}; "
+                                                "every worker must load the same model and calibration.")
+        self.forward_passes = 0
+        self.model.register_forward_hook(self._count)
+
+    def _count(self, *_: Any) -> None:
+        self.forward_passes += 1
+
+    def encode(self, shard: InputShard) -> dict[str, Any]:
+        """Encode one shard and write its file; returns what it did (counts, forward passes, seconds)."""
+        start = time.perf_counter()
+        before = self.forward_passes
+        options, spec = self.options, self.options.spec
+        documents = read_shard(shard)
+        encoded = encode_documents(self.model, documents, uncalibrated_vectors=store.VECTOR_UNCALIBRATED in spec.vectors
+                                   and store.VECTOR_CALIBRATED in spec.vectors,
+                                   late_chunks=store.VECTOR_LATE in spec.vectors or store.VECTOR_LATE_UNCALIBRATED in spec.vectors,
+                                   batch_size=options.batch_size)
+        points = [point for enc in encoded for point in document_points(
+            enc, spec, options.collection, store_text=options.store_text,
+            digest=content_hash(enc.document, spec, store_text=options.store_text))]
+        info = shard_files.write_shard(Path(options.output) / f"{shard.name}{shard_files.SUFFIX}", points, spec=spec,
+                                       collection=options.collection, store_text=options.store_text, source=shard.source())
+        return {"name": shard.name, "documents": info.documents, "points": info.points,
+                "forward_passes": self.forward_passes - before,
+                "truncated": sum(1 for enc in encoded if enc.truncation is not None),
+                "seconds": time.perf_counter() - start}
