@@ -112,7 +112,8 @@ def load_shards(
         store.create_collection(client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
                                 write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
         report.created_collection = True
-    defer = (report.created_collection if defer_indexing is None else defer_indexing) and not store.is_local(client)
+    defer = (report.created_collection if defer_indexing is None else defer_indexing) and (
+        not store.is_local(client) or store.is_edge(client))  # a server, or Edge (it indexes when "restored")
     restore_m = _defer_hnsw(client, target) if defer else None
     report.deferred_indexing = defer
     from tqdm.auto import tqdm

@@ -107,10 +107,23 @@ class EdgeClient:
             points_count=shard.info().points_count, segments_count=shard.info().segments_count, config=config,
             payload_schema=schema)
 
-    def update_collection(self, collection_name: str, **_: Any) -> bool:
-        """Edge builds its HNSW in its own optimizer; nothing to switch off for a bulk load."""
+    def update_collection(self, collection_name: str, hnsw_config: models.HnswConfigDiff | None = None,
+                          **_: Any) -> bool:
+        """The bulk loader's "restore HNSW" (``m > 0``) builds the index now (`optimize`); ``m=0`` is a
+        no-op: Edge builds nothing while points arrive, only when its optimizer runs."""
         self._settings(collection_name)
+        if hnsw_config is not None and hnsw_config.m:
+            self.optimize(collection_name)
         return True
+
+    def optimize(self, collection_name: str) -> bool:
+        """Build the HNSW and payload indexes of what was written (blocking); True if anything changed.
+
+        Edge does not optimize in the background: until this runs, queries scan the points."""
+        shard = self._shard(collection_name)
+        changed = shard.optimize()
+        shard.flush()
+        return changed
 
     def delete_collection(self, collection_name: str, **_: Any) -> bool:
         shard = self._shards.pop(collection_name, None)

@@ -310,6 +310,8 @@ class FairQdrantIndex:
                     pending = background.submit(_write_then_count, writer, encoded, previous, report, progress, len(chunk))
             if pending is not None:
                 pending.result()
+            if report.written and store.is_edge(self.client):
+                self.client.optimize(self.collection)  # Edge indexes only when asked: HNSW and payload indexes
         finally:
             if background is not None:
                 background.shutdown(wait=True)

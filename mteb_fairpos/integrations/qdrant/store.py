@@ -138,9 +138,14 @@ def check_reachable(client: QdrantClient, where: str | None = None) -> None:
 
 def is_local(client: QdrantClient) -> bool:
     """Whether ``client`` is embedded (local mode or Qdrant Edge): no server, no network, one thread."""
+    return is_edge(client) or _is_local_mode(client)
+
+
+def is_edge(client: QdrantClient) -> bool:
+    """Whether ``client`` is the Qdrant Edge backend (embedded; builds its indexes when told to)."""
     from .edge import EdgeClient
 
-    return isinstance(client, EdgeClient) or _is_local_mode(client)
+    return isinstance(client, EdgeClient)
 
 
 def _is_local_mode(client: QdrantClient) -> bool:
