@@ -104,7 +104,34 @@ class FairPosTinyRetrieval(AbsTaskRetrieval):
         return out
 
 
-TASKS = [FairPosTinyRetrieval]
+class FairPosTinyTwoSubsets(FairPosTinyRetrieval):
+    """The same documents as two subsets of three topics each, for code that handles subsets one by one."""
+
+    metadata = FairPosTinyRetrieval.metadata.model_copy(update={
+        "name": "FairPosTinyTwoSubsets",
+        "description": "The tiny position-aware retrieval task split into two subsets.",
+        "eval_langs": {"early": ["eng-Latn"], "late": ["eng-Latn"]},
+    })
+
+    def load_data(self, num_proc: int | None = None, **kwargs) -> None:
+        if self.data_loaded:
+            return
+        topics = list(TOPICS)
+        self.dataset = {}
+        for subset, chosen in (("early", topics[:3]), ("late", topics[3:])):
+            corpus = Dataset.from_dict({
+                "id": [f"d-{t}" for t in chosen],
+                "title": ["" for _ in chosen],
+                "text": [_document(t, _group_of(topics.index(t))) for t in chosen],
+            })
+            queries = Dataset.from_dict({"id": [f"q-{t}" for t in chosen], "text": [QUERIES[t] for t in chosen]})
+            qrels = {f"q-{t}": {f"d-{t}": 1} for t in chosen}
+            self.dataset[subset] = {"test": {"corpus": corpus, "queries": queries, "relevant_docs": qrels,
+                                             "top_ranked": None}}
+        self.data_loaded = True
+
+
+TASKS = [FairPosTinyRetrieval, FairPosTinyTwoSubsets]
 
 
 def register() -> None:

@@ -6,6 +6,7 @@ Slow (a Ray runtime and its worker processes start in about 10-20 s), so marked 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,21 +109,43 @@ def test_unreachable_address_is_reported_before_anything_runs(tmp_path):
 
 
 def test_distributed_sweep_equals_the_sequential_one(tmp_path, capsys):
+    """One Ray task per (config, task, subset), merged per (config, task) with mteb's TaskResult.merge:
+    the same result files and the same table as the sequential sweep; a rerun sends nothing out."""
     import fairpos_tiny_tasks
+    from mteb_fairpos.integrations.ray.sweep import UNITS_FOLDER, run_sweep
     from mteb_fairpos.mteb_plugin import register
+    from mteb_fairpos.sweep import SweepPoint
 
     register()
     fairpos_tiny_tasks.register()
-    args = ["sweep", "-m", "fair/all-MiniLM-L6-v2", "-t", "FairPosTinyRetrieval", "--baskets", "64", "--layers", "last",
+    tasks = ["FairPosTinyRetrieval", "FairPosTinyTwoSubsets"]
+    args = ["sweep", "-m", "fair/all-MiniLM-L6-v2", "-t", *tasks, "--baskets", "64", "--layers", "last",
             "last_half", "--strengths", "1", "--batch-size", "4", "--device", "cpu", "--quiet"]
     assert main(args + ["--output-folder", str(tmp_path / "sequential")]) == 0
     sequential = capsys.readouterr().out
     assert main(args + ["--output-folder", str(tmp_path / "ray"), "--engine", "ray", "--actors", "2"]) == 0
     distributed = capsys.readouterr().out
-    assert distributed.count(": cached") == 3  # every (config, task) was written by a Ray worker
+    assert distributed.count(": cached") == 3  # every (config, task) was written by the Ray workers
     table = sequential[sequential.index("### FairPosTinyRetrieval"):]
     assert distributed[distributed.index("### FairPosTinyRetrieval"):] == table
-    written = sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray").rglob("FairPosTinyRetrieval.json"))
-    assert written == sorted(p.relative_to(tmp_path / "sequential")
-                             for p in (tmp_path / "sequential").rglob("FairPosTinyRetrieval.json"))
-    assert len(written) == 3
+    for task in tasks:
+        written = sorted(p.relative_to(tmp_path / "ray") for p in (tmp_path / "ray").rglob(f"{task}.json"))
+        assert written == sorted(p.relative_to(tmp_path / "sequential")
+                                 for p in (tmp_path / "sequential").rglob(f"{task}.json"))
+        assert len(written) == 3
+    merged = json.loads(next((tmp_path / "ray").rglob("FairPosTinyTwoSubsets.json")).read_text())
+    assert sorted(s["hf_subset"] for s in merged["scores"]["test"]) == ["early", "late"]
+    assert not (tmp_path / "ray" / UNITS_FOLDER).exists()
+    points = [SweepPoint("fair/all-MiniLM-L6-v2", None, "cpu")]
+    assert run_sweep(points, tasks, tmp_path / "ray", show_progress=False) == []  # nothing missing, nothing run
+    # a result that lost one subset: only that subset is sent out, and merged back in
+    twin = next(p for p in (tmp_path / "ray").rglob("FairPosTinyTwoSubsets.json") if "fair-off" in str(p))
+    complete = json.loads(twin.read_text())
+    partial = dict(complete, scores={"test": [s for s in complete["scores"]["test"] if s["hf_subset"] == "early"]})
+    twin.write_text(json.dumps(partial))
+    assert run_sweep(points, tasks, tmp_path / "ray", show_progress=False) == [
+        ("fair-off/all-MiniLM-L6-v2", "FairPosTinyTwoSubsets", "late")]
+    restored = json.loads(twin.read_text())["scores"]["test"]
+    assert sorted(s["hf_subset"] for s in restored) == ["early", "late"]
+    assert [s for s in restored if s["hf_subset"] == "late"] == [s for s in complete["scores"]["test"]
+                                                                 if s["hf_subset"] == "late"]

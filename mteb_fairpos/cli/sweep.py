@@ -51,8 +51,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
     parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
-    add_engine_arguments(parser, ray_does="one Ray task per (config, task) on a pool of workers, each loading the "
-                         "checkpoint once, into the same results folder (shared storage on a cluster)", actor="worker")
+    add_engine_arguments(parser, ray_does="one Ray task per (config, task, subset) on a pool of workers, each loading "
+                         "the checkpoint once, merged into the same results folder (shared storage on a cluster)",
+                         actor="worker")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
     return parser
