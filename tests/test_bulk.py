@@ -318,19 +318,19 @@ def test_bulk_load_requests_sent_to_a_cluster(shards):
 
 
 def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(shards):
-    """The recorded-request stand-in again (no server here): an outage of 5 x 503 outlasts upload_points'
-    own 3 retries and is retried with backoff; a persistent 400 stops the load with how to resume."""
+    """The recorded-request stand-in again (no server here): three 503s are retried with backoff;
+    a 400 stops the load at once, with how to resume, and HNSW is restored all the same."""
     server = FakeServer()
-    server.upsert_failures = [503] * 5
+    server.upsert_failures = [503] * 3
     client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
     assert load_shards(shards, client, backoff=0, show_progress=False).documents == 12
     assert len(server.points["pages"]) == 12
     server = FakeServer()
-    server.upsert_failures = [400] * 4
+    server.upsert_failures = [400]
     client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
     with pytest.raises(store.UpsertFailedError, match="Run the same load again"):
         load_shards(shards, client, backoff=0, show_progress=False)
-    assert len(server.calls("PUT", "/collections/pages/points")) == 4  # a client error is not retried with backoff
+    assert len(server.calls("PUT", "/collections/pages/points")) == 1  # a client error is not retried
     assert [server.body(r)["hnsw_config"] for r in server.calls("PATCH")] == [{"m": 0}, {"m": 16}]
 
 

@@ -7,8 +7,8 @@ an existing collection must match (the same check as ``index``). A new collectio
 the cluster settings and its payload indexes; on a server, HNSW building is deferred for the load
 (``m=0``, Qdrant's bulk-load setting) and restored afterwards, even if the load fails.
 
-Points go through qdrant-client's ``upload_points`` (batches, parallel streams, retries with
-backoff); a shard's segment points are written before its document points, so a document point
+Points go through qdrant-client's ``upload_points`` (batches, parallel streams), transient
+failures retried with backoff, client errors not; a shard's segment points are written before its document points, so a document point
 still means a complete document. Ids are deterministic: re-loading a shard rewrites the same
 points, so a failed or killed load is finished by running it again.
 """
@@ -88,9 +88,9 @@ def load_shards(
             skipped and reported (``"skip"``).
         partial: load a folder whose encode has not finished (no ``manifest.json``).
         parallel: upload streams (``upload_points``; processes on a server, ignored in local mode).
-        max_retries / backoff: ``upload_points`` retries a failed batch ``max_retries`` times at once;
-            a transient failure that outlasts them (connection, timeout, 429, 5xx) is retried as
-            many times again with exponential backoff from ``backoff`` seconds.
+        max_retries / backoff: a transient failure (connection, timeout, 429, 5xx) is retried up to
+            ``max_retries`` times with exponential backoff from ``backoff`` seconds (re-sending the
+            shard's phase: ids are idempotent); a client error (4xx) stops the load at once.
         defer_indexing: set HNSW ``m=0`` for the load and restore it after (default: for a
             collection this load creates, on a server).
         shard_number / replication_factor / write_consistency_factor / on_disk_payload: for a new collection.
@@ -217,9 +217,9 @@ def _upload(client: QdrantClient, collection: str, points: list[models.PointStru
             max_retries: int, backoff: float, done: int, shard: str) -> None:
     if not points:
         return
-    try:  # upload_points retries each batch at once; a transient outage gets the backoff on top (ids are idempotent)
+    try:  # upload_points' own retries are immediate and include 4xx: off; transient errors back off here
         store.with_retries(lambda: client.upload_points(collection, points, batch_size=batch_size, parallel=parallel,
-                                                        max_retries=max_retries, wait=True),
+                                                        max_retries=0, wait=True),
                            what=f"upload of {shard}", retries=max_retries, backoff=backoff)
     except Exception as err:  # noqa: BLE001 - qdrant-client re-raises the last transport error
         raise store.UpsertFailedError(

@@ -356,6 +356,15 @@ def _short(err: BaseException) -> str:
 
 def upsert_points(client: QdrantClient, collection: str, points: Sequence[models.PointStruct], *,
                   retries: int = 3, backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> None:
-    """Upsert one batch (waiting for it to be applied), retried on transient failures."""
-    with_retries(lambda: client.upsert(collection, points=list(points), wait=True),
-                 what=f"upsert of {len(points)} points", retries=retries, backoff=backoff, sleep=sleep)
+    """Write one batch (waiting for it to be applied), retried with backoff on transient failures.
+
+    A server gets qdrant-client's ``upload_points`` with its own retries off: they are immediate
+    and include client errors (4xx), which must fail at once; the backoff here covers the rest.
+    The embedded engines take the batch as one ``upsert`` (what ``upload_points`` does there).
+    """
+    if is_local(client):
+        write = lambda: client.upsert(collection, points=list(points), wait=True)  # noqa: E731
+    else:
+        write = lambda: client.upload_points(collection, list(points), batch_size=max(1, len(points)),  # noqa: E731
+                                             parallel=1, max_retries=0, wait=True)
+    with_retries(write, what=f"upsert of {len(points)} points", retries=retries, backoff=backoff, sleep=sleep)
