@@ -10,12 +10,25 @@
 
 Modules: :mod:`.records` (input formats and validation), :mod:`.encoding` (vectors, token
 spans, truncation, late chunks), :mod:`.store` (connection, collection metadata, ids,
-retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`.
+retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`;
+the shard route past one machine: :mod:`.plan`, :mod:`.shard_encoder`, :mod:`.shards`,
+:mod:`.encode_job` (:func:`encode_to_shards`), :mod:`.bulk` (:func:`load_shards`); :mod:`.edge`
+the Qdrant Edge backend (``connect(path, backend="edge")``).
 """
 
+from .bulk import LoadReport, load_shards
 from .discoverability import DiscoverabilityReport, PositionQuery, discoverability, read_queries
-from .encoding import EncodedDocument, SegmentLayout, Truncation, encode_documents, model_name, resolve_model_path
-from .index import FairQdrantIndex, IndexReport, index_documents
+from .encode_job import EncodeReport, encode_to_shards
+from .encoding import (
+    EncodedDocument,
+    ModelLoader,
+    SegmentLayout,
+    Truncation,
+    encode_documents,
+    model_name,
+    resolve_model_path,
+)
+from .index import FairQdrantIndex, IndexReport, index_documents, plan_file
 from .records import Document, InputError, Problem, Segment, parse_document, parse_documents, read_documents
 from .search import SearchHit, position_filter, search
 from .store import (
@@ -33,10 +46,13 @@ __all__ = [
     "CollectionSpec",
     "DiscoverabilityReport",
     "Document",
+    "EncodeReport",
     "EncodedDocument",
     "FairQdrantIndex",
     "IndexReport",
     "InputError",
+    "LoadReport",
+    "ModelLoader",
     "PositionQuery",
     "Problem",
     "QdrantIndexError",
@@ -49,10 +65,13 @@ __all__ = [
     "connect",
     "discoverability",
     "encode_documents",
+    "encode_to_shards",
     "index_documents",
+    "load_shards",
     "model_name",
     "parse_document",
     "parse_documents",
+    "plan_file",
     "point_id",
     "position_filter",
     "read_documents",
