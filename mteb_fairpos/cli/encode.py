@@ -25,6 +25,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--calibration", default=None,
                         help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default b128_lhalf_a0.5)")
     add_max_length(parser)
+    parser.add_argument("--device", default=None,
+                        help="torch device for the model (default: automatic; on Ray each actor's own GPU or CPU)")
     parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_false",
                         help="store only the calibrated document vector (default: both)")
     parser.add_argument("--late-chunks", action="store_true",
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 
-    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration or ModelLoader.calibration, args.max_length)
+    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration or ModelLoader.calibration, args.max_length,
+                         args.device)
     try:
         report = encode_to_shards(
             args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
