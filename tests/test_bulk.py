@@ -348,6 +348,8 @@ def test_encode_and_load_commands(tmp_path, capsys):
     assert main(["search", "budget", "-c", "pages", "--path", str(qdrant), "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(hits) > 0 and all(hit["doc_id"].startswith("d") for hit in hits)
+    assert main(["encode", str(path), "-o", str(out), "-c", "pages", "--actors", "2"]) == 2
+    assert "apply to the Ray engine; add --engine ray" in capsys.readouterr().err
     assert main(["load", str(tmp_path / "nowhere"), "--path", str(qdrant)]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["load", str(out), "--url", "http://127.0.0.1:1", "--timeout", "2"]) == 2

@@ -114,6 +114,9 @@ def encode_to_shards(
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}.")
     if actors < 1:
         raise ValueError(f"actors must be >= 1, got {actors}.")
+    if engine == "local" and (actors != 1 or gpus_per_actor is not None or address is not None):
+        raise ValueError("actors, GPUs per actor and a Ray address apply to the Ray engine; "
+                         "add --engine ray (engine='ray'), or leave them out.")
     if engine == "ray":  # an unreachable cluster is reported before the input is read or a model loaded
         from ..ray import runtime
 
