@@ -123,8 +123,9 @@ def encode_to_shards(
         runtime.check_address(address)
     plan = plan_input(inputs, shard_size=shard_size, on_error=on_error)
     if not plan.shards:
-        raise store.QdrantIndexError(f"nothing to encode: all {len(plan.problems)} record(s) of the input were left out"
-                                     + (f" (first: {plan.problems[0]})" if plan.problems else "") + ".")
+        raise store.QdrantIndexError(
+            f"nothing to encode: all {len(plan.problems)} record(s) of the input were left out (first: {plan.problems[0]})."
+            if plan.problems else "nothing to encode: the input holds no record.")
     loader = ModelLoader(model, calibration or ModelLoader.calibration, max_length) if isinstance(model, str) else model
     if isinstance(loader, SentenceTransformer):  # a loaded model: Ray actors get a pickled copy
         driver_model = loader
