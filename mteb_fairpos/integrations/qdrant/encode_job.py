@@ -164,10 +164,14 @@ def _run_local(encoder: ShardEncoder, todo: list[InputShard], show_progress: boo
     from tqdm.auto import tqdm
 
     results = []
-    with tqdm(total=sum(s.documents for s in todo), desc="encoding shards", unit="doc", disable=not show_progress) as bar:
-        for shard in todo:
-            results.append(encoder.encode(shard))
-            bar.update(shard.documents)
+    try:
+        with tqdm(total=sum(s.documents for s in todo), desc="encoding shards", unit="doc",
+                  disable=not show_progress) as bar:
+            for shard in todo:
+                results.append(encoder.encode(shard))
+                bar.update(shard.documents)
+    finally:
+        encoder.close()
     return results
 
 

@@ -285,7 +285,6 @@ class FairQdrantIndex:
                                                        **collection_options)
         writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
                          retries=retries, backoff=backoff)
-        both = {store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED} <= set(spec.vectors)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
         background = None if store.is_local(self.client) else ThreadPoolExecutor(1, thread_name_prefix="fairpos-write")
         pending: Future | None = None
@@ -295,7 +294,7 @@ class FairQdrantIndex:
                 previous = {} if report.created_collection else writer.lookup(chunk)
                 todo = [d for d in chunk if not writer.unchanged(d, previous)]
                 report.unchanged += len(chunk) - len(todo)
-                encoded = encode_documents(self.model, todo, uncalibrated_vectors=both, late_chunks=writer.late,
+                encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes, late_chunks=writer.late,
                                            batch_size=batch_size) if todo else []
                 for enc in encoded:
                     if enc.truncation is not None:
@@ -441,7 +440,7 @@ class _Writer:
         self.upsert_batch_size = upsert_batch_size
         self.retries = retries
         self.backoff = backoff
-        self.late = bool({store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(spec.vectors))
+        self.late = spec.late_chunks
         self._hashes: dict[str, tuple[Document, str]] = {}
 
     def content_hash(self, doc: Document) -> str:

@@ -92,7 +92,6 @@ def document_points(enc: EncodedDocument, spec: store.CollectionSpec, collection
     digest = digest or content_hash(doc, spec, store_text=store_text)
     calibrated = store.VECTOR_CALIBRATED in spec.vectors
     uncalibrated = store.VECTOR_UNCALIBRATED in spec.vectors
-    late = bool({store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(spec.vectors))
     doc_pid = store.point_id(collection, doc.doc_id, 0)
     n = len(doc.segments)
     layout = [{
@@ -104,7 +103,7 @@ def document_points(enc: EncodedDocument, spec: store.CollectionSpec, collection
         "coverage": lay.coverage,
     } for seg, lay in zip(doc.segments, enc.layout)]
     points = []
-    if late:
+    if spec.late_chunks:
         for entry, seg in zip(layout, doc.segments):
             vector = (enc.late_chunks or {}).get(seg.position)
             if vector is None:

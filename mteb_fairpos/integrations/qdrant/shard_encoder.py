@@ -20,7 +20,7 @@ from . import shards as shard_files
 from . import store
 from .encoding import encode_documents
 from .plan import InputShard, read_shard
-from .points import collection_spec, content_hash, document_points
+from .points import collection_spec, document_points
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,19 @@ class ShardEncoder:
         self.options = options
         spec = options.spec
         mine = collection_spec(self.model, spec.model, uncalibrated=store.VECTOR_UNCALIBRATED in spec.vectors,
-                               late_chunks=store.VECTOR_LATE in spec.vectors or store.VECTOR_LATE_UNCALIBRATED in spec.vectors)
+                               late_chunks=spec.late_chunks)
         if mine != spec:
             raise store.CollectionMismatchError(f"the worker's model gives {mine}, the run was planned for {spec}; "
                                                 "every worker must load the same model and calibration.")
         self.forward_passes = 0
-        self.model.register_forward_hook(self._count)
+        self._hook = self.model.register_forward_hook(self._count)
 
     def _count(self, *_: Any) -> None:
         self.forward_passes += 1
+
+    def close(self) -> None:
+        """Take the counting hook off the model (a model passed in outlives the encoder)."""
+        self._hook.remove()
 
     def encode(self, shard: InputShard) -> dict[str, Any]:
         """Encode one shard and write its file; returns what it did (counts, forward passes, seconds)."""
@@ -61,13 +65,10 @@ class ShardEncoder:
         before = self.forward_passes
         options, spec = self.options, self.options.spec
         documents = read_shard(shard)
-        encoded = encode_documents(self.model, documents, uncalibrated_vectors=store.VECTOR_UNCALIBRATED in spec.vectors
-                                   and store.VECTOR_CALIBRATED in spec.vectors,
-                                   late_chunks=store.VECTOR_LATE in spec.vectors or store.VECTOR_LATE_UNCALIBRATED in spec.vectors,
-                                   batch_size=options.batch_size)
-        points = [point for enc in encoded for point in document_points(
-            enc, spec, options.collection, store_text=options.store_text,
-            digest=content_hash(enc.document, spec, store_text=options.store_text))]
+        encoded = encode_documents(self.model, documents, uncalibrated_vectors=spec.both_passes,
+                                   late_chunks=spec.late_chunks, batch_size=options.batch_size)
+        points = [point for enc in encoded
+                  for point in document_points(enc, spec, options.collection, store_text=options.store_text)]
         info = shard_files.write_shard(Path(options.output) / f"{shard.name}{shard_files.SUFFIX}", points, spec=spec,
                                        collection=options.collection, store_text=options.store_text, source=shard.source())
         return {"name": shard.name, "documents": info.documents, "points": info.points,

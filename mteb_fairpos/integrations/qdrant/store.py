@@ -169,6 +169,16 @@ class CollectionSpec:
     vectors: tuple[str, ...]
     max_tokens: int
 
+    @property
+    def late_chunks(self) -> bool:
+        """Whether segment points with late-chunking vectors belong in the collection."""
+        return bool({VECTOR_LATE, VECTOR_LATE_UNCALIBRATED} & set(self.vectors))
+
+    @property
+    def both_passes(self) -> bool:
+        """Whether documents need a calibrated and an uncalibrated pass (both vectors are stored)."""
+        return {VECTOR_CALIBRATED, VECTOR_UNCALIBRATED} <= set(self.vectors)
+
     def vectors_config(self) -> dict[str, models.VectorParams]:
         distance = models.Distance(self.distance)
         return {name: models.VectorParams(size=self.dimension, distance=distance) for name in self.vectors}
