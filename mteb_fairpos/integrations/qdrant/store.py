@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from qdrant_client import QdrantClient, models
+from qdrant_client.local.qdrant_local import QdrantLocal
+
+from .edge import EdgeClient  # the adapter only: qdrant_edge itself is imported when a store is opened
 
 logger = logging.getLogger(__name__)
 
@@ -143,16 +146,10 @@ def is_local(client: QdrantClient) -> bool:
 
 def is_edge(client: QdrantClient) -> bool:
     """Whether ``client`` is the Qdrant Edge backend (embedded; builds its indexes when told to)."""
-    from .edge import EdgeClient
-
     return isinstance(client, EdgeClient)
 
 
 def _is_local_mode(client: QdrantClient) -> bool:
-    try:
-        from qdrant_client.local.qdrant_local import QdrantLocal
-    except ImportError:  # pragma: no cover
-        return False
     return isinstance(getattr(client, "_client", None), QdrantLocal)
 
 
