@@ -211,81 +211,126 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
                       scaling: float, layout: BasketLayout, strength: float) -> Tensor:
     """Every row from fused attention over key groups (see the module docstring); returns (N, L, H, D).
 
-    One fused pass per content basket (its keys gathered, at most ``basket_size`` of them) gives
-    ``o_ib`` and its log-sum-exp; the isolated tokens are one key each. The plain output and each
-    row's log-sum-exp are accumulated from the groups as flash attention does across key blocks,
-    so no pass over all keys is needed. Sums are kept in fp32.
+    One fused pass per content basket (at most ``basket_size`` keys, a view of K and V where every
+    sequence's content starts at the same position) gives ``o_ib`` and its log-sum-exp; the
+    isolated tokens are one key each. Two sums are kept over the baskets, in fp32: ``summed`` =
+    sum_b o_ib and ``weighted`` = sum_b exp(lse_ib - ref_i) o_ib, the plain content output up to one
+    factor per row. ``ref_i`` is the first basket's log-sum-exp and moves only when a later basket
+    outweighs it by more than e^RESCALE_GAP, so the frame almost never has to be rescaled (flash
+    attention rescales at every key block). The calibrated row is then one blend of the two sums
+    and the isolated values with per-row coefficients.
     """
     n, h, length, d = query.shape
-    keys = key.shape[2]
     key_only = _key_only(attention_mask, layout, causal)
-    query = query.contiguous()  # once per layer, not once per basket
+    additive = not key_only and attention_mask is not None and attention_mask.dtype != torch.bool
+    query = query.contiguous()  # once per layer, not once per basket: the kernel is slower on strided queries
 
     iso = layout.isolated  # (N, n_iso)
     v_iso = _gather_keys(value, iso).float()
     iso_scores = _grouped_matmul(query, _gather_keys(key, iso).transpose(-1, -2)).float() * scaling
     iso_allowed = _allowed(attention_mask, layout, causal, iso, torch.ones_like(iso, dtype=torch.bool), length, key_only)
     iso_scores = iso_scores.masked_fill(~iso_allowed, float("-inf"))
-    if not key_only and attention_mask is not None and attention_mask.dtype != torch.bool:
+    if additive:
         iso_scores = iso_scores + _gather_columns(attention_mask, iso, length).float()
-    lse = torch.logsumexp(iso_scores, dim=-1)  # running log-sum-exp of every key seen so far
-    plain = _grouped_matmul(_softmax_or_zero(iso_scores, lse), v_iso)  # running plain output
 
-    size = int(layout.basket.eq(0).sum(1).max()) or 1  # keys per basket (the basket size, or fewer)
-    first = first_valid(layout.basket >= 0)  # content is contiguous: its first key, per sequence
-    slots = torch.arange(size, device=query.device)
-    summed = torch.zeros(n, h, length, d, dtype=torch.float32, device=query.device)
+    ref = torch.full((n, h, length), _NO_FRAME, device=query.device)  # each row's frame, see above
+    weighted = summed = None
     baskets = []
-    for b in range(int(layout.n_baskets.max())):
-        position = first[:, None] + b * size + slots[None, :]  # (N, size)
-        index = position.clamp(max=keys - 1)
-        present = (layout.basket.gather(1, index) == b) & (position < keys)
-        allowed = _allowed(attention_mask, layout, causal, index, present, length, key_only)  # (N, 1, L|1, size)
-        bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill_(~allowed, float("-inf"))
-        if not key_only and attention_mask is not None and attention_mask.dtype != torch.bool:
-            bias = bias + _gather_columns(attention_mask, index, length).to(query.dtype)
-        out_b, lse_b = attention_with_lse(query, _gather_keys(key, index), _gather_keys(value, index), bias, scaling)
-        visible = allowed.any(-1)  # (N, 1, L|1): rows that see a key of this basket
-        lse_b = lse_b.masked_fill(~visible, float("-inf"))
+    for group in _basket_groups(key, value, layout):
+        allowed = _allowed(attention_mask, layout, causal, group.index, group.present, length, key_only)  # (N, 1, L|1, S)
+        sees_all = bool(allowed.all())
+        bias = None  # a basket every row sees in full needs no mask, and the kernel runs faster without one
+        if additive or not sees_all:
+            bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill_(~allowed, float("-inf"))
+        if additive:
+            bias = bias + _gather_columns(attention_mask, group.index, length).to(query.dtype)
+        out_b, lse_b = attention_with_lse(query, group.key, group.value, bias, scaling)
         out_b = out_b.float()
-        lse = _merge_into(plain, lse, out_b, lse_b)
-        summed += out_b if bool(visible.all()) else torch.where(visible[..., None], out_b, 0.0)
-        baskets.append((lse_b, index, bias))
+        if not sees_all:  # a row that sees no key of the basket gets 0 from the kernel; its lse is -inf
+            lse_b = lse_b.masked_fill(~allowed.any(-1), float("-inf"))
+        moved = lse_b > ref + RESCALE_GAP
+        if bool(moved.any()):
+            new_ref = torch.where(moved, lse_b, ref)
+            if summed is not None and bool((moved & (ref > _NO_FRAME)).any()):  # rows holding a sum: rescale
+                factor = torch.exp(ref - new_ref)[..., None]  # 1 where the frame stays
+                weighted = summed * factor if weighted is None else weighted.mul_(factor)
+            ref = new_ref
+        weight = torch.exp(lse_b - ref)[..., None]
+        if summed is None:  # the first basket: its weight is 1 where a row sees it, and its output 0 elsewhere
+            summed = out_b
+        else:  # from the second on, both sums; the weighted one starts here, with no zero-filled buffer
+            weighted = torch.addcmul(summed, out_b, weight) if weighted is None else weighted.addcmul_(out_b, weight)
+            summed.add_(out_b)
+        baskets.append((lse_b, group, bias))
         del out_b  # before the next basket's output is allocated
+    if weighted is None:
+        weighted = summed.clone()
 
-    # A basket a row sees but whose mass underflows to 0 is empty for SPEC 1.3, as in the explicit
-    # softmax; such rows are rare (logit gaps over ~100), so their basket output is recomputed then.
-    n_filled = torch.zeros(n, h, length, 1, dtype=torch.float32, device=query.device)
-    for lse_b, index, bias in baskets:
-        mass = torch.exp(lse_b - lse)
-        filled = torch.isfinite(lse_b) & (mass > 0)
-        n_filled += filled[..., None]
-        underflow = torch.isfinite(lse_b) & ~filled
-        if bool(underflow.any()):
-            out_b, _ = attention_with_lse(query, _gather_keys(key, index), _gather_keys(value, index), bias, scaling)
-            summed -= torch.where(underflow[..., None], out_b.float(), 0.0)
+    # SPEC 1.3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
+    # the explicit softmax; such rows are rare (logit gaps over ~100), so its output is recomputed then.
+    lses = torch.stack([lse_b for lse_b, _, _ in baskets])  # (n_b, N, H, L)
+    lse = torch.logaddexp(torch.logsumexp(lses, 0), torch.logsumexp(iso_scores, dim=-1))  # over every key of the row
+    seen = lses > float("-inf")
+    filled = lses.sub_(lse).exp_() > 0  # False for an unseen basket (-inf) and a row that sees nothing (NaN)
+    n_filled = filled.sum(0, dtype=torch.float32)[..., None]
+    for b in seen.logical_and_(filled.logical_not_()).flatten(1).any(1).nonzero().flatten().tolist():
+        _, group, bias = baskets[b]
+        out_b, _ = attention_with_lse(query, group.key, group.value, bias, scaling)
+        summed -= torch.where(seen[b][..., None], out_b.float(), 0.0)
+    del lses, seen, filled
 
+    sees_any = lse > float("-inf")
     a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
     target, iso_target = basket_targets(n_filled, a_iso, layout)
-    iso_new = strength * iso_target + (1 - strength) * a_iso
-    # out = (1 - a) (plain - iso part) + a t summed + new iso part, in place: memory stays at a few outputs
-    calibrated = summed.mul_(strength * target).add_(plain, alpha=1 - strength)
+    to_plain = torch.where(sees_any, torch.exp(ref - lse), 0.0)[..., None]  # weighted * to_plain = plain content
+    # calibrated: (1 - a) plain content + a t summed + new isolated values; other rows: plain
+    rows = layout.row_mask()[:, None, :, None] & sees_any[..., None]
+    weighted_coef = torch.where(rows, (1 - strength) * to_plain, to_plain)
+    summed_coef = torch.where(rows, strength * target, 0.0)
+    iso_weights = torch.where(rows, strength * iso_target + (1 - strength) * a_iso, a_iso)
+    # written straight in the (N, L, H, D) layout the model reshapes next, so that is a view, not a copy
+    out = torch.empty(n, length, h, weighted.shape[-1], dtype=torch.float32, device=query.device).transpose(1, 2)
+    torch.mul(weighted, weighted_coef, out=out).addcmul_(summed, summed_coef)
     if iso.shape[1]:
-        calibrated.add_(_grouped_matmul(iso_new - (1 - strength) * a_iso, v_iso))
-    rows = layout.row_mask()[:, None, :, None] & torch.isfinite(lse)[..., None]  # a row that sees no key stays 0
-    out = calibrated.sub_(plain).mul_(rows).add_(plain)  # calibrated rows, plain ones elsewhere, in place
-    return out.to(value.dtype).transpose(1, 2)
+        out.add_(_grouped_matmul(iso_weights, v_iso))
+    return out.transpose(1, 2).to(value.dtype)
 
 
-def _merge_into(out: Tensor, lse: Tensor, out_new: Tensor, lse_new: Tensor) -> Tensor:
-    """Fold a normalised attention output over new keys into ``out`` (in place) by the two
-    log-sum-exps; returns the log-sum-exp over all keys."""
-    total = torch.logaddexp(lse, lse_new)
-    seen = torch.isfinite(total)
-    old_weight = torch.where(seen, torch.exp(lse - total), 0.0)[..., None]
-    new_weight = torch.where(seen, torch.exp(lse_new - total), 0.0)[..., None]
-    out.mul_(old_weight).addcmul_(out_new, new_weight)
-    return total
+RESCALE_GAP = 20.0
+"""How far (in log space) a basket's log-sum-exp may exceed a row's frame before the row's
+weighted sum is rescaled: terms stay below e^20 times a value, far from fp32 overflow."""
+_NO_FRAME = -1e30
+"""The frame of a row that has seen no basket yet: finite, so exp(lse - frame) needs no NaN guard."""
+
+
+@dataclass(frozen=True)
+class _BasketKeys:
+    key: Tensor  # (N, H_kv, S, D)
+    value: Tensor
+    index: Tensor  # (N, S) key positions
+    present: Tensor  # (N, S) bool: the slot holds a key of this basket
+
+
+def _basket_groups(key: Tensor, value: Tensor, layout: BasketLayout) -> Iterator[_BasketKeys]:
+    """The keys of each content basket in turn. Content is contiguous, so basket ``b`` spans
+    ``basket_size`` positions from its sequence's first content key; where that start is the same
+    for the whole batch (right padding, equal lengths) the keys are a view, else they are gathered."""
+    keys = key.shape[2]
+    size = int(layout.basket.eq(0).sum(1).max()) or 1  # keys per basket (the basket size, or fewer)
+    first = first_valid(layout.basket >= 0)  # per sequence
+    aligned = bool((first == first[0]).all())
+    slots = torch.arange(size, device=key.device)
+    for b in range(int(layout.n_baskets.max())):
+        if aligned:
+            start = int(first[0]) + b * size
+            stop = min(start + size, keys)
+            index = torch.arange(start, stop, device=key.device).expand(layout.basket.shape[0], -1)
+            yield _BasketKeys(key[:, :, start:stop], value[:, :, start:stop], index, layout.basket[:, start:stop] == b)
+        else:
+            position = first[:, None] + b * size + slots[None, :]  # (N, size)
+            index = position.clamp(max=keys - 1)
+            present = (layout.basket.gather(1, index) == b) & (position < keys)
+            yield _BasketKeys(_gather_keys(key, index), _gather_keys(value, index), index, present)
 
 
 def _softmax_or_zero(scores: Tensor, lse: Tensor) -> Tensor:
@@ -414,14 +459,15 @@ def _rows_output(
     n, h, r, d = query.shape
     kv_heads = key.shape[1]
     grouped = query.reshape(n, kv_heads, (h // kv_heads) * r, d)  # GQA without repeating K and V
-    # scores, softmax, calibration and the product with V in fp32, whatever the model's dtype
-    scores = (grouped.float() @ key.float().transpose(-1, -2)).view(n, h, r, -1) * scaling
+    # scores, softmax, calibration and the product with V in fp32 at least, whatever the model's dtype
+    exact = torch.promote_types(query.dtype, torch.float32)
+    scores = (grouped.to(exact) @ key.to(exact).transpose(-1, -2)).view(n, h, r, -1) * scaling
     scores = scores + _row_bias(attention_mask, rows, key.shape[2], causal, layout, scores.dtype)
     probs = torch.softmax(scores, dim=-1)
     row_positions = rows if rows.dim() == 1 else None
     row_mask = layout.row_mask(row_positions) if row_positions is not None else layout.active[:, None].expand(n, r)
     probs = calibrate_rows(probs, layout, strength, row_mask)
-    out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value.float()).view(n, h, r, -1)
+    out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value.to(exact)).view(n, h, r, -1)
     return out.transpose(1, 2).to(value.dtype)
 
 
@@ -436,11 +482,11 @@ def _row_bias(
         mask = attention_mask.expand(n, -1, -1, -1)
         picked = mask[torch.arange(n, device=rows.device)[:, None], 0, index].unsqueeze(1)  # (N, 1, R, K)
         if picked.dtype == torch.bool:
-            return torch.where(picked, 0.0, minimum).to(dtype)
+            return torch.zeros(picked.shape, dtype=dtype, device=picked.device).masked_fill_(~picked, minimum)
         return picked.to(dtype)
     allowed = layout.key_valid[:, None, None, :num_keys]
     if causal:
         keys = torch.arange(num_keys, device=rows.device)
         row_pos = rows if rows.dim() == 2 else rows[None, :]
         allowed = allowed & (keys[None, None, None, :] <= row_pos[:, None, :, None])
-    return torch.where(allowed, 0.0, minimum).to(dtype)
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, minimum)

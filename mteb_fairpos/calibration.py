@@ -6,11 +6,10 @@ nnsight reference (:mod:`mteb_fairpos.reference`):
 * :func:`basket_layout` (SPEC 1.1-1.2) reads a batch's padding mask once and says, for every
   key, which content basket it belongs to, which tokens are isolated and which query rows
   are calibrated;
-* :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities;
-  :func:`basket_weights` is its arithmetic, which needs only each row's basket masses and
-  isolated-token probabilities: calibration scales every key of a basket by one factor;
-  :func:`basket_targets` is steps 1-4 alone, the calibrated mass of a basket, which is the same
-  for every non-empty basket of a row.
+* :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities.
+  Its arithmetic needs only each row's basket masses and isolated-token probabilities:
+  :func:`basket_targets` (steps 1-4) gives the calibrated mass of a basket, the same for every
+  non-empty basket of a row, and step 5 scales every key of a basket by one factor.
 
 Everything is vectorised over batch, heads and rows; left and right padding are handled
 alike because positions are counted among *valid* tokens only.
@@ -122,34 +121,19 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     members = content_members(layout, probs.dtype)
     iso_index = layout.isolated[:, None, None, :].expand(*probs.shape[:3], -1)
     original_iso = probs.gather(-1, iso_index)
-    factor, isolated = basket_weights(probs @ members, original_iso, layout, strength)
-    # Rows left alone get factor 1 and their own isolated values, so they come out unchanged; the
-    # row-sized work is one product with the membership matrix and two in-place passes.
+    mass = probs @ members  # (N, H, R, n_b): A_b, the attention mass of each content basket
+    target, iso_target = basket_targets((mass > 0).sum(-1, keepdim=True), original_iso, layout)
+    # Step 5, blend: a key k of a non-empty basket b becomes (1 - a) p_k + a t p_k / A_b; proportions
+    # inside a basket are kept. p_k / A_b is at most 1, where t / A_b overflows for a mass in fp32's
+    # subnormal range (a logit gap of ~90 between baskets).
+    key_mass = mass @ members.transpose(-1, -2)  # A_b of each key's basket, 0 outside content
+    within = probs / torch.where(key_mass > 0, key_mass, 1)
+    # Rows left alone keep p_k and their own isolated values, so they come out unchanged.
     rows = row_mask[:, None, :, None]
-    factor = torch.where(rows, factor, 1)
-    isolated = torch.where(rows, isolated, original_iso)
-    return (factor @ members.transpose(-1, -2)).mul_(probs).scatter_(-1, iso_index, isolated)
-
-
-def basket_weights(basket_mass: Tensor, original_iso: Tensor, layout: BasketLayout, strength: float) -> tuple[Tensor, Tensor]:
-    """SPEC 1.3 as weights: what calibration does to a row depends only on its basket masses.
-
-    Args:
-        basket_mass: (N, H, R, n_b) attention mass ``A_b`` of each content basket in each row.
-        original_iso: (N, H, R, n_iso) original probability of each isolated token.
-
-    Returns:
-        ``factor`` (N, H, R, n_b): every key of basket ``b`` is multiplied by it (proportions
-        inside a basket are kept), and ``isolated`` (N, H, R, n_iso): the new probability of each
-        isolated token. Padded keys stay 0.
-    """
-    filled = basket_mass > 0
-    target, iso_target = basket_targets(filled.sum(-1, keepdim=True), original_iso, layout)
-    # Step 5: blend. Within a basket every key is scaled by the same factor, so the blended row is
-    # the original row times a per-basket factor.
-    per_basket = target / torch.where(filled, basket_mass, 1) * filled
-    factor = strength * per_basket + (1 - strength)
-    return factor, strength * iso_target + (1 - strength) * original_iso
+    keep = torch.where(rows, 1 - strength, 1.0)
+    gain = torch.where(rows, strength * target, 0.0)
+    isolated = torch.where(rows, strength * iso_target + (1 - strength) * original_iso, original_iso)
+    return within.mul_(gain).add_(probs * keep).scatter_(-1, iso_index, isolated)
 
 
 def basket_targets(n_filled: Tensor, original_iso: Tensor, layout: BasketLayout) -> tuple[Tensor, Tensor]:

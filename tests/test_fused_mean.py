@@ -87,6 +87,43 @@ def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config
         assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
 
 
+@pytest.mark.parametrize("gap", [30.0, 80.0, 95.0, 150.0])
+@pytest.mark.parametrize(("side", "causal"), [("right", False), ("left", True)])
+def test_wide_logit_gaps_between_baskets(gap, side, causal):
+    """One basket's scores sit ``gap`` above the rest.
+
+    * 30 and 80: the rows' frame moves (the weighted sum is rescaled); the other baskets keep tiny
+      but normal fp32 masses. Both paths agree.
+    * 95: those masses are fp32 subnormals, where whether an exp still gives a non-zero value
+      depends on the kernel, and so does whether SPEC 1.3 counts the basket as empty. Both paths
+      must stay finite (the explicit one divided by such masses and overflowed to NaN before) and
+      keep rows that sum to 1.
+    * 150: the masses underflow to 0 everywhere and the baskets count as empty, as in the explicit
+      softmax (their outputs are taken back out of the basket sum). Both paths agree.
+    """
+    q, k, v = _inputs()
+    generator = torch.Generator().manual_seed(2)
+    q = 1 + 0.1 * torch.randn(q.shape, generator=generator)  # every query leans the same way, and scores
+    k = 0.05 * k  # stay within about 0.3 of each other ...
+    k[:, :, 13:17] += gap / (0.35 * 8)  # ... but for the basket holding keys 13-16: `gap` higher
+    padding = _padding(3, 23, (23, 20, 19), side)
+    config = CalibrationConfig(basket_size=4, strength=0.5, pooling="mean", isolate_bos=True, bos_share="original")
+    layout = basket_layout(padding, "mean", 4, config.isolated_tokens("mean"))
+    mask = padding.bool()[:, None, None, :].expand(3, 1, 23, 23)
+    if causal:
+        mask = mask & torch.ones(23, 23, dtype=torch.bool).tril()
+    rows = padding.bool()[:, :, None, None]
+    for values in (v, torch.ones_like(v)):
+        grouped = grouped_mean_rows(q, k, values, mask, causal, 0.35, layout, 0.5)
+        explicit = tiled_mean_rows(q, k, values, mask, causal, 0.35, layout, 0.5)
+        assert torch.isfinite(grouped).all() and torch.isfinite(explicit * rows).all()
+        if values is not v:  # values of 1: every calibrated row still sums to 1
+            for out in (grouped, explicit):
+                assert torch.allclose(out * rows, rows.float().expand_as(out), atol=1e-5)
+        elif gap != 95.0:
+            assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
+
+
 def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero():
     q, k, _ = _inputs()
     ones = torch.ones(3, 4, 23, 8)
