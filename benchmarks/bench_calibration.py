@@ -20,9 +20,10 @@ What is measured:
 * peak memory: each mode once, cold, in its own fresh Python process (so no mode sees another's
   allocator caches), two ways:
 
-  - tensor peak: the most bytes PyTorch's CPU allocator held at any moment of the call above what
-    it held at the start, from the allocation/release events of ``torch.profiler`` with
-    ``profile_memory=True`` (deterministic; what the 1.1x target is checked against);
+  - tensor peak: the most bytes PyTorch's allocator held at any moment of the call above what it
+    held at the start (what the 1.1x target is checked against). On CPU from the allocation/release
+    events of ``torch.profiler`` with ``profile_memory=True`` (deterministic); on CUDA from the
+    allocator's own peak statistics (``torch.cuda.max_memory_allocated``);
   - RSS rise: the process's peak resident set size (Linux ``VmHWM``, reset through
     ``/proc/self/clear_refs`` just before the call) minus its resident size at that moment.
 * ``max|fast-ref|`` / ``max|fast-tiled|``: the largest differences between the embeddings.
@@ -39,11 +40,16 @@ tensor memory <= 1.1x everywhere.
     python benchmarks/bench_calibration.py                     # every case (about half an hour on 2 cores)
     python benchmarks/bench_calibration.py --quick             # fewer documents and one timed round
     python benchmarks/bench_calibration.py --cases minilm-512,gte-mean-2048
+    python benchmarks/bench_calibration.py --device cpu       # default: cuda when a GPU is present
+
+Nothing here is CPU-specific: on a GPU the same script times the same cases (each timed call ends
+with a device synchronisation).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -141,7 +147,7 @@ def build_random(folder: Path, layers: int) -> None:
             SentenceTransformer(modules=[transformer, Pooling(768, pooling)], device="cpu").save(str(folder / name / pooling))
 
 
-def load(case: Case, random_dir: str):
+def load(case: Case, random_dir: str, device: str):
     from sentence_transformers import SentenceTransformer
 
     from mteb_fairpos.offline import minilm_path
@@ -150,7 +156,7 @@ def load(case: Case, random_dir: str):
     path = minilm_path() if case.model == "minilm" else str(Path(random_dir) / case.model / pooling)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = SentenceTransformer(path, device="cpu")
+        model = SentenceTransformer(path, device=device)
     model.max_seq_length = case.tokens
     return model
 
@@ -161,13 +167,21 @@ def documents(case: Case, count: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ worker
-def encoders(case: Case, count: int, random_dir: str) -> dict:
+def _synchronize(device: str) -> None:
+    """Wait for queued device work, so a timed call includes it (a no-op on CPU)."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def encoders(case: Case, count: int, random_dir: str, device: str) -> dict:
     """The four ways to encode the case's documents, on one loaded model."""
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
     from mteb_fairpos.attention import mean_kernel
     from mteb_fairpos.reference import reference_embeddings
 
-    model = load(case, random_dir)
+    model = load(case, random_dir, device)
     config = CalibrationConfig.parse(case.calibration)
     texts = documents(case, count)
     fair = FairSentenceTransformer(model, config)
@@ -193,25 +207,33 @@ def encoders(case: Case, count: int, random_dir: str) -> dict:
     return runs
 
 
-def memory_worker(case: Case, mode: str, count: int, random_dir: str, out: str) -> None:
+def memory_worker(case: Case, mode: str, count: int, random_dir: str, device: str, out: str) -> None:
     """One cold encode call in a fresh process: peak tensor memory and the rise of peak RSS."""
     import numpy as np
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     warnings.simplefilter("ignore")
-    runs = encoders(case, count, random_dir)
-    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+    runs = encoders(case, count, random_dir, device)
+    on_cuda = device.startswith("cuda")
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        held = torch.cuda.memory_allocated(device)
+    recorder = contextlib.nullcontext() if on_cuda else profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with torch.inference_mode(), recorder as profiler:
         _reset_peak()
         base = _status_mb("VmRSS")
         start = time.perf_counter()
         embeddings = runs[mode]()
+        _synchronize(device)
         seconds = time.perf_counter() - start
         peak = _status_mb("VmHWM")
+    tensor_mb = (torch.cuda.max_memory_allocated(device) - held) / 2**20 if on_cuda else _tensor_peak_mb(profiler)
     np.save(out + ".npy", embeddings.float().cpu().numpy())
     with open(out + ".json", "w") as handle:
         json.dump({"tokens": runs["tokens"], "cold_s": seconds, "base_mb": base, "peak_mb": peak,
-                   "rss_mb": peak - base, "tensor_mb": _tensor_peak_mb(profiler)}, handle)
+                   "rss_mb": peak - base, "tensor_mb": tensor_mb}, handle)
 
 
 def _tensor_peak_mb(profiler) -> float:
@@ -229,13 +251,13 @@ def _tensor_peak_mb(profiler) -> float:
     return peak / 2**20
 
 
-def timing_worker(case: Case, count: int, reps: int, random_dir: str, out: str) -> None:
+def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: str, out: str) -> None:
     """Throughput: a warm-up round (short inputs only), then ``reps`` rounds; every round runs the timed
     modes in a rotated order, so load from other processes on the machine hits all modes alike."""
     import torch
 
     warnings.simplefilter("ignore")
-    runs = encoders(case, count, random_dir)
+    runs = encoders(case, count, random_dir, device)
     modes = [m for m in ("plain", "fast", "tiled") if m in runs] + (["reference"] if case.tokens <= 2048 and case.reference else [])
     times: dict[str, list[float]] = {mode: [] for mode in modes}
     with torch.inference_mode():
@@ -247,6 +269,7 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, out: str) 
             for mode in modes[shift:] + modes[:shift]:
                 start = time.perf_counter()
                 runs[mode]()
+                _synchronize(device)
                 times[mode].append(time.perf_counter() - start)
     with open(out + ".json", "w") as handle:
         json.dump({"times": times, "threads": torch.get_num_threads()}, handle)
@@ -260,10 +283,10 @@ def _spawn(arguments: list[str]) -> str | None:
     return None
 
 
-def run_case(case: Case, count: int, reps: int, random_dir: str, scratch: str) -> dict:
+def run_case(case: Case, count: int, reps: int, random_dir: str, device: str, scratch: str) -> dict:
     import numpy as np
 
-    common = ["--documents", str(count), "--gte-dir", random_dir]
+    common = ["--documents", str(count), "--gte-dir", random_dir, "--device", device]
     result: dict = {}
     for mode in MODES:
         if mode == "reference" and not case.reference:
@@ -298,23 +321,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(c.name for c in CASES), help="comma-separated subset of the cases")
     parser.add_argument("--gte-layers", type=int, default=4, help="layers of the random gte and qwen3 (default 4)")
     parser.add_argument("--reps", type=int, default=None, help="timed rounds after the warm-up round (default 3, --quick 1)")
+    parser.add_argument("--device", help="where the models run (default: cuda when available, else cpu)")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--documents", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--gte-dir", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     by_name = {c.name: c for c in CASES}
+    import torch
 
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.worker:
         case, task = by_name[args.worker[0]], args.worker[1]
         if task == "timing":
-            timing_worker(case, args.documents, args.reps, args.gte_dir, args.out)
+            timing_worker(case, args.documents, args.reps, args.gte_dir, device, args.out)
         else:
-            memory_worker(case, task.split(":", 1)[1], args.documents, args.gte_dir, args.out)
+            memory_worker(case, task.split(":", 1)[1], args.documents, args.gte_dir, device, args.out)
         return 0
 
     import numpy as np
-    import torch
 
     cases = [by_name[name] for name in args.cases.split(",")]
     reps = args.reps or (1 if args.quick else 3)
@@ -323,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         random_dir = os.path.join(scratch, "random")
         if any(c.model != "minilm" for c in cases):
             build_random(Path(random_dir), args.gte_layers)
-        print(f"calibration b128, strength 0.5; torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        where = torch.cuda.get_device_name(device) if device.startswith("cuda") else f"cpu, {torch.get_num_threads()} threads"
+        print(f"calibration b128, strength 0.5; torch {torch.__version__} on {where}; "
               f"gte and qwen3: random, hidden 768, 12 heads, {args.gte_layers} layers; {reps} timed round(s) per case")
         print(f"load average at start: {os.getloadavg()[0]:.2f} (other processes share these cores)")
         speed_header = (f"{'case':<16} {'layers':>6} {'tokens':>6} {'docs':>4} | {'plain docs/s':>12} | "
@@ -334,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         speed_lines, memory_lines, verdicts = [], [], []
         for case in cases:
             count = case.quick_documents if args.quick else case.documents
-            results = run_case(case, count, reps, random_dir, scratch)
+            results = run_case(case, count, reps, random_dir, device, scratch)
             print(f"  done {case.name} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             errors = {m: r["error"] for m, r in results.items() if isinstance(r, dict) and "error" in r}
             if "timing_error" in results:
@@ -368,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         print(speed_header)
         print("-" * len(speed_header))
         print("\n".join(speed_lines))
-        print("peak memory of one cold encode call (tensor: PyTorch CPU allocator; RSS: rise of VmHWM above the loaded model):")
+        print(f"peak memory of one cold encode call (tensor: PyTorch's {device} allocator; RSS: rise of VmHWM above the loaded model):")
         print(memory_header)
         print("-" * len(memory_header))
         print("\n".join(memory_lines))
