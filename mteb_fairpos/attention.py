@@ -17,10 +17,10 @@ uncalibrated queries. Inside it, calibrated layers:
   with ``plain_i`` the fused attention output over all keys, ``o_ib`` the fused output over the keys
   of basket ``b`` alone, ``A_ij`` the original and ``A'_ij`` the calibrated probability of isolated
   token ``j``, and ``t_i`` the basket target. Fused kernels that also return each row's
-  log-sum-exp give every mass (``A_ib = exp(lse_ib - lse_i)``), so no probability matrix is built
-  and memory stays at one extra output (:func:`grouped_mean_rows`). Where no such kernel is
-  available the rows are computed in query tiles with an explicit softmax
-  (:func:`tiled_mean_rows`, also the second reference); :func:`mean_kernel` selects one.
+  log-sum-exp (:mod:`mteb_fairpos.lse_kernels`) give every mass (``A_ib = exp(lse_ib - lse_i)``),
+  so no probability matrix is built and memory stays at two extra outputs
+  (:func:`grouped_mean_rows`). :func:`tiled_mean_rows` computes the rows in query tiles with an
+  explicit softmax instead: the second reference, selected with :func:`mean_kernel`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, first_valid
 from .config import CalibrationConfig, ConfigError, Pooling
+from .lse_kernels import TILE_ELEMENTS, attention_with_lse
 
 ATTENTION_NAME = "fairpos"
-TILE_ELEMENTS = 1 << 22
-"""Upper bound on the score elements of one query tile in the mean-pooling path (16 MiB in fp32)."""
 
 
 class UnsupportedModelError(TypeError):
@@ -353,48 +352,6 @@ def mean_kernel(name: str) -> Iterator[None]:
         yield
     finally:
         _MEAN_KERNEL.reset(token)
-
-
-def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
-                       scaling: float) -> tuple[Tensor, Tensor]:
-    """Fused attention that also returns each row's log-sum-exp: (N, H, L, D) output, (N, H, L) fp32.
-
-    Masks (padding, causal) come in ``bias``, additive. Grouped-query attention is folded into the
-    rows (no repeated K and V). On CPU this is PyTorch's
-    fused flash kernel, ``aten::_scaled_dot_product_flash_attention_for_cpu``: a private op, the
-    only one that returns the log-sum-exp there, kept behind this one function
-    (``tests/test_fused_mean.py`` checks its contract). Elsewhere, and if the op is missing, an
-    exact explicit computation in query tiles.
-    """
-    n, h, length, d = query.shape
-    kv_heads = key.shape[1]
-    rep = h // kv_heads
-    grouped = query.reshape(n, kv_heads, rep * length, d)
-    if bias is not None and rep > 1 and bias.shape[2] > 1:  # a per-row mask follows the rows of every head
-        bias = bias.repeat(1, 1, rep, 1)
-    flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-    if query.device.type == "cpu" and flash is not None:
-        out, lse = flash(grouped, key, value, 0.0, False, attn_mask=bias, scale=scaling)
-    else:
-        out, lse = _explicit_with_lse(grouped, key, value, bias, scaling)
-    return out.reshape(n, h, length, -1), lse.float().reshape(n, h, length)
-
-
-def _explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
-                       scaling: float) -> tuple[Tensor, Tensor]:
-    """The same as the fused kernel, computed explicitly in query tiles (a fully masked row: 0, lse 0)."""
-    outs, lses = [], []
-    tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
-    for start in range(0, query.shape[2], tile):
-        stop = min(start + tile, query.shape[2])
-        scores = (query[:, :, start:stop] @ key.transpose(-1, -2)).float() * scaling
-        if bias is not None:
-            scores = scores + (bias[:, :, start:stop] if bias.shape[2] > 1 else bias).float()
-        lse = torch.logsumexp(scores, dim=-1)
-        probs = torch.exp(scores - lse[..., None]).nan_to_num(0.0)
-        outs.append((probs.to(value.dtype) @ value))
-        lses.append(torch.where(torch.isfinite(lse), lse, 0.0))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
 
 
 def _grouped_matmul(left: Tensor, right: Tensor) -> Tensor:

@@ -10,15 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mteb_fairpos.attention import (
-    _explicit_with_lse,
-    attention_with_lse,
-    grouped_mean_rows,
-    mean_kernel,
-    tiled_mean_rows,
-)
+from mteb_fairpos.attention import grouped_mean_rows, mean_kernel, tiled_mean_rows
 from mteb_fairpos.calibration import basket_layout
 from mteb_fairpos.config import CalibrationConfig
+from mteb_fairpos.lse_kernels import LSE_KERNELS, attention_with_lse, explicit_with_lse, verified_kernel
 
 
 def _inputs(n=3, heads=4, kv_heads=4, length=23, dim=8, seed=0, dtype=torch.float32):
@@ -48,12 +43,49 @@ def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
     bias[..., 0] = 0.0  # every row sees at least one key
     out, lse = attention_with_lse(q, k, v, bias, 0.35)
     grouped_q = q.reshape(3, 2, 2 * 23, 8)
-    expected_out, expected_lse = _explicit_with_lse(grouped_q, k, v, bias.repeat(1, 1, 2, 1), 0.35)
+    expected_out, expected_lse = explicit_with_lse(grouped_q, k, v, bias.repeat(1, 1, 2, 1), 0.35)
     assert lse.dtype == torch.float32 and lse.shape == (3, 4, 23)
     assert torch.allclose(lse, expected_lse.reshape(3, 4, 23), atol=1e-5)
     assert torch.allclose(out, expected_out.reshape(3, 4, 23, 8), atol=1e-5)
     scores = (q @ k.repeat_interleave(2, dim=1).transpose(-1, -2)) * 0.35 + bias
     assert torch.allclose(lse, torch.logsumexp(scores, -1), atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_cpu_kernel_passes_its_first_use_check(dtype):
+    for head_dim in (8, 32, 64, 128):
+        assert verified_kernel(torch.device("cpu"), dtype, head_dim) is LSE_KERNELS["cpu"]
+
+
+def _off_by_one(query, key, value, bias, scaling):
+    out, lse = explicit_with_lse(query, key, value, bias, scaling)
+    return out, lse + 1
+
+
+def _raises(query, key, value, bias, scaling):
+    raise RuntimeError("attn_bias is not correctly aligned\nmore detail")
+
+
+@pytest.mark.parametrize(("kernel", "why"), [(_off_by_one, "differs from the explicit computation"),
+                                             (_raises, "raised RuntimeError: attn_bias is not correctly aligned")])
+def test_a_kernel_that_fails_its_first_use_check_is_set_aside(monkeypatch, kernel, why):
+    """A private op that changed in a torch release (stood in for by a wrong kernel registered for the
+    CPU) is not used: a warning says so, and the rows come from the explicit computation, still exact."""
+    import mteb_fairpos.lse_kernels as lse_kernels
+
+    monkeypatch.setitem(LSE_KERNELS, "cpu", kernel)
+    monkeypatch.setattr(lse_kernels, "_VERIFIED", {})
+    q, k, v = _inputs()
+    padding = _padding(3, 23, (23, 17, 9))
+    config = CalibrationConfig(basket_size=4, strength=0.5, pooling="mean")
+    layout = basket_layout(padding, "mean", 4, config.isolated_tokens("mean"))
+    mask = padding.bool()[:, None, None, :].expand(3, 1, 23, 23)
+    with pytest.warns(RuntimeWarning, match=why):
+        grouped = grouped_mean_rows(q, k, v, mask, False, 0.35, layout, 0.5)
+    assert verified_kernel(torch.device("cpu"), torch.float32, 8) is None
+    explicit = tiled_mean_rows(q, k, v, mask, False, 0.35, layout, 0.5)
+    rows = padding.bool()[:, :, None, None]
+    assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5)
 
 
 CASES = [

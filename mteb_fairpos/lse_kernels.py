@@ -1,0 +1,148 @@
+"""Fused attention kernels that also return each row's log-sum-exp, one plain function per device.
+
+The mean-pooling path (:func:`mteb_fairpos.attention.grouped_mean_rows`) needs, for every content
+basket, the attention output over that basket's keys *and* its log-sum-exp. Public SDPA returns
+no log-sum-exp, so each device gets PyTorch's own fused kernel through its private ATen op:
+
+* ``cpu``:  ``aten::_scaled_dot_product_flash_attention_for_cpu``;
+* ``cuda``: ``aten::_scaled_dot_product_efficient_attention`` (the memory-efficient kernel, the
+  one CUDA kernel that takes an additive mask and returns the log-sum-exp in every dtype).
+
+Private ops can change between torch releases, so a kernel is used only after it has reproduced
+the explicit computation (:func:`explicit_with_lse`) once per device type and dtype, on a small
+problem with the model's head size, a partial mask and a fully masked row (:func:`verified_kernel`).
+A kernel that is missing, raises or disagrees is set aside with a warning, and the exact explicit
+computation in query tiles runs instead. ``tests/test_fused_mean.py`` also checks the CPU
+kernel's contract directly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+LseKernel = Callable[[Tensor, Tensor, Tensor, "Tensor | None", float], tuple[Tensor, Tensor]]
+"""(query (N, H, L, D), key and value (N, H, S, D), additive bias or None, scale) -> output, lse (N, H, L)."""
+
+TILE_ELEMENTS = 1 << 22
+"""Upper bound on the score elements of one query tile of the explicit computation (16 MiB in fp32)."""
+
+
+def cpu_flash(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:
+    """PyTorch's fused flash attention for CPU; a fully masked row gives 0."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, 0.0, False, attn_mask=bias, scale=scaling)
+
+
+def cuda_memory_efficient(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
+                          scaling: float) -> tuple[Tensor, Tensor]:
+    """PyTorch's memory-efficient CUDA attention. It wants the mask's rows 16-element aligned and pads
+    the log-sum-exp to a multiple of 32 rows, so the mask is laid out aligned and the lse cut back."""
+    if bias is not None:
+        keys = bias.shape[-1]
+        aligned = torch.zeros(*bias.shape[:-1], -(-keys // 16) * 16, dtype=query.dtype, device=query.device)
+        bias = aligned[..., :keys].copy_(bias).expand(query.shape[0], query.shape[1], query.shape[2], keys)
+    out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, bias, True, 0.0, False, scale=scaling
+    )
+    return out, lse[..., : query.shape[2]]
+
+
+LSE_KERNELS: dict[str, LseKernel] = {"cpu": cpu_flash, "cuda": cuda_memory_efficient}
+"""The fused kernel of each device type; a device without one uses :func:`explicit_with_lse`."""
+_VERIFIED: dict[tuple[str, torch.dtype, int], LseKernel | None] = {}
+
+
+def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
+                       scaling: float) -> tuple[Tensor, Tensor]:
+    """Attention that also returns each row's log-sum-exp: (N, H, L, D) output, (N, H, L) fp32.
+
+    Masks (padding, causal) come in ``bias``, additive, (N, 1, L or 1, S). Grouped-query attention
+    is folded into the rows (no repeated K and V). A row that sees no key gives 0; its log-sum-exp
+    is left to the caller, which knows which rows those are.
+    """
+    n, h, length, d = query.shape
+    kv_heads = key.shape[1]
+    rep = h // kv_heads
+    grouped = query.reshape(n, kv_heads, rep * length, d)
+    if bias is not None and rep > 1 and bias.shape[2] > 1:  # a per-row mask follows the rows of every head
+        bias = bias.repeat(1, 1, rep, 1)
+    kernel = verified_kernel(query.device, query.dtype, d) or explicit_with_lse
+    out, lse = kernel(grouped, key, value, bias, scaling)
+    return out.reshape(n, h, length, -1), lse.float().reshape(n, h, length)
+
+
+def explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None,
+                      scaling: float) -> tuple[Tensor, Tensor]:
+    """The same as the fused kernels, computed explicitly in query tiles (a fully masked row: 0, lse 0)."""
+    outs, lses = [], []
+    exact = torch.promote_types(query.dtype, torch.float32)  # scores and softmax in fp32 at least
+    tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
+    for start in range(0, query.shape[2], tile):
+        stop = min(start + tile, query.shape[2])
+        scores = (query[:, :, start:stop] @ key.transpose(-1, -2)).to(exact) * scaling
+        if bias is not None:
+            scores = scores + (bias[:, :, start:stop] if bias.shape[2] > 1 else bias).to(exact)
+        lse = torch.logsumexp(scores, dim=-1)
+        probs = torch.exp(scores - lse[..., None]).nan_to_num(0.0)
+        outs.append((probs.to(value.dtype) @ value))
+        lses.append(torch.where(torch.isfinite(lse), lse, 0.0))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def verified_kernel(device: torch.device, dtype: torch.dtype, head_dim: int) -> LseKernel | None:
+    """The device's fused kernel once it has reproduced the explicit computation in ``dtype`` at
+    ``head_dim`` (checked on first use, then remembered); ``None`` where there is none or it failed."""
+    entry = (device.type, dtype, head_dim)
+    if entry not in _VERIFIED:
+        kernel = LSE_KERNELS.get(device.type)
+        _VERIFIED[entry] = kernel if kernel is not None and _reproduces_explicit(kernel, device, dtype, head_dim) else None
+    return _VERIFIED[entry]
+
+
+def _reproduces_explicit(kernel: LseKernel, device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, rows, head_dim, generator=generator) for rows in (40, 32, 32))
+    allowed = torch.rand(2, 1, 40, 32, generator=generator) > 0.3
+    allowed[..., 0] = True
+    allowed[1, :, 7] = False  # a row that sees no key
+    masks = {"per row": torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf")),
+             "per key": torch.zeros(2, 1, 1, 32).masked_fill_(~allowed[:, :, :1], float("-inf")), "none": None}
+    visible = {"per row": allowed.any(-1), "per key": allowed[:, :, :1].any(-1), "none": torch.ones(1, 1, 1, dtype=torch.bool)}
+    tolerance = 1e-4 if dtype in (torch.float32, torch.float64) else 5e-2
+    name = getattr(kernel, "__name__", repr(kernel))
+    for label, bias in masks.items():
+        expected_out, expected_lse = explicit_with_lse(q.double(), k.double(), v.double(),
+                                                       None if bias is None else bias.double(), 0.25)
+        inputs = [t.to(device, dtype) for t in (q, k, v)]
+        try:
+            out, lse = kernel(*inputs, None if bias is None else bias.to(device, dtype), 0.25)
+        except (RuntimeError, NotImplementedError) as err:
+            _set_aside(name, device, dtype, head_dim, f"it raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+            return False
+        seen = visible[label].expand(2, 2, 40)  # rows that see a key
+        out, lse = out.double().cpu(), lse.double().cpu()
+        expected_lse = expected_lse.double()
+        if out.shape != expected_out.shape or lse.shape != expected_lse.shape:
+            _set_aside(name, device, dtype, head_dim, f"it returned shapes {tuple(out.shape)}, {tuple(lse.shape)} "
+                       f"for {tuple(expected_out.shape)}, {tuple(expected_lse.shape)} ({label} mask)")
+            return False
+        wrong = not torch.allclose(out[seen], expected_out[seen], atol=tolerance) or \
+            not torch.allclose(lse[seen], expected_lse[seen], atol=tolerance) or \
+            not torch.equal(out[~seen], torch.zeros_like(out[~seen]))
+        if wrong:
+            _set_aside(name, device, dtype, head_dim, f"its output or log-sum-exp differs from the explicit computation ({label} mask)")
+            return False
+    return True
+
+
+def _set_aside(name: str, device: torch.device, dtype: torch.dtype, head_dim: int, why: str) -> None:
+    warnings.warn(
+        f"mteb-fairpos: the fused kernel {name} is not used on {device.type} in {dtype} with head size {head_dim}: {why}. "
+        "Calibrated mean pooling computes its rows explicitly instead (exact, slower); "
+        "please report this with your torch version.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
