@@ -232,10 +232,8 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     if additive:
         iso_scores = iso_scores + _gather_columns(attention_mask, iso, length).float()
 
-    ref = torch.full((n, h, length), _NO_FRAME, device=query.device)  # each row's frame, see above
-    weighted = summed = None
-    baskets = []
-    for group in _basket_groups(key, value, layout):
+    def basket_attention(group: _BasketKeys) -> tuple[Tensor, Tensor]:
+        """o_ib in fp32 and lse_ib, -inf where a row sees no key of the basket (the kernel gives 0 there)."""
         allowed = _allowed(attention_mask, layout, causal, group.index, group.present, length, key_only)  # (N, 1, L|1, S)
         sees_all = bool(allowed.all())
         bias = None  # a basket every row sees in full needs no mask, and the kernel runs faster without one
@@ -244,39 +242,47 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
         if additive:
             bias = bias + _gather_columns(attention_mask, group.index, length).to(query.dtype)
         out_b, lse_b = attention_with_lse(query, group.key, group.value, bias, scaling)
-        out_b = out_b.float()
-        if not sees_all:  # a row that sees no key of the basket gets 0 from the kernel; its lse is -inf
-            lse_b = lse_b.masked_fill(~allowed.any(-1), float("-inf"))
+        return out_b.float(), lse_b if sees_all else lse_b.masked_fill(~allowed.any(-1), float("-inf"))
+
+    # Nothing made for one basket outlives its iteration but its log-sum-exp, kept in one buffer
+    # allocated up front: small tensors left between the per-basket outputs would keep the C
+    # allocator from reusing their memory (at 8,192 tokens, 1.5 GB of RSS instead of 0.1).
+    lses = torch.empty(int(layout.n_baskets.max()), n, h, length, device=query.device)  # (n_b, N, H, L)
+    ref = torch.full((n, h, length), _NO_FRAME, device=query.device)  # each row's frame, see above
+    weighted = summed = None
+    for b, group in enumerate(_basket_groups(key, value, layout)):
+        out_b, lse_b = basket_attention(group)
+        lses[b] = lse_b
         moved = lse_b > ref + RESCALE_GAP
         if bool(moved.any()):
             new_ref = torch.where(moved, lse_b, ref)
             if summed is not None and bool((moved & (ref > _NO_FRAME)).any()):  # rows holding a sum: rescale
                 factor = torch.exp(ref - new_ref)[..., None]  # 1 where the frame stays
                 weighted = summed * factor if weighted is None else weighted.mul_(factor)
-            ref = new_ref
+            ref.copy_(new_ref)
         weight = torch.exp(lse_b - ref)[..., None]
         if summed is None:  # the first basket: its weight is 1 where a row sees it, and its output 0 elsewhere
             summed = out_b
         else:  # from the second on, both sums; the weighted one starts here, with no zero-filled buffer
             weighted = torch.addcmul(summed, out_b, weight) if weighted is None else weighted.addcmul_(out_b, weight)
             summed.add_(out_b)
-        baskets.append((lse_b, group, bias))
-        del out_b  # before the next basket's output is allocated
+        del out_b, lse_b  # before the next basket's output is allocated
     if weighted is None:
         weighted = summed.clone()
 
     # SPEC 1.3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
     # the explicit softmax; such rows are rare (logit gaps over ~100), so its output is recomputed then.
-    lses = torch.stack([lse_b for lse_b, _, _ in baskets])  # (n_b, N, H, L)
     lse = torch.logaddexp(torch.logsumexp(lses, 0), torch.logsumexp(iso_scores, dim=-1))  # over every key of the row
     seen = lses > float("-inf")
     filled = lses.sub_(lse).exp_() > 0  # False for an unseen basket (-inf) and a row that sees nothing (NaN)
     n_filled = filled.sum(0, dtype=torch.float32)[..., None]
-    for b in seen.logical_and_(filled.logical_not_()).flatten(1).any(1).nonzero().flatten().tolist():
-        _, group, bias = baskets[b]
-        out_b, _ = attention_with_lse(query, group.key, group.value, bias, scaling)
-        summed -= torch.where(seen[b][..., None], out_b.float(), 0.0)
-    del lses, seen, filled
+    underflow = seen.logical_and_(filled.logical_not_())
+    del lses, filled
+    empty = set(underflow.flatten(1).any(1).nonzero().flatten().tolist())
+    for b, group in enumerate(_basket_groups(key, value, layout) if empty else ()):
+        if b in empty:
+            summed -= torch.where(underflow[b][..., None], basket_attention(group)[0], 0.0)
+    del underflow
 
     sees_any = lse > float("-inf")
     a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
@@ -290,8 +296,10 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     # written straight in the (N, L, H, D) layout the model reshapes next, so that is a view, not a copy
     out = torch.empty(n, length, h, weighted.shape[-1], dtype=torch.float32, device=query.device).transpose(1, 2)
     torch.mul(weighted, weighted_coef, out=out).addcmul_(summed, summed_coef)
-    if iso.shape[1]:
-        out.add_(_grouped_matmul(iso_weights, v_iso))
+    del weighted, summed
+    v_iso = v_iso.repeat_interleave(h // v_iso.shape[1], dim=1)  # (N, H, n_iso, D): a few values per head
+    for j in range(iso.shape[1]):  # one isolated token at a time: no (N, H, L, D) temporary
+        out.addcmul_(v_iso[:, :, j : j + 1], iso_weights[..., j : j + 1])
     return out.transpose(1, 2).to(value.dtype)
 
 
