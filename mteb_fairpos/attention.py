@@ -219,7 +219,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     attention rescales at every key block). The calibrated row is then one blend of the two sums
     and the isolated values with per-row coefficients.
     """
-    n, h, length, d = query.shape
+    n, h, length, _ = query.shape
     key_only = _key_only(attention_mask, layout, causal)
     additive = not key_only and attention_mask is not None and attention_mask.dtype != torch.bool
     query = query.contiguous()  # once per layer, not once per basket: the kernel is slower on strided queries
