@@ -26,7 +26,7 @@ from mteb_fairpos.integrations.qdrant.bulk import load_shards
 from mteb_fairpos.integrations.qdrant.encode_job import MANIFEST, encode_to_shards
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.plan import plan_input, read_shard
-from mteb_fairpos.integrations.qdrant.shards import ShardError, read_info, read_points, shard_files
+from mteb_fairpos.integrations.qdrant.shards import ShardError, read_points, shard_files
 from mteb_fairpos.offline import MINILM_HUB_ID, minilm_path
 
 from fake_qdrant_server import FakeServer
