@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mteb_fairpos import attention
 from mteb_fairpos.attention import grouped_mean_rows, mean_kernel, tiled_mean_rows
 from mteb_fairpos.calibration import basket_layout
 from mteb_fairpos.config import CalibrationConfig
@@ -32,6 +33,14 @@ def _padding(n, length, lengths, side="right"):
         else:
             mask[i, length - size:] = 1
     return mask
+
+
+@pytest.fixture(params=["held", "running sums"])
+def combine(request, monkeypatch):
+    """Both ways grouped_mean_rows combines its baskets: every output kept until the end (up to
+    HELD_BASKETS baskets), or two running sums (beyond); each test below runs both."""
+    monkeypatch.setattr(attention, "HELD_BASKETS", 10**6 if request.param == "held" else 0)
+    return request.param
 
 
 def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
@@ -104,7 +113,7 @@ CASES = [
 
 @pytest.mark.parametrize("kv_heads", [4, 2])
 @pytest.mark.parametrize(("side", "causal", "config"), CASES)
-def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config, kv_heads):
+def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config, kv_heads, combine):
     q, k, v = _inputs(kv_heads=kv_heads)
     padding = _padding(3, 23, (23, 17, 9), side)
     layout = basket_layout(padding, "mean", config.basket_size, config.isolated_tokens("mean"))
@@ -121,7 +130,7 @@ def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config
 
 @pytest.mark.parametrize("gap", [30.0, 80.0, 95.0, 150.0])
 @pytest.mark.parametrize(("side", "causal"), [("right", False), ("left", True)])
-def test_wide_logit_gaps_between_baskets(gap, side, causal):
+def test_wide_logit_gaps_between_baskets(gap, side, causal, combine):
     """One basket's scores sit ``gap`` above the rest.
 
     * 30 and 80: the rows' frame moves (the weighted sum is rescaled); the other baskets keep tiny
@@ -156,7 +165,7 @@ def test_wide_logit_gaps_between_baskets(gap, side, causal):
             assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
 
 
-def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero():
+def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero(combine):
     q, k, _ = _inputs()
     ones = torch.ones(3, 4, 23, 8)
     padding = _padding(3, 23, (23, 17, 9))
@@ -173,7 +182,7 @@ def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero():
 
 
 @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.bfloat16, 3e-2), (torch.float16, 5e-3)])
-def test_half_precision_follows_fp32(dtype, tolerance):
+def test_half_precision_follows_fp32(dtype, tolerance, combine):
     """Log-sum-exps and sums are kept in fp32, so half precision differs from fp32 by its rounding only."""
     q, k, v = _inputs()
     padding = _padding(3, 23, (23, 17, 9), "left")
@@ -187,6 +196,25 @@ def test_half_precision_follows_fp32(dtype, tolerance):
     assert (half.float()[rows] - reference[rows]).abs().max().item() <= tolerance
     ones = grouped_mean_rows(q.to(dtype), k.to(dtype), torch.ones_like(v, dtype=dtype), mask, False, 0.35, layout, 0.5)
     assert (ones.float()[rows] - 1).abs().max().item() <= tolerance  # rows sum to 1 within the dtype
+
+
+@pytest.mark.parametrize("lengths", [(61, 61), (61, 50)])
+def test_a_short_last_basket_is_widened_to_a_full_key_block(lengths, combine):
+    """Basket size 32 over 61 keys: the last basket holds 29. Its window takes 32 keys, widened
+    backwards over basket 0's last three (the kernel is much slower on odd key counts), which are
+    masked out; the rows still equal the explicit ones."""
+    q, k, v = _inputs(n=2, length=61, dim=16)
+    padding = _padding(2, 61, lengths)
+    config = CalibrationConfig(basket_size=32, strength=0.8, pooling="mean")
+    layout = basket_layout(padding, "mean", 32, config.isolated_tokens("mean"))
+    last = list(attention._basket_groups(k, v, layout))[-1]
+    assert last.key.shape[2] == 32 and torch.equal(last.index[0], torch.arange(29, 61))
+    assert last.present.sum(1).tolist() == [29, lengths[1] - 32]
+    mask = padding.bool()[:, None, None, :].expand(2, 1, 61, 61)
+    grouped = grouped_mean_rows(q, k, v, mask, False, 0.25, layout, 0.8)
+    explicit = tiled_mean_rows(q, k, v, mask, False, 0.25, layout, 0.8)
+    rows = padding.bool()[:, :, None, None]
+    assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
 
 
 def test_an_unknown_kernel_name_is_refused():
