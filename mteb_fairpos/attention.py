@@ -256,7 +256,9 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
 
     # SPEC 1.3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
     # the explicit softmax.
-    lse = torch.logaddexp(torch.logsumexp(lses, 0), torch.logsumexp(iso_scores, dim=-1))  # over every key of the row
+    lse = torch.logsumexp(lses, 0)  # over every key of the row
+    if iso.shape[1]:  # (a log-sum-exp over no keys costs more than one over four baskets)
+        lse = torch.logaddexp(lse, torch.logsumexp(iso_scores, dim=-1))
     sees_any = lse > float("-inf")
     seen = lses > float("-inf")
     masses = lses.sub_(lse).exp_().nan_to_num_(nan=0.0)  # A_ib; 0 for a row that sees nothing (NaN)
