@@ -18,7 +18,7 @@ uncalibrated queries. Inside it, calibrated layers:
   of basket ``b`` alone, ``A_ij`` the original and ``A'_ij`` the calibrated probability of isolated
   token ``j``, and ``t_i`` the basket target. Fused kernels that also return each row's
   log-sum-exp (:mod:`mteb_fairpos.lse_kernels`) give every mass (``A_ib = exp(lse_ib - lse_i)``),
-  so no probability matrix is built and memory stays at two extra outputs
+  so no probability matrix is built, and memory stays within a few outputs of the layer
   (:func:`grouped_mean_rows`). :func:`tiled_mean_rows` computes the rows in query tiles with an
   explicit softmax instead: the second reference, selected with :func:`mean_kernel`.
 """
@@ -246,11 +246,13 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     n_baskets = int(layout.n_baskets.max())
     lses = torch.empty(n_baskets, n, h, length, device=query.device)  # (n_b, N, H, L), filled basket by basket
     attended = (basket_attention(group) for group in _basket_groups(key, value, layout))
-    if n_baskets <= HELD_BASKETS:
+    hold_all = n_baskets <= HELD_BASKETS
+    if hold_all:
         held = []
         for b, (out_b, lse_b) in enumerate(attended):
             held.append(out_b)
             lses[b] = lse_b
+        del query  # the contiguous copy, before the output is allocated: the layer's peak stays below plain's
     else:
         weighted, summed, ref = _running_sums(attended, lses)
 
@@ -268,9 +270,9 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     rows = layout.row_mask()[:, None, :, None] & sees_any[..., None]  # calibrated; other rows stay plain
     iso_weights = torch.where(rows, strength * iso_target + (1 - strength) * a_iso, a_iso)
     # written straight in the (N, L, H, D) layout the model reshapes next, so that is a view, not a copy
-    out = torch.empty(n, length, h, value.shape[-1], dtype=torch.float32, device=query.device).transpose(1, 2)
+    out = torch.empty(n, length, h, value.shape[-1], dtype=torch.float32, device=value.device).transpose(1, 2)
 
-    if n_baskets <= HELD_BASKETS:  # w_ib = (1 - a) A_ib + a t_i, for the non-empty baskets of calibrated rows
+    if hold_all:  # w_ib = (1 - a) A_ib + a t_i, for the non-empty baskets of calibrated rows
         weights = torch.where(rows[None, ..., 0], (1 - strength) * masses + strength * target[..., 0] * filled, masses)
         torch.mul(held[0], weights[0, ..., None], out=out)
         for out_b, weight in zip(held[1:], weights[1:]):
