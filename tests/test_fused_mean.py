@@ -97,6 +97,38 @@ def test_a_kernel_that_fails_its_first_use_check_is_set_aside(monkeypatch, kerne
     assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5)
 
 
+def _efficient_attention_contract(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0, is_causal=False, *,
+                                  scale=None):
+    """Stands in for CUDA's aten::_scaled_dot_product_efficient_attention, which cannot run without a GPU:
+    the same computation with the same contract (a bias of the full (N, H, L, S) shape whose batch,
+    head and row strides are multiples of 16, and a log-sum-exp padded to a multiple of 32 rows,
+    with junk in the padding)."""
+    if attn_bias is not None:
+        if attn_bias.shape != (*query.shape[:3], key.shape[2]):
+            raise RuntimeError(f"attn_bias shape {tuple(attn_bias.shape)} does not match the attention")
+        if any(stride % 16 for stride in attn_bias.stride()[:3]):
+            raise RuntimeError("attn_bias is not correctly aligned")
+    out, lse = explicit_with_lse(query, key, value, attn_bias, scale)
+    padded = torch.full((*lse.shape[:2], -(-lse.shape[2] // 32) * 32), float("inf"))
+    padded[..., : lse.shape[2]] = lse
+    return out, padded, torch.empty(()), torch.empty(())
+
+
+def test_the_cuda_kernel_adapter_meets_the_ops_contract(monkeypatch):
+    """The CUDA adapter's own work (aligning the bias, cutting the lse back) checked on the CPU with the op
+    replaced by its contract (no GPU here): it reproduces the explicit computation for every mask kind
+    of the first-use check, at row counts that are not multiples of 16 or 32."""
+    import mteb_fairpos.lse_kernels as lse_kernels
+
+    monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_efficient_attention", _efficient_attention_contract)
+    assert lse_kernels._reproduces_explicit(lse_kernels.cuda_memory_efficient, torch.device("cpu"), torch.float32, 8)
+    q, k, v = _inputs(length=23)
+    bias = torch.zeros(3, 1, 1, 23).masked_fill_(_padding(3, 23, (23, 17, 9)).bool()[:, None, None, :] == 0, float("-inf"))
+    out, lse = lse_kernels.cuda_memory_efficient(q, k, v, bias, 0.35)
+    expected_out, expected_lse = explicit_with_lse(q, k, v, bias, 0.35)
+    assert lse.shape == (3, 4, 23) and torch.allclose(lse, expected_lse) and torch.allclose(out, expected_out)
+
+
 CASES = [
     ("right", False, CalibrationConfig(basket_size=4, strength=1.0, pooling="mean")),
     ("left", False, CalibrationConfig(basket_size=5, strength=0.5, pooling="mean")),
