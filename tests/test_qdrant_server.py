@@ -9,7 +9,6 @@ and JSON body, i.e. exactly what a real server or cluster would receive.
 
 from __future__ import annotations
 
-import json
 import os
 
 import httpx
