@@ -160,6 +160,17 @@ def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config
         assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
 
 
+def test_a_causal_model_without_a_mask(combine):
+    """Unpadded causal batches reach attention with no mask at all (transformers leaves it to the kernel's
+    causal flag); the rows then see the keys up to their own position."""
+    q, k, v = _inputs(kv_heads=2)
+    config = CalibrationConfig(basket_size=4, strength=0.7, pooling="mean", isolate_eos=True)
+    layout = basket_layout(torch.ones(3, 23, dtype=torch.long), "mean", 4, config.isolated_tokens("mean"))
+    grouped = grouped_mean_rows(q, k, v, None, True, 0.35, layout, 0.7)
+    explicit = tiled_mean_rows(q, k, v, None, True, 0.35, layout, 0.7)
+    assert torch.allclose(grouped, explicit, atol=1e-5), (grouped - explicit).abs().max()
+
+
 @pytest.mark.parametrize("gap", [30.0, 80.0, 95.0, 150.0])
 @pytest.mark.parametrize(("side", "causal"), [("right", False), ("left", True)])
 def test_wide_logit_gaps_between_baskets(gap, side, causal, combine):
