@@ -262,7 +262,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     if iso.shape[1]:  # (a log-sum-exp over no keys costs more than one over four baskets)
         lse = torch.logaddexp(lse, torch.logsumexp(iso_scores, dim=-1))
     sees_any = lse > float("-inf")
-    seen = lses > float("-inf")
+    seen = None if hold_all else lses > float("-inf")  # before lses turns into masses
     masses = lses.sub_(lse).exp_().nan_to_num_(nan=0.0)  # A_ib; 0 for a row that sees nothing (NaN)
     filled = masses > 0
     a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
