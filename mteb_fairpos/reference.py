@@ -25,6 +25,7 @@ gte, qwen3, jina_embeddings_v3, ...). Anything else raises
 from __future__ import annotations
 
 import contextlib
+import inspect
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,11 +77,7 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
     nnsight drills into.
     """
     architecture = type(model).__name__
-    found = [
-        module
-        for module in model.modules()
-        if "ALL_ATTENTION_FUNCTIONS" in getattr(getattr(type(module).forward, "__code__", None), "co_names", ())
-    ]
+    found = [module for module in model.modules() if _calls_attention_interface(type(module).forward)]
     if not found:
         raise UnsupportedModelError(
             f"{architecture}: no attention module calls transformers' ALL_ATTENTION_FUNCTIONS, so the eager softmax "
@@ -93,6 +90,13 @@ def attention_modules(model: nn.Module) -> list[nn.Module]:
             "attention belongs to which layer."
         )
     return found
+
+
+def _calls_attention_interface(forward: Any) -> bool:
+    """Whether ``forward`` itself (under any decorators, such as transformers' ``deprecate_kwarg``)
+    names ``ALL_ATTENTION_FUNCTIONS``."""
+    code = getattr(inspect.unwrap(forward), "__code__", None)
+    return "ALL_ATTENTION_FUNCTIONS" in getattr(code, "co_names", ())
 
 
 @contextlib.contextmanager

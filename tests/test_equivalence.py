@@ -212,6 +212,27 @@ def test_reference_on_a_transformers_model_with_a_tokenized_batch(transformers_m
     assert (fast - reference).abs().max().item() <= TOLERANCE
 
 
+def test_an_attention_forward_under_a_decorator_is_still_found(transformers_modules, monkeypatch):
+    """transformers wraps some attention forwards (``deprecate_kwarg``, from 5.24 on); the reference finds
+    the attention modules under the wrapper and still reproduces the fast path."""
+    import functools
+
+    from transformers.models.bert.modeling_bert import BertSelfAttention
+
+    forward = BertSelfAttention.forward
+
+    @functools.wraps(forward)
+    def decorated(self, *args, **kwargs):
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertSelfAttention, "forward", decorated)
+    model = st_model(transformers_modules["bert"], "mean", "right")
+    config = CalibrationConfig(basket_size=4, strength=1.0)
+    fast = FairSentenceTransformer(model, config).encode_document(TEXTS, convert_to_tensor=True)
+    reference = reference_embeddings(model, TEXTS, config)
+    assert (fast - reference).abs().max().item() <= TOLERANCE
+
+
 # ------------------------------------------------------------------ unsupported models
 def test_architecture_without_attention_interface_is_refused(tmp_path_factory):
     from transformers import MPNetConfig
