@@ -20,7 +20,7 @@ What is measured:
 * peak memory: each mode once, cold, in its own fresh Python process (so no mode sees another's
   allocator caches), two ways, each in a process of its own (on the CPU, the profiler that sees
   tensor memory keeps records of its own: under it the fast path's RSS at 8,192 tokens read 3.2x
-  plain's, and 1.2x without it):
+  plain's, and 1.05-1.34x without it):
 
   - tensor peak: the most bytes PyTorch's allocator held at any moment of the call above what it
     held at the start (what the 1.1x target is checked against). On CPU from the allocation/release
