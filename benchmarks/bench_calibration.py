@@ -17,10 +17,9 @@ What is measured:
   round; every round runs the modes in a rotated order, so load from other processes on a
   shared machine hits all of them alike (the load average is printed). Ratios are of medians,
   with the min-max of the per-round ratios;
-* peak memory: each mode once, cold, in its own fresh Python process (so no mode sees another's
-  allocator caches), two ways, each in a process of its own (on the CPU, the profiler that sees
-  tensor memory keeps records of its own: under it the fast path's RSS at 8,192 tokens read 3.2x
-  plain's, and 1.05-1.34x without it):
+* peak memory: one cold call per fresh Python process (so no mode sees another's allocator
+  caches), two ways, each in processes of its own (on the CPU, the profiler that sees tensor
+  memory keeps records of its own: under it the fast path's RSS at 8,192 tokens read 3.2x plain's):
 
   - tensor peak: the most bytes PyTorch's allocator held at any moment of the call above what it
     held at the start (what the 1.1x target is checked against). On CPU from the allocation/release
@@ -28,6 +27,11 @@ What is measured:
     allocator's own peak statistics (``torch.cuda.max_memory_allocated``);
   - RSS rise: the process's peak resident set size (Linux ``VmHWM``, reset through
     ``/proc/self/clear_refs`` just before the call) minus its resident size at that moment.
+    Each process first encodes one short document in the same mode, so the code the call runs
+    is paged in beforehand: otherwise that (about 50 MB, the same for every mode) would be half of
+    a short case's rise. The rest varies from process to process with how glibc's arenas fill (at
+    2,048 tokens, plain read 480-588 MB over three processes), so it is taken in ``--memory-runs``
+    processes per mode and printed as median (min-max).
 * ``max|fast-ref|`` / ``max|fast-tiled|``: the largest differences between the embeddings.
 
 Cases: the real all-MiniLM-L6-v2 (mean pooling) at 256 and 512 tokens with the last half and all
@@ -105,6 +109,10 @@ CASES = [
 
 
 # ------------------------------------------------------------------------------ memory
+WARM_UP_WORDS = 640
+"""The RSS measure's warm-up document: five baskets of 128, so the long-document paths run too."""
+
+
 def _status_mb(field: str) -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -163,9 +171,11 @@ def load(case: Case, random_dir: str, device: str):
     return model
 
 
-def documents(case: Case, count: int) -> list[str]:
-    """Documents longer than the case's length (they are cut at exactly ``case.tokens`` tokens)."""
-    return [" ".join(WORDS[(i * 7 + j * (i + 3)) % len(WORDS)] for j in range(case.tokens + 64)) for i in range(count)]
+def documents(case: Case, count: int, words: int | None = None) -> list[str]:
+    """Documents of ``words`` words, by default longer than the case's length (so they are cut at
+    exactly ``case.tokens`` tokens)."""
+    words = case.tokens + 64 if words is None else words
+    return [" ".join(WORDS[(i * 7 + j * (i + 3)) % len(WORDS)] for j in range(words)) for i in range(count)]
 
 
 # ------------------------------------------------------------------------------ worker
@@ -178,7 +188,7 @@ def _synchronize(device: str) -> None:
 
 
 def encoders(case: Case, count: int, random_dir: str, device: str) -> dict:
-    """The four ways to encode the case's documents, on one loaded model."""
+    """The four ways to encode the case's documents (or the ``texts`` given), on one loaded model."""
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
     from mteb_fairpos.attention import mean_kernel
     from mteb_fairpos.reference import reference_embeddings
@@ -188,18 +198,18 @@ def encoders(case: Case, count: int, random_dir: str, device: str) -> dict:
     texts = documents(case, count)
     fair = FairSentenceTransformer(model, config)
 
-    def plain():
+    def plain(texts=texts):
         return model.encode_document(texts, batch_size=case.batch_size, convert_to_tensor=True)
 
-    def fast():
+    def fast(texts=texts):
         with mean_kernel("grouped"):
             return fair.encode_document(texts, batch_size=case.batch_size, convert_to_tensor=True)
 
-    def tiled():
+    def tiled(texts=texts):
         with mean_kernel("tiled"):
             return fair.encode_document(texts, batch_size=case.batch_size, convert_to_tensor=True)
 
-    def reference():
+    def reference(texts=texts):
         return reference_embeddings(fair, texts, config, batch_size=case.batch_size)
 
     tokens = int(model.preprocess(texts[:1])["attention_mask"].sum())
@@ -224,6 +234,9 @@ def memory_worker(case: Case, mode: str, measure: str, count: int, random_dir: s
         torch.cuda.reset_peak_memory_stats(device)
         held = torch.cuda.memory_allocated(device)
     profiled = measure == "tensors" and not on_cuda
+    if measure == "rss":  # page in the code the call runs (the same for every mode, ~50 MB) on one short document
+        with torch.inference_mode():
+            runs[mode](documents(case, 1, words=WARM_UP_WORDS))
     recorder = profile(activities=[ProfilerActivity.CPU], profile_memory=True) if profiled else contextlib.nullcontext()
     with torch.inference_mode(), recorder as profiler:
         _reset_peak()
@@ -290,7 +303,7 @@ def _spawn(arguments: list[str]) -> str | None:
     return None
 
 
-def run_case(case: Case, count: int, reps: int, random_dir: str, device: str, scratch: str) -> dict:
+def run_case(case: Case, count: int, reps: int, memory_runs: int, random_dir: str, device: str, scratch: str) -> dict:
     import numpy as np
 
     common = ["--documents", str(count), "--gte-dir", random_dir, "--device", device]
@@ -298,17 +311,23 @@ def run_case(case: Case, count: int, reps: int, random_dir: str, device: str, sc
     for mode in MODES:
         if mode == "reference" and not case.reference:
             continue
-        result[mode] = {}
-        for measure in ("rss", "tensors"):
-            out = os.path.join(scratch, f"{case.name}-{mode}-{measure}")
-            error = _spawn(["--worker", case.name, f"{measure}:{mode}", *common, "--out", out])
-            if error:
-                result[mode] = {"error": error}
+        result[mode] = {"rss_runs": []}
+        for measure, runs in (("rss", memory_runs), ("tensors", 1)):  # the tensor peak is deterministic
+            for run in range(runs):
+                out = os.path.join(scratch, f"{case.name}-{mode}-{measure}-{run}")
+                error = _spawn(["--worker", case.name, f"{measure}:{mode}", *common, "--out", out])
+                if error:
+                    result[mode] = {"error": error}
+                    break
+                with open(out + ".json") as handle:
+                    measured = json.load(handle)
+                if measure == "rss":
+                    result[mode]["rss_runs"].append(measured.pop("rss_mb"))
+                result[mode].update(measured)
+            if "error" in result[mode]:
                 break
-            with open(out + ".json") as handle:
-                result[mode].update(json.load(handle))
         if "error" not in result[mode]:
-            result[mode]["embeddings"] = np.load(os.path.join(scratch, f"{case.name}-{mode}-rss.npy"))
+            result[mode]["embeddings"] = np.load(os.path.join(scratch, f"{case.name}-{mode}-rss-0.npy"))
     out = os.path.join(scratch, f"{case.name}-timing")
     error = _spawn(["--worker", case.name, "timing", *common, "--reps", str(reps), "--out", out])
     if error:
@@ -325,6 +344,12 @@ def _ratio(times: dict[str, list[float]], mode: str) -> tuple[float, float, floa
     return statistics.median(times["plain"]) / statistics.median(times[mode]), min(per_round), max(per_round)
 
 
+def _spread(values: list[float]) -> str:
+    """Median and, over several runs, min-max: ``412 (398-455)``."""
+    median = f"{statistics.median(values):.0f}"
+    return median if len(values) == 1 else f"{median} ({min(values):.0f}-{max(values):.0f})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents and one warm repetition")
@@ -332,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gte-layers", type=int, default=4, help="layers of the random gte and qwen3 (default 4)")
     parser.add_argument("--reps", type=int, default=None, help="timed rounds after the warm-up round (default 3, --quick 1)")
     parser.add_argument("--device", help="where the models run (default: cuda when available, else cpu)")
+    parser.add_argument("--memory-runs", type=int, default=None,
+                        help="cold processes per mode for the RSS rise, which varies from process to process (default 3, --quick 1)")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--documents", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--gte-dir", help=argparse.SUPPRESS)
@@ -354,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = [by_name[name] for name in args.cases.split(",")]
     reps = args.reps or (1 if args.quick else 3)
+    memory_runs = args.memory_runs or (1 if args.quick else 3)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fairpos-bench-") as scratch:
         random_dir = os.path.join(scratch, "random")
@@ -367,11 +395,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"{'fast/plain (min-max)':>22} | {'tiled/plain (min-max)':>22} | {'fast/ref':>8} | "
                         f"{'max|fast-ref|':>13} {'max|fast-tiled|':>15}")
         memory_header = (f"{'case':<16} | {'tensor MB plain':>15} {'fast':>8} {'tiled':>8} | {'fast/plain':>10} "
-                         f"{'tiled/plain':>11} | {'RSS +MB plain':>13} {'fast':>8} | {'fast/plain':>10}")
+                         f"{'tiled/plain':>11} | {'RSS +MB plain':>17} {'fast':>17} | {'fast/plain':>10}")
         speed_lines, memory_lines, verdicts = [], [], []
         for case in cases:
             count = case.quick_documents if args.quick else case.documents
-            results = run_case(case, count, reps, random_dir, device, scratch)
+            results = run_case(case, count, reps, memory_runs, random_dir, device, scratch)
             print(f"  done {case.name} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
             errors = {m: r["error"] for m, r in results.items() if isinstance(r, dict) and "error" in r}
             if "timing_error" in results:
@@ -394,10 +422,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{diff_ref} {diff_tiled:>15.2e}")
             mem = fast["tensor_mb"] / max(plain["tensor_mb"], 1e-9)
             mem_tiled = tiled["tensor_mb"] / max(plain["tensor_mb"], 1e-9)
-            rss = fast["rss_mb"] / max(plain["rss_mb"], 1e-9)
+            rss_plain, rss_fast = (statistics.median(r["rss_runs"]) for r in (plain, fast))
             memory_lines.append(
                 f"{case.name:<16} | {plain['tensor_mb']:>15.1f} {fast['tensor_mb']:>8.1f} {tiled['tensor_mb']:>8.1f} | "
-                f"{mem:>10.3f} {mem_tiled:>11.3f} | {plain['rss_mb']:>13.1f} {fast['rss_mb']:>8.1f} | {rss:>10.3f}")
+                f"{mem:>10.3f} {mem_tiled:>11.3f} | {_spread(plain['rss_runs']):>17} {_spread(fast['rss_runs']):>17} | "
+                f"{rss_fast / max(rss_plain, 1e-9):>10.3f}")
             target = 0.9 if case.pooling == "mean" else 0.97
             verdicts.append(f"{case.name}: fast >= {target} x plain throughput: {'yes' if ratio >= target else 'NO'} ({ratio:.3f}); "
                             f"peak tensor memory <= 1.1 x plain: {'yes' if mem <= 1.1 else 'NO'} ({mem:.3f})")
@@ -405,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         print(speed_header)
         print("-" * len(speed_header))
         print("\n".join(speed_lines))
-        print(f"peak memory of one cold encode call (tensor: PyTorch's {device} allocator; RSS: rise of VmHWM above the loaded model):")
+        print(f"peak memory of one cold encode call (tensor: PyTorch's {device} allocator; RSS: rise of VmHWM above the loaded model after a short warm-up call, "
+              f"median (min-max) of {memory_runs} cold process(es) per mode):")
         print(memory_header)
         print("-" * len(memory_header))
         print("\n".join(memory_lines))
