@@ -350,14 +350,21 @@ def _spread(values: list[float]) -> str:
     return median if len(values) == 1 else f"{median} ({min(values):.0f}-{max(values):.0f})"
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type for counts of rounds and processes: a clear message instead of an empty median."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents and one warm repetition")
     parser.add_argument("--cases", default=",".join(c.name for c in CASES), help="comma-separated subset of the cases")
     parser.add_argument("--gte-layers", type=int, default=4, help="layers of the random gte and qwen3 (default 4)")
-    parser.add_argument("--reps", type=int, default=None, help="timed rounds after the warm-up round (default 3, --quick 1)")
+    parser.add_argument("--reps", type=_at_least_one, default=None, help="timed rounds after the warm-up round (default 3, --quick 1)")
     parser.add_argument("--device", help="where the models run (default: cuda when available, else cpu)")
-    parser.add_argument("--memory-runs", type=int, default=None,
+    parser.add_argument("--memory-runs", type=_at_least_one, default=None,
                         help="cold processes per mode for the RSS rise, which varies from process to process (default 3, --quick 1)")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--documents", type=int, help=argparse.SUPPRESS)
@@ -379,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
+    unknown = [name for name in args.cases.split(",") if name not in by_name]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     cases = [by_name[name] for name in args.cases.split(",")]
     reps = args.reps or (1 if args.quick else 3)
     memory_runs = args.memory_runs or (1 if args.quick else 3)
