@@ -110,7 +110,8 @@ CASES = [
 
 # ------------------------------------------------------------------------------ memory
 WARM_UP_WORDS = 640
-"""The RSS measure's warm-up document: five baskets of 128, so the long-document paths run too."""
+"""Words in the RSS measure's warm-up document: up to five baskets of 128 (as many as the case's
+length allows), so the long-document paths of the calibrated rows run in the warm-up too."""
 
 
 def _status_mb(field: str) -> float:
@@ -312,21 +313,19 @@ def run_case(case: Case, count: int, reps: int, memory_runs: int, random_dir: st
         if mode == "reference" and not case.reference:
             continue
         result[mode] = {"rss_runs": []}
-        for measure, runs in (("rss", memory_runs), ("tensors", 1)):  # the tensor peak is deterministic
-            for run in range(runs):
-                out = os.path.join(scratch, f"{case.name}-{mode}-{measure}-{run}")
-                error = _spawn(["--worker", case.name, f"{measure}:{mode}", *common, "--out", out])
-                if error:
-                    result[mode] = {"error": error}
-                    break
-                with open(out + ".json") as handle:
-                    measured = json.load(handle)
-                if measure == "rss":
-                    result[mode]["rss_runs"].append(measured.pop("rss_mb"))
-                result[mode].update(measured)
-            if "error" in result[mode]:
+        processes = [("rss", run) for run in range(memory_runs)] + [("tensors", 0)]  # the tensor peak is deterministic
+        for measure, run in processes:
+            out = os.path.join(scratch, f"{case.name}-{mode}-{measure}-{run}")
+            error = _spawn(["--worker", case.name, f"{measure}:{mode}", *common, "--out", out])
+            if error:
+                result[mode] = {"error": error}
                 break
-        if "error" not in result[mode]:
+            with open(out + ".json") as handle:
+                measured = json.load(handle)
+            if measure == "rss":
+                result[mode]["rss_runs"].append(measured.pop("rss_mb"))
+            result[mode].update(measured)
+        else:
             result[mode]["embeddings"] = np.load(os.path.join(scratch, f"{case.name}-{mode}-rss-0.npy"))
     out = os.path.join(scratch, f"{case.name}-timing")
     error = _spawn(["--worker", case.name, "timing", *common, "--reps", str(reps), "--out", out])
