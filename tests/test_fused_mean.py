@@ -279,7 +279,7 @@ def test_an_unknown_kernel_name_is_refused():
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_a_half_precision_model_is_calibrated_like_fp32(tmp_path_factory, pooling, dtype):
+def test_a_half_precision_model_is_calibrated_like_fp32(tmp_path_factory, minilm_dir, pooling, dtype):
     """A whole model in bf16/fp16: calibration adds no error beyond the model's own rounding (the plain
     model's half-vs-fp32 difference is the yardstick), and no NaN."""
     import sys
@@ -290,8 +290,7 @@ def test_a_half_precision_model_is_calibrated_like_fp32(tmp_path_factory, poolin
 
     from mteb_fairpos import FairSentenceTransformer
 
-    tokenizer = equivalence._tokenizer_dir(tmp_path_factory)
-    transformer = equivalence.build_transformer(equivalence.tiny_configs()["bert"], tmp_path_factory, tokenizer)
+    transformer = equivalence.build_transformer(equivalence.tiny_configs()["bert"], tmp_path_factory, minilm_dir)
     model = equivalence.st_model(transformer, pooling, "right")
     config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
     texts = equivalence.TEXTS

