@@ -11,11 +11,7 @@ from mteb_fairpos.permutation import sample_corpus
 from mteb_fairpos.permutation.corpus import load_corpus_file
 
 COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
-
-
-@pytest.fixture(autouse=True)
-def _offline_model(minilm_dir):
-    """Every test here runs the probe command on the offline MiniLM."""
+pytestmark = pytest.mark.usefixtures("minilm_dir")  # every test here runs the probe command on the offline MiniLM
 
 
 def _corpus(tmp_path, languages=("en", "de")):
