@@ -135,6 +135,25 @@ def test_the_cuda_kernel_adapter_meets_the_ops_contract(monkeypatch):
     assert lse.shape == (3, 4, 23) and torch.allclose(lse, expected_lse) and torch.allclose(out, expected_out)
 
 
+
+def test_the_cuda_op_still_has_the_signature_the_adapter_and_its_stand_in_use():
+    """The CUDA op cannot run here, but every torch build registers its schema: a release that renames,
+    reorders or drops an argument the adapter passes, or moves the log-sum-exp among the returns, fails
+    here on the CPU, instead of being set aside with a warning on a user's GPU; and the stand-in above
+    cannot drift from the real op."""
+    import inspect
+
+    passed = ["query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p", "is_causal"]  # in this order
+    schema = torch.ops.aten._scaled_dot_product_efficient_attention.default._schema
+    assert [argument.name for argument in schema.arguments if not argument.kwarg_only][: len(passed)] == passed
+    assert "scale" in [argument.name for argument in schema.arguments if argument.kwarg_only]
+    # the adapter unpacks four results and keeps the first two
+    assert [result.name for result in schema.returns] == ["output", "log_sumexp", "philox_seed", "philox_offset"]
+    stand_in = inspect.signature(_efficient_attention_contract).parameters.values()
+    assert [p.name for p in stand_in if p.kind is not p.KEYWORD_ONLY] == passed
+    assert [p.name for p in stand_in if p.kind is p.KEYWORD_ONLY] == ["scale"]
+
+
 CASES = [
     ("right", False, CalibrationConfig(basket_size=4, strength=1.0, pooling="mean")),
     ("left", False, CalibrationConfig(basket_size=5, strength=0.5, pooling="mean")),
