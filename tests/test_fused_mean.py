@@ -7,6 +7,8 @@ causal and padded masks, every share policy, half precision, fully masked rows.
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -135,14 +137,11 @@ def test_the_cuda_kernel_adapter_meets_the_ops_contract(monkeypatch):
     assert lse.shape == (3, 4, 23) and torch.allclose(lse, expected_lse) and torch.allclose(out, expected_out)
 
 
-
 def test_the_cuda_op_still_has_the_signature_the_adapter_and_its_stand_in_use():
     """The CUDA op cannot run here, but every torch build registers its schema: a release that renames,
     reorders or drops an argument the adapter passes, or moves the log-sum-exp among the returns, fails
     here on the CPU, instead of being set aside with a warning on a user's GPU; and the stand-in above
     cannot drift from the real op."""
-    import inspect
-
     passed = ["query", "key", "value", "attn_bias", "compute_log_sumexp", "dropout_p", "is_causal"]  # in this order
     schema = torch.ops.aten._scaled_dot_product_efficient_attention.default._schema
     assert [argument.name for argument in schema.arguments if not argument.kwarg_only][: len(passed)] == passed
