@@ -30,9 +30,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .config import ConfigError, Pooling
 from .spans import Straddling, token_spans
 
-Pooling = Literal["cls", "last", "mean"]
 Coverage = Literal["full", "partial", "cut"]
 COVERAGE_FULL: Coverage = "full"
 COVERAGE_PARTIAL: Coverage = "partial"
@@ -77,8 +77,6 @@ def model_pooling(model: Any) -> Pooling:
     """The pooling of a sentence-transformers model in SPEC 1.1 terms (``cls``, ``last`` or ``mean``)."""
     from sentence_transformers.sentence_transformer.modules import Pooling as PoolingModule
 
-    from .config import ConfigError
-
     modules = [m for m in model if isinstance(m, PoolingModule)]
     if not modules:
         raise ConfigError("the model has no sentence-transformers Pooling module; pass CalibrationConfig(pooling=...).")
@@ -98,6 +96,18 @@ def calibration_pooling(model: Any) -> Pooling:
     if config is not None and config.pooling is not None:
         return config.pooling
     return model_pooling(model)
+
+
+def require_mean_pooling(model: Any) -> None:
+    """Refuse late chunks for a model that does not mean-pool: a segment's late-chunking vector is
+    the mean of its token vectors, an embedding only for a model trained to mean-pool (SPEC 2.3
+    defines it for those alone)."""
+    pooling = calibration_pooling(model)
+    if pooling != "mean":
+        raise ValueError(
+            f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); this model pools with "
+            f"{pooling!r}. Leave late chunks off."
+        )
 
 
 @contextlib.contextmanager
@@ -283,11 +293,8 @@ def encode_segmented(
         straddling / strip: the span rule (module docstring).
         chunk_size: documents whose token vectors are held at once (default ``2 * batch_size``).
     """
-    if late_chunks and calibration_pooling(model) != "mean":
-        raise ValueError(
-            f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); this model pools with "
-            f"{calibration_pooling(model)!r}."
-        )
+    if late_chunks:
+        require_mean_pooling(model)
     prompt = document_prompt(model) if prompt is None else prompt
     limit = int(model.max_seq_length)
     if layouts is None and char_spans is not None:

@@ -1,4 +1,6 @@
-"""Character spans of segments -> half-open token spans, from a fast tokenizer's character offsets.
+"""Character spans of segments: where each segment sits once joined into a document
+(`join_segments`), and the half-open token spans they map to, from a fast tokenizer's character
+offsets.
 
 Shared by the permutation probe (late chunking, :mod:`mteb_fairpos.permutation.spans`) and the
 Qdrant indexer (payload token spans and late chunks, :mod:`mteb_fairpos.integrations.qdrant.encoding`).
@@ -17,6 +19,19 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 Straddling = Literal["first", "every"]
+
+
+def join_segments(segments: Sequence[str], separator: str = " ") -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The document the segments make, joined with ``separator``, and each segment's ``[start, end)``
+    in it: the one place a segmented document's text and spans are made together, so they agree."""
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for i, segment in enumerate(segments):
+        if i:
+            cursor += len(separator)
+        spans.append((cursor, cursor + len(segment)))
+        cursor += len(segment)
+    return separator.join(segments), tuple(spans)
 
 
 class TokenSpans(NamedTuple):

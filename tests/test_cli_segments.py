@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mteb_fairpos.cli import main
-from mteb_fairpos.cli.segments import read_segments
+from mteb_fairpos.segment_report import read_segments
 
 SEGMENTS = [
     "The museum reopened its east wing with a new collection of maritime maps and ship models. " * 3,
@@ -66,7 +66,7 @@ def test_strength_zero_reports_no_change_on_a_prompted_model(minilm):
     # the calibrated and uncalibrated sides both carry the model's document prompt, so strength 0
     # (the plain model) changes nothing; comparing plain encode with encode_document would not
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
-    from mteb_fairpos.cli.segments import segment_report
+    from mteb_fairpos.segment_report import segment_report
 
     original = minilm.prompts
     minilm.prompts = {**original, "document": "passage: "}
@@ -84,7 +84,7 @@ def test_strength_zero_reports_no_change_on_a_prompted_model(minilm):
 def test_truncation_counts_the_prompt_tokens(minilm):
     # a document that fits without the prompt but not with it: the last segment loses its tail
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
-    from mteb_fairpos.cli.segments import segment_report
+    from mteb_fairpos.segment_report import segment_report
 
     tokenizer = minilm.tokenizer
     first = "word " * 120

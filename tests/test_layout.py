@@ -54,3 +54,35 @@ def test_document_prompt_and_pooling_rules_have_one_home():
     assert spelled == ["segmented.py"]
     pooling_maps = [p.name for p in PACKAGE.rglob("*.py") if '"lasttoken": "last"' in p.read_text(encoding="utf-8")]
     assert pooling_maps == ["segmented.py"]
+
+
+def _files_with(text: str) -> list[str]:
+    return sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if text in p.read_text(encoding="utf-8"))
+
+
+def test_pooling_type_and_late_chunk_rule_have_one_home():
+    """`Pooling` is defined in config.py alone; the mean-pooling rule of late chunks is checked and
+    worded in segmented.py alone (its callers call `require_mean_pooling`)."""
+    assert _files_with("Pooling = Literal[") == ["config.py"]
+    assert _files_with("mean-pooled models only") == ["segmented.py"]
+    assert _files_with("def require_mean_pooling(") == ["segmented.py"]
+
+
+def _span_records(path: Path) -> int:
+    """How many ``(x, x + len(...))`` tuples a file builds: the mark of recording a segment's span
+    while joining segments into one text."""
+    count = 0
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            first, second = node.elts
+            if (isinstance(second, ast.BinOp) and isinstance(second.op, ast.Add)
+                    and ast.dump(second.left) == ast.dump(first)
+                    and isinstance(second.right, ast.Call) and getattr(second.right.func, "id", None) == "len"):
+                count += 1
+    return count
+
+
+def test_joining_segments_has_one_home():
+    """Segments are joined, and their character spans recorded, by `spans.join_segments` alone."""
+    joiners = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _span_records(p))
+    assert joiners == ["spans.py"]

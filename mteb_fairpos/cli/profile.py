@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..offline import minilm_path
 from ..config import LAYER_GRAMMAR, parse_layers
+from ..segment_report import read_segments
 from .common import add_max_length
-from .segments import read_segments
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

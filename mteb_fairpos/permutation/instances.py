@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..spans import join_segments
 from .corpus import CorpusError
 from .languages import language_tag, split_languages
 
@@ -172,17 +173,11 @@ def draw_sets(topic_ids: Sequence[str], n: int, num_sets: int, rng: np.random.Ge
 
 
 def assemble(segments: Sequence[str], separator: str = " ") -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Join segments into a document; returns the text and each segment's ``[start, end)``."""
+    """Join segments into a document (`join_segments`): the text and each segment's ``[start, end)``;
+    a set whose texts repeat is refused, since two positions of one document would hold the same text."""
     if len(set(segments)) != len(segments):
         raise ValueError("duplicate segments in a set: the same text appears at two positions of one document.")
-    spans: list[tuple[int, int]] = []
-    cursor = 0
-    for i, segment in enumerate(segments):
-        if i:
-            cursor += len(separator)
-        spans.append((cursor, cursor + len(segment)))
-        cursor += len(segment)
-    return separator.join(segments), tuple(spans)
+    return join_segments(segments, separator)
 
 
 def build_instance(

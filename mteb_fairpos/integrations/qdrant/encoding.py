@@ -22,9 +22,9 @@ from ...segmented import (
     COVERAGE_CUT,
     COVERAGE_PARTIAL,
     SegmentLayout,
-    calibration_pooling,
     document_prompt,
     encode_segmented,
+    require_mean_pooling,
     token_layouts,
 )
 from .records import Document
@@ -143,11 +143,8 @@ def encode_documents(
     """Embed ``documents``: calibrated (and optionally uncalibrated) vectors, token layout, late chunks."""
     if not documents:
         return []
-    if late_chunks and calibration_pooling(model) != "mean":
-        raise ValueError(
-            f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); this model pools with "
-            f"{calibration_pooling(model)!r}. Index without late chunks."
-        )
+    if late_chunks:
+        require_mean_pooling(model)
     if not getattr(model.tokenizer, "is_fast", False):
         raise ValueError("token spans need a fast (Rust) tokenizer with offset mapping; this model's tokenizer is slow.")
     texts = [doc.text for doc in documents]

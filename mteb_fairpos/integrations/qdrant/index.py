@@ -28,7 +28,7 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 from sentence_transformers import SentenceTransformer
 
-from ...segmented import calibration_pooling
+from ...segmented import require_mean_pooling
 from . import store
 from .discoverability import DiscoverabilityReport, discoverability
 from .encoding import (
@@ -205,11 +205,8 @@ class FairQdrantIndex:
             uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True
         if late_chunks is None:
             late_chunks = bool(stored and {store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(stored.vectors))
-        if late_chunks and calibration_pooling(self.model) != "mean":
-            raise ValueError(
-                f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); {self.model_name} pools "
-                f"with {calibration_pooling(self.model)!r}. Index without late chunks."
-            )
+        if late_chunks:
+            require_mean_pooling(self.model)
         wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
         if stored is not None:
             store.check_compatible(self.collection, stored, wanted)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...jsonl import jsonl_lines
+from ...spans import join_segments
 
 OnError = Literal["raise", "skip"]
 
@@ -256,8 +257,7 @@ def _segment_id(value: Any, where: str) -> str | None:
 
 def _from_segment_list(doc_id: str, items: list, default_language: str | None, metadata: dict, where: str) -> Document:
     texts: list[str] = []
-    segments: list[Segment] = []
-    cursor = 0
+    details: list[tuple[str | None, str | None]] = []
     for position, item in enumerate(items, start=1):
         here = f"{where} segment {position}"
         if isinstance(item, str):
@@ -275,12 +275,12 @@ def _from_segment_list(doc_id: str, items: list, default_language: str | None, m
             raise InputError(f"{here}: expected a string or an object with 'text', got {type(item).__name__}.")
         if not _unicode(text, here, "the segment text").strip():
             raise InputError(f"{here}: the segment text is empty.")
-        if texts:
-            cursor += 1  # the single joining space
-        segments.append(Segment(position, cursor, cursor + len(text), language, seg_id))
         texts.append(text)
-        cursor += len(text)
-    return Document(doc_id, " ".join(texts), tuple(segments), metadata)
+        details.append((language, seg_id))
+    text, spans = join_segments(texts)
+    segments = tuple(Segment(position, start, end, language, seg_id)
+                     for position, ((start, end), (language, seg_id)) in enumerate(zip(spans, details), start=1))
+    return Document(doc_id, text, segments, metadata)
 
 
 def _from_spans(doc_id: str, text: str, items: list, default_language: str | None, metadata: dict, where: str,
