@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from sentence_transformers import SentenceTransformer
 
     from ..results import collect
-    from .compare import effect_tables, main_table, profile_tables
+    from ..results.tables import effect_tables, main_table, profile_tables
     from ..permutation.plot import plot_profiles
 
     started = time.perf_counter()
