@@ -19,8 +19,10 @@ files written by earlier releases read unchanged:
   convention; nothing writes it now);
 * every other key (main scores, counts, settings, notes) is kept as it is in ``details``.
 
-A statistic is ``None`` when the entry does not report it and ``nan`` when it reports it as
-undefined (stored as ``null``, e.g. the standard error of a perfect fit).
+A statistic (an estimate's ``se`` ..., a profile's ``fairness``, the entry's ``psi``) is ``None``
+when the entry does not report it and ``nan`` when it reports it as undefined (stored as
+``null``, e.g. the standard error of a perfect fit, or PSI over fewer than two groups). A
+position's value is ``None`` for an empty group (stored as ``null`` too).
 """
 
 from __future__ import annotations
@@ -65,8 +67,6 @@ class Profile:
     points: dict[str, Estimate] = field(default_factory=dict)
     fairness: float | None = None
     counts: dict[str, int] | None = None
-    written: set[str] = field(default_factory=set)
-    """Which of ``fairness`` and ``counts`` the entry holds (a written ``null`` fairness included)."""
 
     @property
     def values(self) -> dict[str, float | None]:
@@ -88,10 +88,9 @@ class ScoreEntry:
     psi: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
     """Main scores, counts, settings, statuses and notes, under the names the task gives them."""
-    has_psi: bool = False
 
     def profile(self, family: str = "") -> Profile:
-        """The profile ``family``, created empty when absent (for writers)."""
+        """The profile ``family``, created empty when absent."""
         return self.profiles.setdefault(family, Profile())
 
     def update(self, other: ScoreEntry) -> None:
@@ -99,8 +98,8 @@ class ScoreEntry:
         self.profiles.update(other.profiles)
         self.terms.update(other.terms)
         self.details.update(other.details)
-        if other.has_psi:
-            self.psi, self.has_psi = other.psi, True
+        if other.psi is not None:
+            self.psi = other.psi
 
 
 def dump(entry: ScoreEntry) -> dict[str, Any]:
@@ -108,16 +107,16 @@ def dump(entry: ScoreEntry) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for family, profile in entry.profiles.items():
         prefix = f"{family}_position_" if family else "position_"
-        if "fairness" in profile.written:
-            out[f"{prefix}fairness"] = _json(profile.fairness)
+        if profile.fairness is not None:
+            out[f"{prefix}fairness"] = _defined(profile.fairness)
         for label, point in profile.points.items():
             out.update(_estimate(f"{prefix}{label}", point))
-        if "counts" in profile.written:
-            out[f"{prefix}counts"] = dict(profile.counts or {})
+        if profile.counts is not None:
+            out[f"{prefix}counts"] = dict(profile.counts)
     for name, term in entry.terms.items():
         out.update(_estimate(name, term))
-    if entry.has_psi:
-        out["psi"] = _json(entry.psi)
+    if entry.psi is not None:
+        out["psi"] = _defined(entry.psi)
     out.update(entry.details)
     return out
 
@@ -127,7 +126,7 @@ def load(scores: Mapping[str, Any]) -> ScoreEntry:
     entry = ScoreEntry()
     for key, raw in scores.items():
         if key == "psi" and _is_value(raw):
-            entry.psi, entry.has_psi = _read(raw), True
+            entry.psi = _read(raw)
         elif (mapping := _MAPPING.match(key)) and isinstance(raw, Mapping):
             points = entry.profile(mapping.group("family") or "").points
             points.update({str(label): Estimate(_read(v)) for label, v in raw.items() if _is_value(v)})
@@ -148,7 +147,6 @@ def _point(entry: ScoreEntry, match: re.Match, raw: Any) -> bool:
             entry.profile(family).counts = {str(k): v for k, v in raw.items()}
         else:
             return False
-        entry.profile(family).written.add(label)
         return True
     if not _is_value(raw):
         return False
@@ -167,11 +165,11 @@ def _term(entry: ScoreEntry, match: re.Match, raw: Any) -> bool:
 
 
 def _estimate(key: str, estimate: Estimate) -> dict[str, Any]:
-    out = {key: _json(estimate.value)}
+    out = {key: _defined(estimate.value)}
     for stat in STATISTICS:
         value = getattr(estimate, stat)
         if value is not None:
-            out[f"{key}_{stat}"] = _json(value)
+            out[f"{key}_{stat}"] = _defined(value)
     return out
 
 
@@ -189,9 +187,11 @@ def _read(raw: Any) -> float:
     return math.nan if raw is None else float(raw)
 
 
-def _json(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else value
+def reported(value: float | None) -> float:
+    """A statistic a writer reports, ``None`` (undefined) as ``nan``, so that it is stored as ``null``."""
+    return math.nan if value is None else value
 
 
 def _defined(value: float | None) -> float | None:
+    """``None`` for a statistic that is missing or undefined, else the number (also what JSON stores)."""
     return None if value is None or math.isnan(value) else value

@@ -82,6 +82,7 @@ from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.timing import TimingStack
 
 from ..hub import hub_access
+from ..results.schema import load
 from ._base import (
     DatasetSchemaError,
     PositionGroupedRetrieval,
@@ -479,11 +480,11 @@ def summarize_scores(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """
     per_language = language_figures(entries)
     average = average_over_languages(per_language.values())
-    labels = [key for key in next(iter(per_language.values()), {}) if key.startswith("position_") and key != "position_counts"]
+    profiles = [load(figures).profile().values for figures in per_language.values()]
     positions: dict[str, float | None] = {}
-    for key in labels:
-        values = [figures[key] for figures in per_language.values() if figures.get(key) is not None]
-        positions[key.removeprefix("position_")] = sum(values) / len(values) if values else None
+    for label in profiles[0] if profiles else ():
+        values = [profile[label] for profile in profiles if profile.get(label) is not None]
+        positions[label] = sum(values) / len(values) if values else None
     return {
         "main_score": average["ndcg_at_10"],
         "psi": average["psi"],
