@@ -237,7 +237,7 @@ class ProbeSession:
             entry.update(profile_entry(obs.tau[measured], obs.position[measured], obs.cluster[measured], n, family="tau"))
             scores["tau_status"] = "measured"
         if config.mixed:
-            self._mixed_scores(config, obs, entry)
+            self._add_mixed_terms(config, obs, entry)
         window = self.pool.window
         scores.update({
             "n": n,
@@ -271,7 +271,7 @@ class ProbeSession:
         })
         return dump(entry)
 
-    def _mixed_scores(self, config: LanguageConfig, obs: Observations, entry: ScoreEntry) -> None:
+    def _add_mixed_terms(self, config: LanguageConfig, obs: Observations, entry: ScoreEntry) -> None:
         """Lead (position 1, lead language) vs later positions; net language effect when monolingual runs exist."""
         entry.terms["lead_vs_later"] = lead_contrast(obs.sigma, obs.position, obs.cluster).as_estimate()
         pooled = [(obs, obs.position == 1)]

@@ -36,10 +36,10 @@ from typing import Any
 STATISTICS = ("se", "pvalue", "ci_low", "ci_high", "n")
 """The suffixes of an estimate's statistics, in the order they are written."""
 
-_POINT = re.compile(r"^(?:(?P<family>.+?)_)?position_(?P<label>.+?)(?:_(?P<stat>se|pvalue|ci_low|ci_high|n))?$")
+_STAT = rf"(?:_(?P<stat>{'|'.join(STATISTICS)}))?$"
+_POINT = re.compile(r"^(?:(?P<family>.+?)_)?position_(?P<label>.+?)" + _STAT)
 _MAPPING = re.compile(r"^(?:(?P<family>.+?)_)?positions$")
-_TERM = re.compile(r"^(?P<term>(?:tau_)?beta_\d+|lead_vs_later|language_effect)(?:_(?P<stat>se|pvalue|ci_low|ci_high|n))?$")
-_PROFILE_FIELDS = {"fairness", "counts"}
+_TERM = re.compile(r"^(?P<term>(?:tau_)?beta_\d+|lead_vs_later|language_effect)" + _STAT)
 
 
 @dataclass
@@ -125,41 +125,39 @@ def load(scores: Mapping[str, Any]) -> ScoreEntry:
     """A stored score entry (of this or an earlier release) as a :class:`ScoreEntry`."""
     entry = ScoreEntry()
     for key, raw in scores.items():
-        if key == "psi" and _is_value(raw):
-            entry.psi = _read(raw)
-        elif (mapping := _MAPPING.match(key)) and isinstance(raw, Mapping):
-            points = entry.profile(mapping.group("family") or "").points
-            points.update({str(label): Estimate(_read(v)) for label, v in raw.items() if _is_value(v)})
-        elif (point := _POINT.match(key)) and not _point(entry, point, raw):
-            entry.details[key] = raw
-        elif not point and not ((term := _TERM.match(key)) and _term(entry, term, raw)):
+        if not _read_key(entry, key, raw):
             entry.details[key] = raw
     return entry
 
 
-def _point(entry: ScoreEntry, match: re.Match, raw: Any) -> bool:
-    """Store one ``position_`` key; False when it is no part of a profile."""
-    family, label, stat = match.group("family") or "", match.group("label"), match.group("stat")
-    if stat is None and label in _PROFILE_FIELDS:
-        if label == "fairness" and _is_value(raw):
-            entry.profile(family).fairness = _read(raw)
-        elif label == "counts" and isinstance(raw, Mapping):
-            entry.profile(family).counts = {str(k): v for k, v in raw.items()}
-        else:
-            return False
+def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
+    """Store one key in ``entry``; False when it is none of the position keys."""
+    if key == "psi":
+        if _is_value(raw):
+            entry.psi = _read(raw)
+        return _is_value(raw)
+    if (mapping := _MAPPING.match(key)) and isinstance(raw, Mapping):
+        points = entry.profile(mapping.group("family") or "").points
+        points.update({str(label): Estimate(_value(v)) for label, v in raw.items() if _is_value(v)})
         return True
-    if not _is_value(raw):
-        return False
-    estimate = entry.profile(family).points.setdefault(label, Estimate(None))
-    setattr(estimate, stat or "value", _read(raw) if stat else _value(raw))
-    return True
+    if point := _POINT.match(key):
+        family, label, stat = point.group("family") or "", point.group("label"), point.group("stat")
+        if stat is None and label == "fairness":
+            if _is_value(raw):
+                entry.profile(family).fairness = _read(raw)
+            return _is_value(raw)
+        if stat is None and label == "counts":
+            if isinstance(raw, Mapping):
+                entry.profile(family).counts = {str(k): v for k, v in raw.items()}
+            return isinstance(raw, Mapping)
+        return _is_value(raw) and _set(entry.profile(family).points, label, stat, raw)
+    if term := _TERM.match(key):
+        return _is_value(raw) and _set(entry.terms, term.group("term"), term.group("stat"), raw)
+    return False
 
 
-def _term(entry: ScoreEntry, match: re.Match, raw: Any) -> bool:
-    if not _is_value(raw):
-        return False
-    estimate = entry.terms.setdefault(match.group("term"), Estimate(None))
-    stat = match.group("stat")
+def _set(estimates: dict[str, Estimate], name: str, stat: str | None, raw: Any) -> bool:
+    estimate = estimates.setdefault(name, Estimate(None))
     setattr(estimate, stat or "value", _read(raw) if stat else _value(raw))
     return True
 
