@@ -22,8 +22,8 @@ import argparse
 from pathlib import Path
 
 from ..results import collect
-from ..results.plots import plot_profiles, plot_psi_scatter
-from ..results.tables import effect_tables, issues_text, main_rows, main_table, profile_rows, profile_tables, write_csv
+from ..results.plots import write_plots
+from ..results.tables import report, write_tables
 
 DEFAULT_OUT = Path("fairpos-output") / "compare"
 
@@ -43,27 +43,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     _register_plugin()
     found = collect(args.results, tasks=args.tasks, models=args.models)
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    main_md = f"## Main scores\n\n{main_table(found)}\n"
-    profiles_md = "\n\n".join(part for part in (profile_tables(found), effect_tables(found)) if part)
-    report = main_md + (f"\n## Per-position profiles\n\n{profiles_md}\n" if profiles_md else "") + f"\n## Issues\n\n{issues_text(found)}\n"
-    (out / "main_scores.md").write_text(main_md + f"\n## Issues\n\n{issues_text(found)}\n", encoding="utf-8")
-    (out / "profiles.md").write_text((profiles_md or "No task reports a per-position profile.") + "\n", encoding="utf-8")
-    write_csv(main_rows(found), out / "main_scores.csv",
-              ["model", "revision", "experiment", "task", "task_type", "main_score", "psi", "status", "entries"])
-    write_csv(profile_rows(found), out / "profiles.csv", ["model", "revision", "experiment", "task", "family", "label", "value"])
-    plots: list[Path] = []
-    if not args.no_plots and found.scores:
-        plots = plot_profiles(found, out)
-        scatter = plot_psi_scatter(found, out)
-        if scatter is not None:
-            plots.append(scatter)
+    written = write_tables(found, args.out) + ([] if args.no_plots else write_plots(found, args.out))
     print(f"results: {found.root}   models: {len(found.models)}   tasks: {len(found.tasks)}   issues: {len(found.issues)}")
     print()
-    print(report)
-    print(f"written to {out}: main_scores.md, main_scores.csv, profiles.md, profiles.csv"
-          + (", " + ", ".join(p.name for p in plots) if plots else ""))
+    print(report(found))
+    print(f"written to {args.out}: " + ", ".join(path.name for path in written))
     if not found.scores:
         print("no readable mteb results found.")
         return 1

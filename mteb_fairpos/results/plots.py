@@ -61,6 +61,15 @@ def readable_limits(set_limits: Any, values: list[float], span: float = 0.05) ->
     set_limits(middle - half, middle + half)
 
 
+def write_plots(found: Collection, out: Path) -> list[Path]:
+    """Every figure of ``found`` in ``out``: the profiles per task and, where PSI exists, the scatter."""
+    if not found.scores:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    scatter = plot_psi_scatter(found, out)
+    return plot_profiles(found, out) + ([] if scatter is None else [scatter])
+
+
 def plot_profiles(found: Collection, out: Path) -> list[Path]:
     """One PNG per task: a panel per profile (the pooled one, or one per subset of the probe), a line
     per model, and a band for each 95 % confidence interval the results carry."""

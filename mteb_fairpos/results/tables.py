@@ -16,6 +16,32 @@ from typing import Any
 from .. import fairness
 from .reader import Collection, model_order
 
+MAIN_COLUMNS = ("model", "revision", "experiment", "task", "task_type", "main_score", "psi", "status", "entries")
+PROFILE_COLUMNS = ("model", "revision", "experiment", "task", "family", "label", "value")
+
+
+def report(found: Collection) -> str:
+    """The Markdown report: main scores, per-position profiles and effects, issues."""
+    details = profiles_text(found)
+    return (f"## Main scores\n\n{main_table(found)}\n"
+            + (f"\n## Per-position profiles\n\n{details}\n" if details else "")
+            + f"\n## Issues\n\n{issues_text(found)}\n")
+
+
+def write_tables(found: Collection, out: Path) -> list[Path]:
+    """``main_scores.md`` (with the issues), ``main_scores.csv``, ``profiles.md``, ``profiles.csv`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    main_md, profiles_md = out / "main_scores.md", out / "profiles.md"
+    main_md.write_text(f"## Main scores\n\n{main_table(found)}\n\n## Issues\n\n{issues_text(found)}\n", encoding="utf-8")
+    profiles_md.write_text((profiles_text(found) or "No task reports a per-position profile.") + "\n", encoding="utf-8")
+    return [main_md, write_csv(main_rows(found), out / "main_scores.csv", MAIN_COLUMNS),
+            profiles_md, write_csv(profile_rows(found), out / "profiles.csv", PROFILE_COLUMNS)]
+
+
+def profiles_text(found: Collection) -> str:
+    """The profile tables and the effect tables, or ``""`` when no task reports a profile."""
+    return "\n\n".join(part for part in (profile_tables(found), effect_tables(found)) if part)
+
 
 def main_rows(found: Collection) -> list[dict[str, Any]]:
     rows = []
