@@ -80,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
     from sentence_transformers import SentenceTransformer
 
     from ..results import collect
-    from .compare import effect_tables, main_table, profile_tables
+    from ..results.tables import effect_tables, main_table, profile_tables
     from ..permutation.plot import plot_profiles
+    from ..permutation.report import format_betas, format_mixed, format_profiles
 
     started = time.perf_counter()
     calibrations = _calibrations(args.calibration)
@@ -238,91 +239,3 @@ def _ordered(subsets: list[str]) -> list[str]:
 
     configs = [LanguageConfig.parse(s) for s in dict.fromkeys(subsets)]
     return [c.name for c in sorted(configs, key=lambda c: (c.n, c.mixed))]
-
-
-def _prefix(measure: str) -> str:
-    return "" if measure == "sigma" else f"{measure}_"
-
-
-def format_profiles(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], subsets: list[str], measure: str) -> str:
-    """Per-position means with 95 % CI half-widths and the fairness ratio, one row per subset and model."""
-    p = _prefix(measure)
-    width = max(len(name) for name in runs)
-    top = max(_n_of(s) for s in subsets)
-    what = "cosine(document, standalone segment)" if measure == "sigma" else "cosine(standalone, late-chunked segment)"
-    lines = [f"mean {measure} = {what} by position; (+-) half-width of the 95% CI"]
-    lines.append(f"{'subset':<10} {'model':<{width}} {'docs':>5}  " + "  ".join(f"{'pos ' + str(i):>15}" for i in range(1, top + 1))
-                 + f"  {'fairness':>8}")
-    for subset in subsets:
-        for k, (name, per_subset) in enumerate(runs.items()):
-            scores = per_subset.get(subset)
-            if scores is None or scores.get(f"{p}position_1") is None:
-                continue
-            cells = []
-            for i in range(1, top + 1):
-                mean = scores.get(f"{p}position_{i}")
-                if mean is None:
-                    cells.append(f"{'':>15}")
-                    continue
-                half = (scores[f"{p}position_{i}_ci_high"] - scores[f"{p}position_{i}_ci_low"]) / 2
-                cells.append(f"{mean:.3f} (+-{half:.3f})".rjust(15))
-            lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {scores['num_documents']:>5}  " + "  ".join(cells)
-                         + f"  {scores[f'{p}position_fairness']:>8.3f}")
-    return "\n".join(lines) + "\n"
-
-
-def format_betas(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], subsets: list[str], measure: str) -> str:
-    """beta_0 and beta_p (SE) with p-values: OLS with position dummies, SE clustered by segment set."""
-    p = _prefix(measure)
-    width = max(len(name) for name in runs)
-    top = max(_n_of(s) for s in subsets)
-    lines = [f"OLS {measure} ~ beta_0 + sum_p beta_p [position = p] (position 1 = baseline); SE clustered by segment set"]
-    lines.append(f"{'subset':<10} {'model':<{width}} {'beta_0':>15}  " + "  ".join(f"{'beta_' + str(i):>24}" for i in range(2, top + 1)))
-    for subset in subsets:
-        for k, (name, per_subset) in enumerate(runs.items()):
-            scores = per_subset.get(subset)
-            if scores is None or scores.get(f"{p}beta_0") is None:
-                continue
-            cells = []
-            for i in range(2, top + 1):
-                beta = scores.get(f"{p}beta_{i}")
-                cells.append(f"{'':>24}" if beta is None else
-                             f"{beta:+.3f} ({_se(scores, f'{p}beta_{i}')}) {_pvalue(scores.get(f'{p}beta_{i}_pvalue'))}".rjust(24))
-            lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {scores[f'{p}beta_0']:>7.3f} ({_se(scores, f'{p}beta_0')})  "
-                         + "  ".join(cells))
-    return "\n".join(lines) + "\n"
-
-
-def format_mixed(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], subsets: list[str]) -> str:
-    lines = []
-    for subset in subsets:
-        for name, per_subset in runs.items():
-            scores = per_subset.get(subset)
-            if not scores or not scores.get("mixed"):
-                continue
-            lead, later = scores["lead_language"], scores["later_language"]
-            text = (f"{subset} {name}: position 1 ({lead}) minus later positions ({later}) = {scores['lead_vs_later']:+.3f} "
-                    f"({_se(scores, 'lead_vs_later')}) {_pvalue(scores['lead_vs_later_pvalue'])}")
-            if scores.get("language_effect") is not None:
-                text += (f"; {lead} instead of {later}, net of position = {scores['language_effect']:+.3f} "
-                         f"({_se(scores, 'language_effect')}) {_pvalue(scores['language_effect_pvalue'])}"
-                         f" [pooled with {', '.join(scores['language_effect_pooled_with'])}]")
-            lines.append(text)
-    return ("lead vs later language (mixed instances)\n" + "\n".join(lines) + "\n") if lines else ""
-
-
-def _n_of(subset: str) -> int:
-    from ..permutation.instances import LanguageConfig
-
-    return LanguageConfig.parse(subset).n
-
-
-def _se(scores: Mapping[str, Any], key: str) -> str:
-    se = scores.get(f"{key}_se")
-    return "n/a" if se is None else f"{se:.3f}"
-
-
-def _pvalue(p: float | None) -> str:
-    if p is None:
-        return "p=n/a"
-    return "p<0.001" if p < 0.001 else f"p={p:.3f}"

@@ -21,7 +21,7 @@ from ..config import LAYER_GRAMMAR, CalibrationConfig
 from ..results import TaskScores, summarize
 from ..sweep import SweepPoint, grid, is_cached
 from .common import add_engine_arguments, add_max_length
-from .compare import format_score, write_csv
+from ..results.tables import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
 DEFAULT_BASKETS = (128, 256, 512)

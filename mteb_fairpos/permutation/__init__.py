@@ -29,7 +29,7 @@ from .instances import Document, Instance, LanguageConfig, assemble, build_insta
 from .probe import ConfigResult, Observations, ProbeSession, ProbeSettings
 from .selection import SelectionSettings, build_pool, count_tokens, eligible_topics
 from .spans import DocumentTokens, assign_tokens, document_tokens
-from .stats import language_effect, lead_contrast, position_fairness, position_means, position_model, profile_scores
+from .stats import language_effect, lead_contrast, position_fairness, position_means, position_model, profile_entry, profile_scores
 
 __all__ = [
     "HF_DATASET",
@@ -70,6 +70,7 @@ __all__ = [
     "position_fairness",
     "position_means",
     "position_model",
+    "profile_entry",
     "profile_scores",
     "sample_corpus",
 ]

@@ -3,36 +3,30 @@
 One panel per configuration (``n3_de``, ``n3_en-de`` ...), position on the x axis, the mean
 sigma (or tau) with its 95 % confidence band on the y axis, one line per model (e.g.
 uncalibrated vs calibrated). Reads the flat score dicts the permutation tasks write into the
-mteb results (``position_<p>``, ``position_<p>_ci_low`` / ``_ci_high``).
+mteb results through `mteb_fairpos.results.schema`.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_POSITION = re.compile(r"^position_(\d+)$")
+from ..results.schema import load
 
 
 def profile_from_scores(scores: Mapping[str, Any], measure: str = "sigma") -> dict[str, list[float]] | None:
     """Positions, means and CI bounds from one subset's scores; None when the measure is N/A."""
-    prefix = "" if measure == "sigma" else f"{measure}_"
-    positions = sorted(
-        int(match.group(1))
-        for key in scores
-        if key.startswith(prefix) and (match := _POSITION.match(key[len(prefix):]))
-    )
-    if not positions or scores.get(f"{prefix}position_{positions[0]}") is None:
+    profile = load(scores).profiles.get("" if measure == "sigma" else measure)
+    points = sorted((int(label), point) for label, point in (profile.points.items() if profile else ()) if label.isdigit())
+    if not points or points[0][1].value is None:
         return None
-    get = lambda p, suffix="": scores.get(f"{prefix}position_{p}{suffix}")  # noqa: E731
     return {
-        "position": [float(p) for p in positions],
-        "mean": [float(get(p)) for p in positions],
-        "low": [float(get(p, "_ci_low") if get(p, "_ci_low") is not None else get(p)) for p in positions],
-        "high": [float(get(p, "_ci_high") if get(p, "_ci_high") is not None else get(p)) for p in positions],
+        "position": [float(p) for p, _ in points],
+        "mean": [float(point.value) for _, point in points],
+        "low": [float((point.interval or (point.value,))[0]) for _, point in points],
+        "high": [float((point.interval or (point.value, point.value))[1]) for _, point in points],
     }
 
 

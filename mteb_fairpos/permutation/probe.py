@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from ..results.schema import Estimate, ScoreEntry, dump
 from .access import ModelAccess
 from .corpus import ComparableCorpus, CorpusError
 from .instances import MAX_ORDERS, Instance, LanguageConfig, SegmentKey, build_instance
 from .selection import SegmentPool, SelectionSettings, build_pool, eligible_topics
 from .spans import document_tokens
-from .stats import language_effect, lead_contrast, profile_scores
+from .stats import language_effect, lead_contrast, profile_entry
 
 logger = logging.getLogger(__name__)
 
@@ -223,17 +224,20 @@ class ProbeSession:
     def _scores(self, config: LanguageConfig, instance: Instance, obs: Observations, usable: int,
                 excluded: dict[str, int], truncated: int, unaligned: int) -> dict[str, Any]:
         n = config.n
-        scores: dict[str, Any] = profile_scores(obs.sigma, obs.position, obs.cluster, n)
+        entry = profile_entry(obs.sigma, obs.position, obs.cluster, n)
+        scores = entry.details
         measured = np.isfinite(obs.tau)
         if self.access.tau_status is not None:
-            scores.update({"tau_status": self.access.tau_status, "tau_position_fairness": None})
+            scores["tau_status"] = self.access.tau_status
         elif not measured.any():
-            scores.update({"tau_status": "n/a: no segment could be located in its document", "tau_position_fairness": None})
+            scores["tau_status"] = "n/a: no segment could be located in its document"
+        if "tau_status" in scores:
+            entry.profile("tau").fairness = math.nan  # reported as undefined; tau_status says why
         else:
-            scores.update(profile_scores(obs.tau[measured], obs.position[measured], obs.cluster[measured], n, prefix="tau_"))
+            entry.update(profile_entry(obs.tau[measured], obs.position[measured], obs.cluster[measured], n, family="tau"))
             scores["tau_status"] = "measured"
         if config.mixed:
-            scores.update(self._mixed_scores(config, obs))
+            self._add_mixed_terms(config, obs, entry)
         window = self.pool.window
         scores.update({
             "n": n,
@@ -265,12 +269,11 @@ class ProbeSession:
             "route": self.access.route,
             "notes": list(instance.notes) + _shared_topic_notes(instance),
         })
-        return scores
+        return dump(entry)
 
-    def _mixed_scores(self, config: LanguageConfig, obs: Observations) -> dict[str, Any]:
+    def _add_mixed_terms(self, config: LanguageConfig, obs: Observations, entry: ScoreEntry) -> None:
         """Lead (position 1, lead language) vs later positions; net language effect when monolingual runs exist."""
-        scores: dict[str, Any] = {}
-        scores.update(lead_contrast(obs.sigma, obs.position, obs.cluster).as_scores("lead_vs_later"))
+        entry.terms["lead_vs_later"] = lead_contrast(obs.sigma, obs.position, obs.cluster).as_estimate()
         pooled = [(obs, obs.position == 1)]
         used = []
         for lang, flag in ((config.later, False), (config.lead, True)):
@@ -283,16 +286,15 @@ class ProbeSession:
             positions = np.concatenate([o.position for o, _ in pooled])
             clusters = np.concatenate([o.cluster for o, _ in pooled])
             lead = np.concatenate([flag for _, flag in pooled])
-            scores.update(language_effect(values, positions, clusters, lead, config.n).as_scores("language_effect"))
-            scores["language_effect_pooled_with"] = used
+            entry.terms["language_effect"] = language_effect(values, positions, clusters, lead, config.n).as_estimate()
+            entry.details["language_effect_pooled_with"] = used
         else:
-            scores["language_effect"] = None
-            scores["language_effect_pooled_with"] = []
-            scores["language_effect_status"] = (
+            entry.terms["language_effect"] = Estimate(None)
+            entry.details["language_effect_pooled_with"] = []
+            entry.details["language_effect_status"] = (
                 f"run {LanguageConfig.monolingual(config.n, config.later).name} (or "
                 f"{LanguageConfig.monolingual(config.n, config.lead).name}) before {config.name} in the same session to estimate it"
             )
-        return scores
 
 
 def _shared_topic_notes(instance: Instance) -> list[str]:

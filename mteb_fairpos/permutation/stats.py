@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fairness import min_max_ratio
+from ..results.schema import Estimate, ScoreEntry, dump
 
 
 @dataclass(frozen=True)
@@ -32,20 +33,9 @@ class Coefficient:
     ci_low: float
     ci_high: float
 
-    def as_scores(self, key: str) -> dict[str, float | None]:
-        return {
-            key: _num(self.estimate),
-            f"{key}_se": _num(self.se),
-            f"{key}_pvalue": _num(self.pvalue),
-            f"{key}_ci_low": _num(self.ci_low),
-            f"{key}_ci_high": _num(self.ci_high),
-        }
-
-
-def _num(value: float) -> float | None:
-    """A JSON-safe float: NaN (undefined, e.g. a zero standard error) becomes None."""
-    value = float(value)
-    return None if np.isnan(value) else value
+    def as_estimate(self, *, pvalue: bool = True) -> Estimate:
+        """The stored form (`mteb_fairpos.results.schema`): NaN (e.g. a zero standard error) is ``null``."""
+        return Estimate(self.estimate, self.se, self.pvalue if pvalue else None, self.ci_low, self.ci_high)
 
 
 def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int) -> np.ndarray:
@@ -129,19 +119,24 @@ def language_effect(values, positions, clusters, is_lead_language, n: int) -> Co
     return _coefficients(_fit(y, x, codes), x.shape[1] - 1)
 
 
-def profile_scores(values, positions, clusters, n: int, prefix: str = "") -> dict[str, float | None]:
-    """The flat score entries of one measure: per-position means, fairness, betas.
+def profile_entry(values, positions, clusters, n: int, family: str = "") -> ScoreEntry:
+    """One measure's profile (mean per position with SE and CI, fairness) and its betas.
 
-    Keys (``prefix`` in front of each): ``position_fairness``, ``position_<p>`` (+ ``_se``,
-    ``_pvalue``, ``_ci_low``, ``_ci_high``) and ``beta_0``, ``beta_<p>`` for p >= 2 (same suffixes).
+    ``family`` names the profile (``""`` for sigma, ``"tau"``) and prefixes the betas
+    (``tau_beta_<p>``). A mean's p-value is left out: H0 "mean = 0" is meaningless for a cosine.
     """
     means = position_means(values, positions, clusters, n)
     betas = position_model(values, positions, clusters, n)
-    scores: dict[str, float | None] = {f"{prefix}position_fairness": _num(position_fairness([means[p].estimate for p in means]))}
-    for p, coef in means.items():
-        entry = coef.as_scores(f"{prefix}position_{p}")
-        entry.pop(f"{prefix}position_{p}_pvalue")  # H0 "mean = 0" is meaningless for a cosine
-        scores.update(entry)
-    for p, coef in betas.items():
-        scores.update(coef.as_scores(f"{prefix}beta_{p}"))
-    return scores
+    entry = ScoreEntry()
+    profile = entry.profile(family)
+    profile.fairness = position_fairness([means[p].estimate for p in means])
+    profile.points = {str(p): coef.as_estimate(pvalue=False) for p, coef in means.items()}
+    prefix = f"{family}_" if family else ""
+    entry.terms = {f"{prefix}beta_{p}": coef.as_estimate() for p, coef in betas.items()}
+    return entry
+
+
+def profile_scores(values, positions, clusters, n: int, prefix: str = "") -> dict[str, float | None]:
+    """`profile_entry` as stored: ``[<prefix>]position_fairness``, ``[<prefix>]position_<p>`` (+ ``_se``,
+    ``_ci_low``, ``_ci_high``) and ``[<prefix>]beta_0``, ``beta_<p>`` for p >= 2 (+ ``_pvalue`` too)."""
+    return dump(profile_entry(values, positions, clusters, n, family=prefix.removesuffix("_")))

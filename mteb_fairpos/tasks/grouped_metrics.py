@@ -15,7 +15,7 @@ queries. On top of the group scores:
 Empty groups are reported (``None`` score, count 0, named in ``empty_groups``) and left out of
 both summaries, with a note saying so.
 
-Score keys written into the mteb result (read by ``mteb-fairpos compare``):
+Score keys written into the mteb result (`mteb_fairpos.results.schema`, read by ``compare``):
 ``position_<group>`` (nDCG@10 of the group, ``None`` when empty), ``harmonic_mean``, ``psi``,
 ``position_counts`` (queries per group), ``empty_groups`` and ``notes``.
 """
@@ -28,12 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..fairness import psi, undefined_reason
+from ..results.schema import Estimate, Profile, ScoreEntry, dump, reported
 
 METRIC = "ndcg_cut_10"
 """The pytrec_eval measure the groups are scored with (nDCG@10, binary relevance)."""
-
-POSITION_PREFIX = "position_"
-
 
 # --------------------------------------------------------------------------- bins
 def bin_label(lower: float, upper: float, digits: int = 0) -> str:
@@ -115,15 +113,11 @@ class GroupSummary:
     def empty_groups(self) -> list[str]:
         return [g for g in self.groups if self.counts[g] == 0]
 
-    def to_scores(self, prefix: str = POSITION_PREFIX) -> dict[str, Any]:
-        """The flat mteb score entries (see the module docstring for the keys)."""
-        out: dict[str, Any] = {f"{prefix}{g}": self.scores[g] for g in self.groups}
-        out["harmonic_mean"] = self.harmonic_mean
-        out["psi"] = self.psi
-        out[f"{prefix}counts"] = dict(self.counts)
-        out["empty_groups"] = self.empty_groups
-        out["notes"] = list(self.notes)
-        return out
+    def to_scores(self) -> dict[str, Any]:
+        """The mteb score entries, stored through `mteb_fairpos.results.schema` (keys: module docstring)."""
+        profile = Profile({g: Estimate(self.scores[g]) for g in self.groups}, counts=dict(self.counts))
+        details = {"harmonic_mean": self.harmonic_mean, "empty_groups": self.empty_groups, "notes": list(self.notes)}
+        return dump(ScoreEntry({"": profile}, psi=reported(self.psi), details=details))
 
 
 def summarize_groups(

@@ -1,8 +1,8 @@
 """The permutation fairness probe (SPEC 2) as mteb tasks with their own evaluation.
 
 Each hf subset is one experiment instance ``(n, L)``, named ``n3_de`` (monolingual) or
-``n3_en-de`` (lead ``en`` at position 1, ``de`` at positions 2..n). The scores of a subset are
-flat: ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair),
+``n3_en-de`` (lead ``en`` at position 1, ``de`` at positions 2..n). The scores of a subset
+(stored through `mteb_fairpos.results.schema`): ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair),
 ``position_<p>`` (mean sigma at position p, with ``_se``, ``_ci_low``, ``_ci_high``),
 ``beta_0`` and ``beta_<p>`` (OLS with position dummies, SE clustered by segment set, with
 ``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high``), the same with a ``tau_`` prefix for

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...results.schema import load
 from ..grouped_metrics import Cells, cell_figures, merge_cells
 from .dataset import split_subset
 
@@ -65,11 +66,11 @@ def summarize_scores(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """
     per_language = language_figures(entries)
     average = average_over_languages(per_language.values())
-    labels = [key for key in next(iter(per_language.values()), {}) if key.startswith("position_") and key != "position_counts"]
+    profiles = [load(figures).profile().values for figures in per_language.values()]
     positions: dict[str, float | None] = {}
-    for key in labels:
-        values = [figures[key] for figures in per_language.values() if figures.get(key) is not None]
-        positions[key.removeprefix("position_")] = sum(values) / len(values) if values else None
+    for label in profiles[0] if profiles else ():
+        values = [profile[label] for profile in profiles if profile.get(label) is not None]
+        positions[label] = sum(values) / len(values) if values else None
     return {
         "main_score": average["ndcg_at_10"],
         "psi": average["psi"],

@@ -160,7 +160,7 @@ def test_posir_subsets_are_pooled_per_language_as_the_papers_do(tmp_path):
 
 
 def test_one_name_per_config_next_to_the_old_revision_layout(tmp_path, capsys):
-    """#14: configs are model names and revisions are weights' commits; old config-in-revision folders still read."""
+    """configs are model names and revisions are weights' commits; old config-in-revision folders still read."""
     root = tmp_path / "run"
     commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
     _write(root, "fair-off/all-MiniLM-L6-v2", commit, TASK, {"test": [_entry(0.72, {"begin": 0.9, "end": 0.6})]})
@@ -179,11 +179,11 @@ def test_one_name_per_config_next_to_the_old_revision_layout(tmp_path, capsys):
 
 
 def test_sweep_plots_tell_configs_apart_and_name_their_metric(tmp_path):
-    """#14: each config its own colour and marker, the metric on the axis, no cliff from a 0.003 difference."""
+    """Each config its own colour and marker, the metric on the axis, no cliff from a 0.003 difference."""
     import matplotlib
 
     matplotlib.use("Agg")
-    from mteb_fairpos.cli.compare import _metric_label, _readable_limits, _style
+    from mteb_fairpos.results.plots import metric_label, readable_limits, style
 
     root = tmp_path / "run"
     commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
@@ -191,19 +191,19 @@ def test_sweep_plots_tell_configs_apart_and_name_their_metric(tmp_path):
                              ("fair/all-MiniLM-L6-v2-b64_llast_a1", 0.803)):
         _write(root, name, commit, TASK, {"test": [_entry(main_score, {"begin": 0.8, "end": 0.79}, psi=0.01)]})
     found = collect(root)
-    styles = _style(found)
+    styles = style(found)
     configs = [styles[m] for m in found.models if not m.name.startswith("fair-off/")]
     assert len({(s["color"], s["marker"]) for s in configs}) == 2  # two configs of one model, told apart
     twin = next(styles[m] for m in found.models if m.name.startswith("fair-off/"))
     assert twin["linestyle"] == "--" and twin not in configs
-    assert _metric_label(found, TASK) == "nDCG@10"
+    assert metric_label(found, TASK) == "nDCG@10"
     limits = []
-    _readable_limits(lambda low, high: limits.extend([low, high]), [0.800, 0.803])
+    readable_limits(lambda low, high: limits.extend([low, high]), [0.800, 0.803])
     assert limits[1] - limits[0] >= 0.05 and limits[0] < 0.800 and limits[1] > 0.803
 
 
 def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
-    """#14: n=3 and n=4 subsets are not averaged into one profile ("position 4" exists only for n=4)."""
+    """n=3 and n=4 subsets are not averaged into one profile ("position 4" exists only for n=4)."""
     def probe_entry(subset, means):
         entry = {"hf_subset": subset, "languages": ["eng-Latn"], "main_score": min(means) / max(means),
                  "position_fairness": min(means) / max(means)}
@@ -221,15 +221,16 @@ def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
     assert set(scores.profiles) == {"n3_en", "n4_en"} and "4" not in scores.profiles["n3_en"]
     assert scores.intervals["n4_en"]["4"] == pytest.approx((0.40, 0.44))
     assert any(kind == "pooled" and "means over 2 subsets" in text for kind, text in scores.notes)
-    from mteb_fairpos.cli.compare import plot_profiles, profile_tables
+    from mteb_fairpos.results.plots import plot_profiles
+    from mteb_fairpos.results.tables import profile_tables
 
     tables = profile_tables(found)
     assert "### PermutationFairnessSample: n3_en" in tables and "0.4200 [0.400, 0.440]" in tables
-    from mteb_fairpos.cli.compare import effect_tables  # #15: the betas, with SE and p, per subset
+    from mteb_fairpos.results.tables import effect_tables  # the betas, with SE and p, per subset
 
     effects = effect_tables(found)
     assert "| subset | beta_2 | beta_3 | beta_4 |" in effects and "-0.0800 (0.0100) p<0.001" in effects
-    from mteb_fairpos.cli.compare import main_table  # #15: like with like: no mean across the subsets
+    from mteb_fairpos.results.tables import main_table  # like with like: no mean across the subsets
 
     table = main_table(found)
     assert "| model | PermutationFairnessSample: n3_en | PermutationFairnessSample: n4_en |" in table

@@ -1,23 +1,15 @@
 """Reading an mteb results folder: scores, position profiles and PSI per (model, task).
 
-The library half of ``mteb-fairpos compare`` and ``sweep`` (which print and plot what this module
-reads). Every ``<model>/<revision>/<Task>.json`` (and ``<revision>/experiments/<name>/<Task>.json``)
-is read with mteb's own ``TaskResult`` parser; missing, partial, foreign and corrupt results are
-recorded as :class:`Issue` objects, never skipped silently.
-
-Position convention (what task authors write into a score entry, one entry per split x subset):
-
-* ``position_<label>``: the profile's value at position ``<label>`` (a number, or ``null`` for an
-  empty group), in order; ``<family>_position_<label>`` is a second profile named ``<family>``
-  (e.g. ``tau_position_2``). Not positions: the labels ``fairness`` and ``counts``, labels ending
-  in ``_se``, ``_ci_low``, ``_ci_high``, ``_pvalue``, ``_n``, and values that are not numbers;
-* or a mapping ``"positions": {"<label>": value, ...}`` (``"<family>_positions"`` likewise);
-* ``psi``: the Position Sensitivity Index; without it, ``1 - position_fairness``, else computed
-  from the profile (`mteb_fairpos.fairness`).
+Every ``<model>/<revision>/<Task>.json`` (and ``<revision>/experiments/<name>/<Task>.json``) is
+read with mteb's own ``TaskResult`` parser, and each score entry through `schema.load`; missing,
+partial, foreign and corrupt results are recorded as :class:`Issue` objects, never skipped
+silently.
 
 Main score, PSI and profile are plain means over a result's entries, unless the task class says
 how to pool its subsets: ``summarize_scores(entries)`` returning ``main_score``, ``psi`` and
 ``positions`` (PosIR pools its (language, domain) subsets per language, as its papers report).
+An entry whose profile carries confidence intervals (a permutation-probe subset) is a separate
+estimate: its profiles are kept per subset, never averaged with another subset's.
 """
 
 from __future__ import annotations
@@ -30,13 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import fairness
+from .. import fairness
+from .schema import ScoreEntry, load
 
-_NOT_LABELS = {"fairness", "counts"}
-_STAT_SUFFIXES = ("_se", "_ci_low", "_ci_high", "_pvalue", "_n")
-_POSITION_KEY = re.compile(r"^(?:(?P<family>.+?)_)?position_(?P<label>.+)$")
-_POSITIONS_MAP = re.compile(r"^(?:(?P<family>.+?)_)?positions$")
 _RESULT_SIDE_FILES = {"model_meta.json"}
+
 
 # ---------------------------------------------------------------------------------- data
 @dataclass(frozen=True, order=True)
@@ -225,25 +215,26 @@ def summarize(result) -> TaskScores:
     effects: dict[str, dict[str, tuple[float, float | None, float | None]]] = {}
     entries = 0
     for split, split_scores in result.scores.items():
-        for entry in split_scores:
+        for raw in split_scores:
             entries += 1
-            subset = entry.get("hf_subset", "default")
-            main = _number(entry.get("main_score"))
+            subset = raw.get("hf_subset", "default")
+            main = _number(raw.get("main_score"))
             if main is None:
                 notes.append(("partial", f"split {split}, subset {subset}: no numeric main score."))
             else:
                 mains.append(main)
-            profiles = position_profiles(entry)
-            if _has_intervals(entry):  # an estimate per subset: its own family, with its interval
+            entry = load(raw)
+            profiles = _values(entry)
+            psi = entry_psi(entry)
+            if psi is not None:
+                psis.append(psi)
+            if entry.profiles.get("") and entry.profiles[""].intervals:  # an estimate per subset: its own family
                 for family, profile in profiles.items():
                     name = f"{family} {subset}".strip()
                     labels_seen[name] = dict.fromkeys(profile)
                     sums[name] = {label: [v] for label, v in profile.items() if v is not None}
-                    intervals[name] = _intervals(entry, family, profile)
+                    intervals[name] = entry.profiles[family].intervals
                 effects[subset] = _effects(entry)
-                psi = entry_psi(entry, profiles.get(""))
-                if psi is not None:
-                    psis.append(psi)
                 continue
             for family, profile in profiles.items():
                 order = labels_seen.setdefault(family, {})
@@ -251,9 +242,6 @@ def summarize(result) -> TaskScores:
                     order.setdefault(label, None)
                     if value is not None:
                         sums.setdefault(family, {}).setdefault(label, []).append(value)
-            psi = entry_psi(entry, profiles.get(""))
-            if psi is not None:
-                psis.append(psi)
     averaged = {
         family: {label: _mean(sums.get(family, {}).get(label, [])) for label in order}
         for family, order in labels_seen.items()
@@ -298,60 +286,32 @@ def summarize(result) -> TaskScores:
     )
 
 
-_EFFECT_KEY = re.compile(r"^(?:tau_)?beta_\d+$|^lead_vs_later$|^language_effect$")
-
-
-def _effects(entry: Mapping[str, Any]) -> dict[str, tuple[float, float | None, float | None]]:
+def _effects(entry: ScoreEntry) -> dict[str, tuple[float, float | None, float | None]]:
     """The fitted effects of a probe subset (position 1 is the baseline, so ``beta_0`` is left out)."""
-    return {key: (value, _number(entry.get(f"{key}_se")), _number(entry.get(f"{key}_pvalue")))
-            for key, raw in entry.items()
-            if _EFFECT_KEY.match(key) and key not in ("beta_0", "tau_beta_0") and (value := _number(raw)) is not None}
+    return {name: (value, _number(term.se), _number(term.pvalue))
+            for name, term in entry.terms.items()
+            if name not in ("beta_0", "tau_beta_0") and (value := _number(term.value)) is not None}
 
 
-def _has_intervals(entry: Mapping[str, Any]) -> bool:
-    return _number(entry.get("position_1_ci_low")) is not None
+def _values(entry: ScoreEntry) -> dict[str, dict[str, float | None]]:
+    return {family: profile.values for family, profile in entry.profiles.items() if profile.points}
 
 
-def _intervals(entry: Mapping[str, Any], family: str, profile: Mapping[str, float | None]) -> dict[str, tuple[float, float]]:
-    prefix = f"{family}_" if family else ""
-    out = {}
-    for label in profile:
-        low, high = _number(entry.get(f"{prefix}position_{label}_ci_low")), _number(entry.get(f"{prefix}position_{label}_ci_high"))
-        if low is not None and high is not None:
-            out[label] = (low, high)
-    return out
+def position_profiles(scores: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    """The per-position profiles of one stored score entry: family -> label -> value."""
+    return _values(load(scores))
 
 
-def position_profiles(entry: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
-    """The per-position profiles of one score entry (see the module docstring for the convention)."""
-    profiles: dict[str, dict[str, float | None]] = {}
-    for key, value in entry.items():
-        mapping = _POSITIONS_MAP.match(key)
-        if mapping and isinstance(value, Mapping):
-            family = mapping.group("family") or ""
-            for label, item in value.items():
-                if _is_value(item):
-                    profiles.setdefault(family, {})[str(label)] = _number(item)
-            continue
-        match = _POSITION_KEY.match(key)
-        if not match or not _is_value(value):
-            continue
-        label = match.group("label")
-        if label in _NOT_LABELS or label.endswith(_STAT_SUFFIXES):
-            continue
-        profiles.setdefault(match.group("family") or "", {})[label] = _number(value)
-    return profiles
-
-
-def entry_psi(entry: Mapping[str, Any], profile: Mapping[str, float | None] | None) -> float | None:
-    """``psi``; else ``1 - position_fairness``; else ``1 - min/max`` of the profile."""
-    psi = _number(entry.get("psi"))
+def entry_psi(entry: ScoreEntry) -> float | None:
+    """``psi``; else ``1 - position_fairness``; else ``1 - min/max`` of the main profile."""
+    psi = _number(entry.psi)
     if psi is not None:
         return psi
-    fairness = _number(entry.get("position_fairness"))
-    if fairness is not None:
-        return 1.0 - fairness
-    return profile_psi(profile or {})
+    main = entry.profiles.get("")
+    fairness_value = _number(main.fairness) if main else None
+    if fairness_value is not None:
+        return 1.0 - fairness_value
+    return profile_psi(main.values if main else {})
 
 
 def profile_psi(profile: Mapping[str, float | None]) -> float | None:
@@ -368,7 +328,7 @@ def _report_missing(found: Collection) -> None:
 
 def plugin_base(name: str) -> str | None:
     """The base model key of a plugin name (``fair/<key>[-<config>]``, ``fair-off/<key>``), else None."""
-    from .mteb_models import parse_name
+    from ..mteb_models import parse_name
 
     if not name.startswith(("fair/", "fair-off/")):
         return None
@@ -379,7 +339,7 @@ def plugin_base(name: str) -> str | None:
 
 
 def _report_twins(found: Collection) -> None:
-    from .mteb_models import twin_of
+    from ..mteb_models import twin_of
 
     names = {m.name for m in found.models}
     bases = {plugin_base(n): [] for n in names}
@@ -400,10 +360,6 @@ def _number(value: Any) -> float | None:
         return None
     value = float(value)
     return None if math.isnan(value) else value
-
-
-def _is_value(value: Any) -> bool:
-    return value is None or _number(value) is not None
 
 
 def _some(names: Iterable[str], noun: str, shown: int = 5) -> str:

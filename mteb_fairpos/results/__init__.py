@@ -1,0 +1,43 @@
+"""Result scores: what tasks write (`schema`), reading a results folder (`reader`), and the
+tables (`tables`) and figures (`plots`) that ``compare``, ``probe`` and ``sweep`` show.
+
+``from mteb_fairpos.results import collect`` reads a folder into a :class:`Collection` of
+:class:`TaskScores` per (:class:`ModelKey`, task), with an :class:`Issue` for everything that could
+not be read whole.
+"""
+
+from .reader import (
+    Collection,
+    Issue,
+    ModelKey,
+    TaskScores,
+    collect,
+    model_order,
+    plugin_base,
+    position_profiles,
+    profile_psi,
+    read_result,
+    results_root,
+    summarize,
+)
+from .schema import Estimate, Profile, ScoreEntry, dump, load
+
+__all__ = [
+    "Collection",
+    "Estimate",
+    "Issue",
+    "ModelKey",
+    "Profile",
+    "ScoreEntry",
+    "TaskScores",
+    "collect",
+    "dump",
+    "load",
+    "model_order",
+    "plugin_base",
+    "position_profiles",
+    "profile_psi",
+    "read_result",
+    "results_root",
+    "summarize",
+]

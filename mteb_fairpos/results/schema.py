@@ -1,0 +1,195 @@
+"""What a task writes into an mteb score entry about positions, and how it is read back.
+
+This module is the one definition of the position keys; every writer (the permutation probe,
+the position-grouped retrieval tasks) builds a :class:`ScoreEntry` and stores :func:`dump`'s
+mapping, every reader (``compare``, the sweep table, the probe's printout, PosIR's pooling)
+goes through :func:`load`. The stored keys stay flat, as mteb stores its own metrics, so the
+main score (``position_fairness``, ``harmonic_mean``) is found where mteb looks for it and
+files written by earlier releases read unchanged:
+
+* ``[<family>_]position_<label>``: the profile ``<family>`` (``""`` the main one, ``"tau"`` the
+  probe's late-chunk profile) at position ``<label>`` (``null`` for an empty group), in order,
+  with ``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high`` and ``_n`` where the value is an estimate;
+* ``[<family>_]position_fairness`` (``min/max`` of the profile) and ``[<family>_]position_counts``
+  (items per label): the two labels that are not positions;
+* ``[tau_]beta_<k>``, ``lead_vs_later``, ``language_effect``: regression terms, with the same
+  suffixes;
+* ``psi``: the Position Sensitivity Index;
+* a mapping ``[<family>_]positions`` (``{label: value}``) is read as a profile too (an earlier
+  convention; nothing writes it now);
+* every other key (main scores, counts, settings, notes) is kept as it is in ``details``.
+
+A statistic (an estimate's ``se`` ..., a profile's ``fairness``, the entry's ``psi``) is ``None``
+when the entry does not report it and ``nan`` when it reports it as undefined (stored as
+``null``, e.g. the standard error of a perfect fit, or PSI over fewer than two groups). A
+position's value is ``None`` for an empty group (stored as ``null`` too).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STATISTICS = ("se", "pvalue", "ci_low", "ci_high", "n")
+"""The suffixes of an estimate's statistics, in the order they are written."""
+
+_STAT = rf"(?:_(?P<stat>{'|'.join(STATISTICS)}))?$"
+_POINT = re.compile(r"^(?:(?P<family>.+?)_)?position_(?P<label>.+?)" + _STAT)
+_MAPPING = re.compile(r"^(?:(?P<family>.+?)_)?positions$")
+_TERM = re.compile(r"^(?P<term>(?:tau_)?beta_\d+|lead_vs_later|language_effect)" + _STAT)
+
+
+@dataclass
+class Estimate:
+    """One value with the statistics its writer reports (``None``: not reported; ``nan``: undefined)."""
+
+    value: float | None
+    se: float | None = None
+    pvalue: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: float | None = None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95 % confidence interval, where both ends are numbers."""
+        low, high = _defined(self.ci_low), _defined(self.ci_high)
+        return None if low is None or high is None else (low, high)
+
+
+@dataclass
+class Profile:
+    """A score per position label, in order, with the profile's fairness and counts where written."""
+
+    points: dict[str, Estimate] = field(default_factory=dict)
+    fairness: float | None = None
+    counts: dict[str, int] | None = None
+
+    @property
+    def values(self) -> dict[str, float | None]:
+        return {label: point.value for label, point in self.points.items()}
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        return {label: ci for label, point in self.points.items() if (ci := point.interval) is not None}
+
+
+@dataclass
+class ScoreEntry:
+    """The position part of one score entry (one split x subset) and everything else beside it."""
+
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    """family (``""`` the main profile, ``"tau"``) -> profile."""
+    terms: dict[str, Estimate] = field(default_factory=dict)
+    """``beta_0``, ``beta_<p>``, ``tau_beta_<p>``, ``lead_vs_later``, ``language_effect``."""
+    psi: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    """Main scores, counts, settings, statuses and notes, under the names the task gives them."""
+
+    def profile(self, family: str = "") -> Profile:
+        """The profile ``family``, created empty when absent."""
+        return self.profiles.setdefault(family, Profile())
+
+    def update(self, other: ScoreEntry) -> None:
+        """Add ``other``'s profiles, terms, psi and details (its keys win)."""
+        self.profiles.update(other.profiles)
+        self.terms.update(other.terms)
+        self.details.update(other.details)
+        if other.psi is not None:
+            self.psi = other.psi
+
+
+def dump(entry: ScoreEntry) -> dict[str, Any]:
+    """The flat mapping mteb stores for ``entry`` (``nan`` becomes ``null``)."""
+    out: dict[str, Any] = {}
+    for family, profile in entry.profiles.items():
+        prefix = f"{family}_position_" if family else "position_"
+        if profile.fairness is not None:
+            out[f"{prefix}fairness"] = _defined(profile.fairness)
+        for label, point in profile.points.items():
+            out.update(_estimate(f"{prefix}{label}", point))
+        if profile.counts is not None:
+            out[f"{prefix}counts"] = dict(profile.counts)
+    for name, term in entry.terms.items():
+        out.update(_estimate(name, term))
+    if entry.psi is not None:
+        out["psi"] = _defined(entry.psi)
+    out.update(entry.details)
+    return out
+
+
+def load(scores: Mapping[str, Any]) -> ScoreEntry:
+    """A stored score entry (of this or an earlier release) as a :class:`ScoreEntry`."""
+    entry = ScoreEntry()
+    for key, raw in scores.items():
+        if not _read_key(entry, key, raw):
+            entry.details[key] = raw
+    return entry
+
+
+def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
+    """Store one key in ``entry``; False when it is none of the position keys."""
+    if key == "psi":
+        if _is_value(raw):
+            entry.psi = _read(raw)
+        return _is_value(raw)
+    if (mapping := _MAPPING.match(key)) and isinstance(raw, Mapping):
+        points = entry.profile(mapping.group("family") or "").points
+        points.update({str(label): Estimate(_value(v)) for label, v in raw.items() if _is_value(v)})
+        return True
+    if point := _POINT.match(key):
+        family, label, stat = point.group("family") or "", point.group("label"), point.group("stat")
+        if stat is None and label == "fairness":
+            if _is_value(raw):
+                entry.profile(family).fairness = _read(raw)
+            return _is_value(raw)
+        if stat is None and label == "counts":
+            if isinstance(raw, Mapping):
+                entry.profile(family).counts = {str(k): v for k, v in raw.items()}
+            return isinstance(raw, Mapping)
+        return _is_value(raw) and _set(entry.profile(family).points, label, stat, raw)
+    if term := _TERM.match(key):
+        return _is_value(raw) and _set(entry.terms, term.group("term"), term.group("stat"), raw)
+    return False
+
+
+def _set(estimates: dict[str, Estimate], name: str, stat: str | None, raw: Any) -> bool:
+    estimate = estimates.setdefault(name, Estimate(None))
+    setattr(estimate, stat or "value", _read(raw) if stat else _value(raw))
+    return True
+
+
+def _estimate(key: str, estimate: Estimate) -> dict[str, Any]:
+    out = {key: _defined(estimate.value)}
+    for stat in STATISTICS:
+        value = getattr(estimate, stat)
+        if value is not None:
+            out[f"{key}_{stat}"] = _defined(value)
+    return out
+
+
+def _is_value(raw: Any) -> bool:
+    return raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool))
+
+
+def _value(raw: Any) -> float | None:
+    """A stored value: ``null`` is an empty group (no value)."""
+    return None if raw is None else float(raw)
+
+
+def _read(raw: Any) -> float:
+    """A stored statistic: ``null`` means reported but undefined."""
+    return math.nan if raw is None else float(raw)
+
+
+def reported(value: float | None) -> float:
+    """A statistic a writer reports, ``None`` (undefined) as ``nan``, so that it is stored as ``null``."""
+    return math.nan if value is None else value
+
+
+def _defined(value: float | None) -> float | None:
+    """``None`` for a statistic that is missing or undefined, else the number (also what JSON stores)."""
+    return None if value is None or math.isnan(value) else value

@@ -1,0 +1,89 @@
+"""The score-entry schema: what writers store round-trips, and result files of earlier releases still read."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mteb_fairpos.results import Estimate, Profile, ScoreEntry, collect, dump, load
+from mteb_fairpos.results.schema import reported
+
+EARLIER = Path(__file__).resolve().parents[1] / "fixtures" / "earlier_release"
+
+
+def test_an_entry_round_trips_through_the_stored_form():
+    entry = ScoreEntry(
+        profiles={"": Profile({"1": Estimate(0.7, se=0.01, ci_low=0.68, ci_high=0.72), "2": Estimate(0.5, se=math.nan,
+                                                                                              ci_low=math.nan, ci_high=math.nan)},
+                              fairness=0.5 / 0.7),
+                  "tau": Profile(fairness=math.nan)},
+        terms={"beta_2": Estimate(-0.2, 0.01, 0.0004, -0.22, -0.18), "language_effect": Estimate(None)},
+        psi=reported(None),
+        details={"n": 2, "tau_status": "n/a: CLS pooling", "excluded_topics": {"too_short": 3}, "notes": ["a"]},
+    )
+    stored = dump(entry)
+    assert stored["position_2_se"] is None and stored["tau_position_fairness"] is None and stored["psi"] is None
+    assert stored["language_effect"] is None and "language_effect_se" not in stored and "position_1_pvalue" not in stored
+    assert json.loads(json.dumps(stored)) == stored  # plain JSON, as mteb writes it
+    back = load(stored)
+    assert dump(back) == stored
+    assert back.profiles[""].values == {"1": 0.7, "2": 0.5}
+    assert back.profiles[""].intervals == {"1": (0.68, 0.72)}  # an undefined interval is no interval
+    assert math.isnan(back.profiles["tau"].fairness) and back.profiles["tau"].points == {}
+    assert back.terms["beta_2"] == Estimate(-0.2, 0.01, 0.0004, -0.22, -0.18) and math.isnan(back.psi)
+    assert back.details == entry.details
+
+
+def test_the_labels_that_are_not_positions_do_not_collide():
+    stored = {"position_fairness": 0.8, "position_counts": {"a": 2, "b": 0}, "position_a": 0.8, "position_b": None,
+              "position_0.05-0.10": 0.5, "position_0.05-0.10_n": 4, "tau_position_fairness": None,
+              "ndcg_at_10_Q1": 0.4, "psi_Q1": None, "num_tau_unmeasured": 0, "position_note": "text"}
+    entry = load(stored)
+    main = entry.profiles[""]
+    assert main.values == {"a": 0.8, "b": None, "0.05-0.10": 0.5} and main.points["0.05-0.10"].n == 4
+    assert main.fairness == 0.8 and main.counts == {"a": 2, "b": 0}
+    assert set(entry.profiles) == {"", "tau"} and entry.psi is None
+    assert entry.details == {"ndcg_at_10_Q1": 0.4, "psi_Q1": None, "num_tau_unmeasured": 0, "position_note": "text"}
+    assert dump(entry) == stored
+
+
+def test_the_probe_statistics_are_stored_as_they_were_computed():
+    from mteb_fairpos.permutation.stats import profile_entry, profile_scores, position_means
+
+    rng = np.random.default_rng(3)
+    positions = np.tile([1, 2, 3], 40)
+    clusters = np.repeat(np.arange(20), 6).astype(str)
+    values = 0.6 - 0.05 * positions + rng.normal(0, 0.02, len(positions))
+    stored = profile_scores(values, positions, clusters, 3, prefix="tau_")
+    means = position_means(values, positions, clusters, 3)
+    assert stored["tau_position_2"] == means[2].estimate and stored["tau_position_2_ci_high"] == means[2].ci_high
+    assert load(stored).profiles["tau"].points["3"].se == means[3].se
+    assert dump(profile_entry(values, positions, clusters, 3, family="tau")) == stored
+
+
+def test_result_files_of_an_earlier_release_still_read():
+    found = collect(EARLIER)
+    off, fair = found.models
+    assert (off.name, off.revision, fair.revision) == ("fair-off/all-MiniLM-L6-v2", "off", "b128_lhalf_a0.5")
+    probe = found.get(off, "PermutationFairnessSample")
+    assert probe.main_score == 0.875 and probe.psi == pytest.approx(0.125)  # no psi: 1 - position_fairness
+    assert probe.profiles["n3_en"] == {"1": 0.64, "2": 0.6, "3": 0.56}
+    assert probe.intervals["n3_en"] == {"1": (0.62, 0.66), "2": (0.56, 0.64)}
+    assert probe.effects["n3_en"] == {"beta_2": (-0.04, 0.01, 0.0004), "beta_3": (-0.08, 0.02, 0.002)}
+    retrieval = found.get(fair, "SQuADPosQ")
+    assert retrieval.main_score == 0.5 and retrieval.profile == {"begin": 0.6, "middle": 0.5, "end": 0.42}
+    assert retrieval.psi == pytest.approx(1 - 0.42 / 0.6)  # no psi, no fairness: from the profile
+    [probe_entry] = _entries(off, "PermutationFairnessSample")
+    assert dump(load(probe_entry)) == probe_entry  # the probe's flat keys are still this schema's stored form
+    [mapped] = _entries(fair, "SQuADPosQ")  # the earlier "positions" mapping is stored as today's keys
+    assert {k: v for k, v in dump(load(mapped)).items() if k.startswith("position_")} == {
+        "position_begin": 0.6, "position_middle": 0.5, "position_end": 0.42, "position_counts": {"begin": 4, "middle": 3, "end": 2}}
+
+
+def _entries(model, task: str) -> list[dict]:
+    file = EARLIER / model.name.replace("/", "__") / model.revision / f"{task}.json"
+    return json.loads(file.read_text())["scores"]["test"]
