@@ -87,3 +87,21 @@ def test_result_files_of_an_earlier_release_still_read():
 def _entries(model, task: str) -> list[dict]:
     file = EARLIER / model.name.replace("/", "__") / model.revision / f"{task}.json"
     return json.loads(file.read_text())["scores"]["test"]
+
+
+def test_only_the_schema_spells_the_statistics_keys():
+    """No other module builds or parses ``..._se`` / ``_pvalue`` / ``_ci_low`` / ``_ci_high`` keys (docstrings aside)."""
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "mteb_fairpos"
+    spelled = set()
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and any(stat in node.value for stat in ("_ci_low", "_ci_high", "_pvalue"))):
+                spelled.add(path.relative_to(package).as_posix())
+    assert spelled <= {"results/schema.py"}, spelled
