@@ -28,6 +28,8 @@ class Series:
     colour: str
     dashed: bool = False
     band: Sequence[tuple[float, float] | None] | None = None
+    key: str = ""
+    """The legend's text (the panel's title already names the base model); the label when empty."""
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Point:
     y: float
     colour: str
     twin: bool = False
+    key: str = ""
 
 
 def colour(index: int) -> str:
@@ -67,7 +70,7 @@ def line_chart(title: str, labels: Sequence[str], series: Sequence[Series], *, y
                 i, v = run[0]
                 parts.append(f'<circle class="mark" cx="{frame.x(i):.1f}" cy="{frame.y(v):.1f}" r="3" fill="{s.colour}">'
                              f'<title>{escape(s.label)}</title></circle>')
-    return _svg(title, parts + _legend(frame, [(s.label, s.colour, s.dashed, "line") for s in series]), frame, len(series))
+    return _svg(title, parts + _legend(frame, [(s.key or s.label, s.colour, s.dashed, "line") for s in series]), frame, len(series))
 
 
 def tradeoff_chart(title: str, points: Sequence[Point], arrows: Sequence[tuple[Point, Point]], *,
@@ -79,8 +82,10 @@ def tradeoff_chart(title: str, points: Sequence[Point], arrows: Sequence[tuple[P
         parts.append(f'<line class="grid" x1="{frame.px(tick):.1f}" x2="{frame.px(tick):.1f}" y1="{TOP}" y2="{frame.bottom}"/>'
                      f'<text class="tick" x="{frame.px(tick):.1f}" y="{frame.bottom + 14}" text-anchor="middle">{tick:g}</text>')
     for start, end in arrows:
-        parts.append(f'<line class="mark arrow" x1="{frame.px(start.x):.1f}" y1="{frame.y(start.y):.1f}" x2="{frame.px(end.x):.1f}" '
-                     f'y2="{frame.y(end.y):.1f}" stroke="{end.colour}" marker-end="url(#head)"><title>{escape(start.label)} '
+        x1, y1, x2, y2 = frame.px(start.x), frame.y(start.y), frame.px(end.x), frame.y(end.y)
+        shorten = 6 / max(math.hypot(x2 - x1, y2 - y1), 1e-9)  # stop at the marker's edge, not its centre
+        x2, y2 = x2 - (x2 - x1) * shorten, y2 - (y2 - y1) * shorten
+        parts.append(f'<line class="mark arrow" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{end.colour}" marker-end="url(#head)"><title>{escape(start.label)} '
                      f'&#8594; {escape(end.label)}</title></line>')
     for p in points:
         cx, cy = frame.px(p.x), frame.y(p.y)
@@ -89,7 +94,7 @@ def tradeoff_chart(title: str, points: Sequence[Point], arrows: Sequence[tuple[P
             parts.append(f'<rect class="mark" x="{cx - 4:.1f}" y="{cy - 4:.1f}" width="8" height="8" fill="{p.colour}">{text}</rect>')
         else:
             parts.append(f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{p.colour}">{text}</circle>')
-    legend = _legend(frame, [(p.label, p.colour, p.twin, "square" if p.twin else "dot") for p in points])
+    legend = _legend(frame, [(p.key or p.label, p.colour, p.twin, "square" if p.twin else "dot") for p in points])
     return _svg(title, parts + legend, frame, len(points))
 
 

@@ -47,7 +47,7 @@ def profile_figure(board: Board, task: str, family: str, palette: dict[ModelKey,
             profile = _profile(board, row, task, family)
             intervals = board.scores[(row.model, task)].intervals.get(family, {})
             series.append(Series(row.model.label, [profile.get(label) for label in labels], palette[row.model], row.twin,
-                                 [intervals.get(label) for label in labels] if intervals else None))
+                                 [intervals.get(label) for label in labels] if intervals else None, _key(row)))
         figure.panels.append(line_chart(f"{base}{f' · {family}' if family else ''}", labels, series, ylabel=ylabel))
     return figure
 
@@ -70,7 +70,8 @@ def language_figures(board: Board, task: str, palette: dict[ModelKey, str]) -> l
                                        (buckets, "document length bucket", "by length")):
                 if len(keys) < 2:
                     continue
-                series = [Series(r.model.label, [_number(p.get(k)) for k in keys], palette[r.model], r.twin) for r, p in zip(rows, pools)]
+                series = [Series(r.model.label, [_number(p.get(k)) for k in keys], palette[r.model], r.twin, key=_key(r))
+                          for r, p in zip(rows, pools)]
                 labels = [k.removeprefix("position_").removeprefix("ndcg_at_10_") for k in keys]
                 figure.panels.append(line_chart(f"{base} · {language} · {what}", labels, series, ylabel="nDCG@10", xlabel=xlabel))
         figures.append(figure)
@@ -87,13 +88,20 @@ def tradeoff_figure(board: Board, task: str, palette: dict[ModelKey, str]) -> Fi
         for row in (r for r in board.rows if r.base == base):
             scores = board.scores.get((row.model, task))
             if scores is not None and scores.psi is not None and scores.main_score is not None:
-                points[row.model] = Point(row.model.label, scores.psi, scores.main_score, palette[row.model], row.twin)
+                points[row.model] = Point(row.model.label, scores.psi, scores.main_score, palette[row.model], row.twin,
+                                              _key(row))
         if not points:
             continue
         arrows = [(points[r.partner], points[r.model]) for r in board.rows
                   if r.model in points and r.partner in points]
         figure.panels.append(tradeoff_chart(base, list(points.values()), arrows, ylabel=f"main score ({_metric(board, task, '')})"))
     return figure
+
+
+def _key(row: Row) -> str:
+    """A model in its base model's panel: its calibration, the experiment when it has one."""
+    text = "uncalibrated twin" if row.twin else (row.config or row.model.label)
+    return f"{text} ({row.model.experiment})" if row.model.experiment else text
 
 
 def _families(board: Board, task: str) -> list[str]:
