@@ -56,19 +56,19 @@ def line_chart(title: str, labels: Sequence[str], series: Sequence[Series], *, y
     parts = [_axes(frame, title, xlabel, ylabel)]
     for i, label in enumerate(labels):
         x = frame.x(i)
-        anchor = f'text-anchor="end" transform="rotate(-45 {x:.1f} {frame.bottom + 14})"' if rotate else 'text-anchor="middle"'
-        parts.append(f'<text class="tick" x="{x:.1f}" y="{frame.bottom + 14}" {anchor}>{escape(label)}</text>')
+        anchor = f'text-anchor="end" transform="rotate(-45 {x:.0f} {frame.bottom + 14})"' if rotate else 'text-anchor="middle"'
+        parts.append(f'<text class="tick" x="{x:.0f}" y="{frame.bottom + 14}" {anchor}>{escape(label)}</text>')
     for s in series:
         if s.band:
             parts.append(_band(frame, s))
     for s in series:
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         for run in _runs(s.values):
-            d = " ".join(f"{'M' if j == 0 else 'L'}{frame.x(i):.1f},{frame.y(v):.1f}" for j, (i, v) in enumerate(run))
+            d = " ".join(f"{'M' if j == 0 else 'L'}{frame.x(i):.0f},{frame.y(v):.0f}" for j, (i, v) in enumerate(run))
             parts.append(f'<path class="mark line" d="{d}" stroke="{s.colour}"{dash}><title>{escape(s.label)}</title></path>')
             if len(run) == 1:
                 i, v = run[0]
-                parts.append(f'<circle class="mark" cx="{frame.x(i):.1f}" cy="{frame.y(v):.1f}" r="3" fill="{s.colour}">'
+                parts.append(f'<circle class="mark" cx="{frame.x(i):.0f}" cy="{frame.y(v):.0f}" r="3" fill="{s.colour}">'
                              f'<title>{escape(s.label)}</title></circle>')
     return _svg(title, parts + _legend(frame, [(s.key or s.label, s.colour, s.dashed, "line") for s in series]), frame, len(series))
 
@@ -79,21 +79,21 @@ def tradeoff_chart(title: str, points: Sequence[Point], arrows: Sequence[tuple[P
     frame = _Frame(_limits([p.y for p in points]), 0, 42, x_limits=_limits([p.x for p in points]))
     parts = [_axes(frame, title, xlabel, ylabel)]
     for tick in _ticks(*frame.x_limits):
-        parts.append(f'<line class="grid" x1="{frame.px(tick):.1f}" x2="{frame.px(tick):.1f}" y1="{TOP}" y2="{frame.bottom}"/>'
-                     f'<text class="tick" x="{frame.px(tick):.1f}" y="{frame.bottom + 14}" text-anchor="middle">{tick:g}</text>')
+        parts.append(f'<line class="grid" x1="{frame.px(tick):.0f}" x2="{frame.px(tick):.0f}" y1="{TOP}" y2="{frame.bottom}"/>'
+                     f'<text class="tick" x="{frame.px(tick):.0f}" y="{frame.bottom + 14}" text-anchor="middle">{tick:g}</text>')
     for start, end in arrows:
         x1, y1, x2, y2 = frame.px(start.x), frame.y(start.y), frame.px(end.x), frame.y(end.y)
         shorten = 6 / max(math.hypot(x2 - x1, y2 - y1), 1e-9)  # stop at the marker's edge, not its centre
         x2, y2 = x2 - (x2 - x1) * shorten, y2 - (y2 - y1) * shorten
-        parts.append(f'<line class="mark arrow" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{end.colour}" marker-end="url(#head)"><title>{escape(start.label)} '
+        parts.append(f'<line class="mark arrow" x1="{x1:.0f}" y1="{y1:.0f}" x2="{x2:.0f}" y2="{y2:.0f}" stroke="{end.colour}" marker-end="url(#head)"><title>{escape(start.label)} '
                      f'&#8594; {escape(end.label)}</title></line>')
     for p in points:
         cx, cy = frame.px(p.x), frame.y(p.y)
         text = f"<title>{escape(p.label)}: PSI {p.x:.4f}, main {p.y:.4f}</title>"
         if p.twin:
-            parts.append(f'<rect class="mark" x="{cx - 4:.1f}" y="{cy - 4:.1f}" width="8" height="8" fill="{p.colour}">{text}</rect>')
+            parts.append(f'<rect class="mark" x="{cx - 4:.0f}" y="{cy - 4:.0f}" width="8" height="8" fill="{p.colour}">{text}</rect>')
         else:
-            parts.append(f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{p.colour}">{text}</circle>')
+            parts.append(f'<circle class="mark" cx="{cx:.0f}" cy="{cy:.0f}" r="4" fill="{p.colour}">{text}</circle>')
     legend = _legend(frame, [(p.key or p.label, p.colour, p.twin, "square" if p.twin else "dot") for p in points])
     return _svg(title, parts + legend, frame, len(points))
 
@@ -139,8 +139,8 @@ def _axes(frame: _Frame, title: str, xlabel: str, ylabel: str) -> str:
     parts = [f'<text class="title" x="{LEFT}" y="18">{escape(title)}</text>']
     for tick in _ticks(*frame.y_limits):
         y = frame.y(tick)
-        parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                     f'<text class="tick" x="{LEFT - 5}" y="{y + 3.5:.1f}" text-anchor="end">{tick:g}</text>')
+        parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.0f}" y2="{y:.0f}"/>'
+                     f'<text class="tick" x="{LEFT - 5}" y="{y + 3.5:.0f}" text-anchor="end">{tick:g}</text>')
     parts.append(f'<path class="axis" d="M{LEFT},{TOP} V{frame.bottom} H{WIDTH - RIGHT}"/>')
     parts.append(f'<text class="label" x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{frame.height - 6}" text-anchor="middle">{escape(xlabel)}</text>')
     parts.append(f'<text class="label" transform="rotate(-90)" x="{-(TOP + frame.bottom) / 2:.0f}" y="14" text-anchor="middle">'
@@ -152,8 +152,8 @@ def _band(frame: _Frame, s: Series) -> str:
     known = [(i, pair) for i, pair in enumerate(s.band or []) if pair is not None]
     if not known:
         return ""
-    upper = " ".join(f"{frame.x(i):.1f},{frame.y(pair[1]):.1f}" for i, pair in known)
-    lower = " ".join(f"{frame.x(i):.1f},{frame.y(pair[0]):.1f}" for i, pair in reversed(known))
+    upper = " ".join(f"{frame.x(i):.0f},{frame.y(pair[1]):.0f}" for i, pair in known)
+    lower = " ".join(f"{frame.x(i):.0f},{frame.y(pair[0]):.0f}" for i, pair in reversed(known))
     return f'<polygon class="mark band" points="{upper} {lower}" fill="{s.colour}"><title>{escape(s.label)}: 95 % interval</title></polygon>'
 
 
@@ -181,8 +181,9 @@ def _legend(frame: _Frame, entries: Sequence[tuple[str, str, bool, str]]) -> lis
             key = f'<rect x="{x + 7:.0f}" y="{y - 4:.0f}" width="8" height="8" fill="{col}"/>'
         else:
             key = f'<circle cx="{x + 11:.0f}" cy="{y:.0f}" r="4" fill="{col}"/>'
-        parts.append(f'{key}<text class="legend" x="{x + 27:.0f}" y="{y + 4:.0f}">{escape(_short(label))}<title>{escape(label)}'
-                     f'</title></text>')
+        short = _short(label)
+        full = f"<title>{escape(label)}</title>" if short != label else ""
+        parts.append(f'{key}<text class="legend" x="{x + 27:.0f}" y="{y + 4:.0f}">{escape(short)}{full}</text>')
     return parts
 
 

@@ -105,6 +105,9 @@ class Source:
     dataset_revision: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     experiment: dict[str, Any] = field(default_factory=dict)
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Language -> the task's own per-language figures, for tasks that pool their subsets per language
+    (PosIR: ``position_<bin>`` and, per length bucket, ``ndcg_at_10_<bucket>``)."""
 
 
 @dataclass
@@ -120,9 +123,10 @@ class Board:
     """(results folder, issue) for every file or result that is missing, partial, foreign or unreadable."""
     families: dict[str, str]
     languages: dict[str, tuple[str, ...]]
-    pools: dict[tuple[ModelKey, str], dict[str, dict[str, Any]]] = field(default_factory=dict)
-    """(model, task) -> language -> the task's own per-language figures, for tasks that pool their
-    subsets per language (PosIR: ``position_<bin>`` and per length bucket ``ndcg_at_10_<bucket>``)."""
+
+    @property
+    def pools(self) -> dict[tuple[ModelKey, str], dict[str, dict[str, Any]]]:
+        return {key: source.pools for key, source in self.sources.items() if source.pools}
 
     @property
     def tasks(self) -> list[str]:
@@ -160,13 +164,13 @@ def build(folders: Sequence[Path], site: Path, *, tasks: Sequence[str] | None = 
     languages = {task: task_languages(merged, task) for task in merged.tasks}
     columns = make_columns(merged, families, languages)
     rows = make_rows(merged, columns, sources)
-    pools = {key: pooled for key, source in sources.items() if (pooled := language_pools(source, key[1]))}
     for row in rows:
         for column in columns:
-            if (row.model, column.task) in pools and column.measure in ("main", "psi"):
+            source = sources.get((row.model, column.task))
+            if source is not None and source.pools and column.measure in ("main", "psi"):
                 row.cells[column.key].pooled = (f"pooled per language as {column.task} does: the mean over "
-                                                f"{len(pools[(row.model, column.task)])} languages of each one's figure over its domains")
-    return Board(roots, columns, rows, scores, sources, issues, families, languages, pools)
+                                                f"{len(source.pools)} languages of each one's figure over its domains")
+    return Board(roots, columns, rows, scores, sources, issues, families, languages)
 
 
 def make_columns(found: Collection, families: dict[str, str], languages: dict[str, tuple[str, ...]]) -> list[Column]:
@@ -285,18 +289,15 @@ def _task_scores(found: Collection, task: str) -> list[TaskScores]:
     return [s for m in found.models if (s := found.get(m, task)) is not None]
 
 
-def language_pools(source: Source, task: str) -> dict[str, dict[str, Any]]:
-    """The per-language figures of a task that pools its subsets per language, through mteb's parser and
-    the task's own ``summarize_scores`` (empty for other tasks, or when the file cannot be pooled)."""
+def language_pools(task: str, entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The per-language figures of a task that pools its subsets per language, by the task's own
+    ``summarize_scores`` (empty for other tasks, or when its entries cannot be pooled)."""
     pool = getattr(_task_class(task), "summarize_scores", None)
-    if pool is None or source.path is None:
+    if pool is None or not entries:
         return {}
-    from mteb.results.task_result import TaskResult
-
     try:
-        result = TaskResult.from_disk(source.path)
-        return dict(pool([e for split in result.scores.values() for e in split]).get("languages", {}))
-    except (ValueError, KeyError, OSError):  # the reader has noted why it could not pool them
+        return dict(pool(entries).get("languages", {}))
+    except (ValueError, KeyError, TypeError):  # the reader has noted why it could not pool them
         return {}
 
 
@@ -312,7 +313,9 @@ def _task_class(task: str) -> type | None:
 
 # ---------------------------------------------------------------------------------- provenance
 def read_source(found: Collection, model: ModelKey, task: str, *, site: Path) -> Source:
-    """The result file of (model, task) in mteb's layout, with the versions and settings it records."""
+    """The result file of (model, task) in mteb's layout, with the versions and settings it records and,
+    for a task that pools per language, its per-language figures (read here, once, beside the reader's
+    ``TaskScores``, which keeps only the pooled profile)."""
     path = result_path(found.root, model, task)
     if path is None:
         return Source(None, "")
@@ -327,11 +330,12 @@ def read_source(found: Collection, model: ModelKey, task: str, *, site: Path) ->
     source.dataset_revision = str(raw.get("dataset_revision") or "")
     entries = [e for split in (raw.get("scores") or {}).values() if isinstance(split, list) for e in split if isinstance(e, dict)]
     for key in SETTINGS:
-        values = list(dict.fromkeys(json.dumps(e[key]) for e in entries if e.get(key) is not None))
+        values = dict.fromkeys(str(e[key]) for e in entries if e.get(key) is not None)
         if values:
-            source.settings[key] = ", ".join(json.loads(v) if v.startswith('"') else v for v in values)
+            source.settings[key] = ", ".join(values)
     if isinstance(meta, dict) and isinstance(meta.get("experiment_kwargs"), dict):
         source.experiment = dict(meta["experiment_kwargs"])
+    source.pools = language_pools(task, entries)
     return source
 
 

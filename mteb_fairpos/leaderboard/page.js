@@ -7,6 +7,8 @@
   const groups = Array.from(body.querySelectorAll("tr.group"));
   const original = Array.from(body.rows);
   const filters = Array.from(document.querySelectorAll("select[data-filter]"));
+  const headers = Array.from(table.tHead.rows[1].cells);
+  const cells = Array.from(body.querySelectorAll("td[data-col]"));
   let sorted = null;
 
   function value(row, key) {
@@ -39,10 +41,12 @@
     const chosen = Object.fromEntries(filters.map((f) => [f.dataset.filter, f.value]));
     const columnShown = (el) => (!chosen.family || el.dataset.family === chosen.family) &&
       (!chosen.language || (el.dataset.languages || "").split(" ").includes(chosen.language));
-    table.querySelectorAll("[data-family]").forEach((el) => el.classList.toggle("hidden", !columnShown(el)));
+    const hidden = new Set();
+    headers.forEach((th) => { if (!columnShown(th)) hidden.add(th.dataset.col); });
+    headers.forEach((th) => th.classList.toggle("hidden", hidden.has(th.dataset.col)));
+    cells.forEach((td) => td.classList.toggle("hidden", hidden.has(td.dataset.col)));
     table.querySelectorAll("th.task").forEach((th) => {
-      const visible = Array.from(table.tHead.rows[1].cells).filter((c) => c.closest("table") === table &&
-        c.dataset.col && c.dataset.col.split("|")[0] === th.dataset.task && !c.classList.contains("hidden")).length;
+      const visible = headers.filter((c) => c.dataset.col.split("|")[0] === th.dataset.task && !hidden.has(c.dataset.col)).length;
       th.colSpan = Math.max(visible, 1);
       th.classList.toggle("hidden", visible === 0);
     });

@@ -95,13 +95,14 @@ def _row(board: Board, row: Row, order: int) -> str:
 
 
 def _cell(cell: Cell, column: Column) -> str:
-    data = _column_data(column)
+    data = f'data-col="{escape(column.key)}"'
     if cell.value is None:
         text = "missing" if cell.status == "missing" else "no value"
         return f'<td class="num empty" {data} title="{text}">&mdash;</td>'
     number = f"{cell.value:.4f}"
     if cell.source:
-        number = f'<a href="{escape(cell.source)}" title="{escape(cell.note or cell.source)}">{number}</a>'
+        title = f' title="{escape(cell.note)}"' if cell.note else ""
+        number = f'<a href="{escape(cell.source)}"{title}>{number}</a>'
     marks = ""
     if cell.delta is not None:
         better = cell.delta > 0 if column.higher_is_better else cell.delta < 0
