@@ -69,9 +69,10 @@ def _overview(board: Board) -> str:
         columns = [c for c in board.columns if c.task == task]
         top.append(f'<th colspan="{len(columns)}" class="task" data-task="{escape(task)}" scope="colgroup">'
                    f'<a href="#{_anchor(task)}">{escape(task)}</a></th>')
+    pooled = {c.key for c in board.columns if any(r.cells[c.key].pooled for r in board.rows)}
     second = "".join(f'<th class="sortable num" scope="col" aria-sort="none" data-best="{"high" if c.higher_is_better else "low"}" '
-                     f'{_column_data(c)}'
-                     f' title="{"higher" if c.higher_is_better else "lower"} is better; click to sort">{escape(c.title)}</th>'
+                     f'{_column_data(c)} title="{"higher" if c.higher_is_better else "lower"} is better; click to sort">'
+                     f'{escape(c.title)}{"<sup class=pooled-mark>&dagger;</sup>" if c.key in pooled else ""}</th>'
                      for c in board.columns)
     body = []
     width = 2 + len(board.columns)
@@ -80,7 +81,8 @@ def _overview(board: Board) -> str:
         body += [_row(board, row, len(body)) for row in board.rows if row.base == base]
     return ('<section id="overview"><h2>Overview</h2><p class="hint">Click a column to sort (again to reverse; '
             '&ldquo;model&rdquo; restores the grouping). Every number links to the result file it comes from. '
-            '<span class="pooled">pooled</span> marks a mean over subsets of different languages or sizes; '
+            '<sup class="pooled-mark">&dagger;</sup> marks a pooled value (hover it for how it was pooled: the probe\'s mean over subsets of '
+            'different languages or sizes, PosIR\'s mean over languages); '
             '<span class="partial">partial</span> a result that misses some of its splits or subsets.</p>'
             f'<div class="scroll"><table id="board"><thead><tr>{"".join(top)}</tr><tr>{second}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div></section>')
@@ -103,13 +105,13 @@ def _cell(cell: Cell, column: Column) -> str:
     if cell.source:
         title = f' title="{escape(cell.note)}"' if cell.note else ""
         number = f'<a href="{escape(cell.source)}"{title}>{number}</a>'
-    marks = ""
+    marks = f'<sup class="pooled-mark" title="{escape(cell.pooled)}">&dagger;</sup>' if cell.pooled else ""
     if cell.delta is not None:
         better = cell.delta > 0 if column.higher_is_better else cell.delta < 0
         tone = "same" if abs(cell.delta) < 5e-5 else ("better" if better else "worse")
         marks += f'<span class="delta {tone}">{cell.delta:+.4f}</span>'
-    if cell.pooled:
-        marks += f'<span class="pooled" title="{escape(cell.pooled)}">pooled</span>'
+    else:
+        marks += '<span class="delta"></span>'  # keeps the twin's numbers in line with the others'
     if cell.status == "partial":
         marks += '<span class="partial" title="see the issues below">partial</span>'
     return f'<td class="num" {data} data-value="{cell.value!r}">{number}{marks}</td>'

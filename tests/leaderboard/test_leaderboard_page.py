@@ -40,6 +40,18 @@ def test_command_writes_a_self_contained_page(results, tmp_path, capsys):
         assert text in html, text
 
 
+def test_pooled_values_are_marked_and_deltas_coloured(results, tmp_path):
+    assert main(["leaderboard", str(results), "-o", str(tmp_path / "site")]) == 0
+    html = (tmp_path / "site" / "index.html").read_text()
+    marks = re.findall(r'<sup class="pooled-mark" title="([^"]*)">', html)
+    assert len([m for m in marks if m.startswith("main score and PSI are means over 2 subsets")]) == 3  # the probe, 3 models
+    assert len([m for m in marks if m.startswith("pooled per language as PosIR does")]) == 4  # main and PSI, 2 models
+    assert len(marks) == 7
+    assert '<span class="delta better">+0.0900</span>' in html  # main score up against the twin
+    assert '<span class="delta better">-0.2509</span>' in html  # PSI down: fairer
+    assert '<span class="delta worse">-0.0200</span>' in html
+
+
 def test_every_chart_has_drawn_marks_and_the_twin_is_dashed(results, tmp_path):
     assert main(["leaderboard", str(results), "-o", str(tmp_path / "site")]) == 0
     html = (tmp_path / "site" / "index.html").read_text()
