@@ -6,8 +6,8 @@ the charts, ``charts`` draws them as SVG and ``page`` writes ``index.html``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from .data import Board, build
 from .page import write

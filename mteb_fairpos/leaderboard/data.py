@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fairness
-from ..results import Collection, Issue, ModelKey, TaskScores, collect, model_order, plugin_base
+from ..results import Collection, Issue, ModelKey, TaskScores, collect, plugin_base
 
 SETTINGS = ("corpus", "corpus_fingerprint", "num_segment_sets", "seed", "model_max_length", "max_document_tokens",
             "segment_mode", "segment_window_low", "segment_window_high")

@@ -10,7 +10,7 @@ from mteb_fairpos.cli import main
 
 
 class _Tags(HTMLParser):
-    """Every start tag with its attributes, and the SVG charts' mark elements."""
+    """Every start tag with its attributes."""
 
     def __init__(self):
         super().__init__()
