@@ -22,6 +22,7 @@ SUBCOMMANDS = [
     "discoverability",
     "segments",
     "compare",
+    "leaderboard",
     "sweep",
     "profile",
 ]

@@ -8,7 +8,8 @@ language effect. Results are written in mteb's layout under ``<output>/results``
 uncalibrated twin as ``fair-off/<model>``, each config as ``fair/<model>[-<config>]``); settings
 that change the numbers name the result (see :func:`mteb_fairpos.tasks.permutation.settings_suffix`:
 corpus, sets, window, mode, seed) or, for the model's own settings (``--max-length``,
-``--prompt``), its mteb experiment folder. A profile plot and ``compare``'s view close the run.
+``--prompt``), its mteb experiment folder. A profile plot, ``compare``'s view and the leaderboard page
+(``<output>/leaderboard/index.html``) close the run.
 
 Examples::
 
@@ -137,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
     print(profile_tables(found))
     print(effect_tables(found))
     print(f"mteb results: {args.out / 'results'} (task {probe_task.metadata.name})")
+    from ..leaderboard import publish
+
+    print(f"leaderboard page: {publish([args.out], args.out / 'leaderboard')[1]}")
     print(f"total time: {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -1,0 +1,358 @@
+"""What the leaderboard page shows, as plain data: rows grouped by base model, cells with their
+change against the uncalibrated twin, pooled markers, issues and where every number came from.
+
+Everything here is read through :mod:`mteb_fairpos.results` (``collect`` and its ``TaskScores``);
+the page and its charts only lay this data out.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import fairness
+from ..results import Collection, Issue, ModelKey, TaskScores, collect, plugin_base
+
+SETTINGS = ("corpus", "corpus_fingerprint", "num_segment_sets", "seed", "model_max_length", "max_document_tokens",
+            "segment_mode", "segment_window_low", "segment_window_high")
+"""The settings a result entry records that change its numbers (the permutation probe writes them)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One number per model: a task's main score, its position-fairness measure, or one probe subset's fairness."""
+
+    task: str
+    measure: str
+    """``main``, ``psi`` (lower is fairer) or ``fairness`` (a probe subset's min/max ratio, higher is fairer)."""
+    subset: str = ""
+    family: str = ""
+    """``probe``, ``retrieval`` or the task's lower-cased mteb type."""
+    languages: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return "|".join((self.task, self.measure, self.subset))
+
+    @property
+    def title(self) -> str:
+        if self.measure == "fairness":
+            return f"{self.subset} fairness"
+        return {"main": "main", "psi": "PSI"}[self.measure]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.measure != "psi"
+
+
+@dataclass
+class Cell:
+    value: float | None
+    delta: float | None = None
+    """The value minus the twin's (``None`` for the twin itself or without a twin)."""
+    note: str = ""
+    """What else the result says about the number (a probe subset's per-position 95 % intervals)."""
+    pooled: str = ""
+    """Why the value is pooled over subsets (empty when it is not)."""
+    status: str = "ok"
+    """``ok``, ``partial`` or ``missing``."""
+    source: str = ""
+    """The result file, relative to the page."""
+
+
+@dataclass
+class Row:
+    model: ModelKey
+    base: str
+    twin: bool
+    cells: dict[str, Cell] = field(default_factory=dict)
+    partner: ModelKey | None = None
+    """The twin this row's deltas are taken against."""
+
+    @property
+    def config(self) -> str:
+        """The calibration in text form: ``none`` for the twin, else the model name's (or, in results of
+        earlier releases, the revision's)."""
+        if self.twin:
+            return "none"
+        from ..mteb_models import parse_name
+
+        try:
+            calibration = parse_name(self.model.name)[1]
+        except KeyError:
+            return ""
+        if self.model.name == f"fair/{self.base}" and not _is_commit(self.model.revision):
+            return self.model.revision  # an earlier release: fair/<model>/<config>/
+        return str(calibration)
+
+
+def _is_commit(revision: str) -> bool:
+    return len(revision) == 40 and all(c in "0123456789abcdef" for c in revision) or revision in ("", "no_revision_available")
+
+
+@dataclass
+class Source:
+    """Where one (model, task) result came from and what it records."""
+
+    path: Path | None
+    href: str
+    mteb_version: str = ""
+    dataset_revision: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    experiment: dict[str, Any] = field(default_factory=dict)
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Language -> the task's own per-language figures, for tasks that pool their subsets per language
+    (PosIR: ``position_<bin>`` and, per length bucket, ``ndcg_at_10_<bucket>``)."""
+
+
+@dataclass
+class Board:
+    """The page's content."""
+
+    roots: list[Path]
+    columns: list[Column]
+    rows: list[Row]
+    scores: dict[tuple[ModelKey, str], TaskScores]
+    sources: dict[tuple[ModelKey, str], Source]
+    issues: list[tuple[str, Issue]]
+    """(results folder, issue) for every file or result that is missing, partial, foreign or unreadable."""
+    families: dict[str, str]
+    languages: dict[str, tuple[str, ...]]
+
+    @property
+    def pools(self) -> dict[tuple[ModelKey, str], dict[str, dict[str, Any]]]:
+        return {key: source.pools for key, source in self.sources.items() if source.pools}
+
+    @property
+    def tasks(self) -> list[str]:
+        return list(dict.fromkeys(c.task for c in self.columns))
+
+    @property
+    def bases(self) -> list[str]:
+        return list(dict.fromkeys(r.base for r in self.rows))
+
+    def row(self, model: ModelKey) -> Row:
+        return next(r for r in self.rows if r.model == model)
+
+
+# ---------------------------------------------------------------------------------- building
+def build(folders: Sequence[Path], site: Path, *, tasks: Sequence[str] | None = None,
+          models: Sequence[str] | None = None) -> Board:
+    """Read every results folder and lay it out for a page written to ``site``."""
+    scores: dict[tuple[ModelKey, str], TaskScores] = {}
+    sources: dict[tuple[ModelKey, str], Source] = {}
+    issues: list[tuple[str, Issue]] = []
+    roots = []
+    for folder in folders:
+        found = collect(folder, tasks=tasks, models=models)
+        roots.append(found.root)
+        issues += [(str(folder), issue) for issue in found.issues]
+        for key, task_scores in found.scores.items():
+            if key in scores:
+                issues.append((str(folder), Issue("duplicate", f"{key[0].label}: {key[1]}",
+                                                  "also in an earlier results folder; the earlier one is shown.")))
+                continue
+            scores[key] = task_scores
+            sources[key] = read_source(found, *key, site=site)
+    merged = Collection(roots[0] if roots else Path("."), scores)
+    families = {task: task_family(merged, task) for task in merged.tasks}
+    languages = {task: task_languages(merged, task) for task in merged.tasks}
+    columns = make_columns(merged, families, languages)
+    rows = make_rows(merged, columns, sources)
+    for row in rows:
+        for column in columns:
+            source = sources.get((row.model, column.task))
+            if source is not None and source.pools and column.measure in ("main", "psi"):
+                row.cells[column.key].pooled = (f"pooled per language as {column.task} does: the mean over "
+                                                f"{len(source.pools)} languages of each one's figure over its domains")
+    return Board(roots, columns, rows, scores, sources, issues, families, languages)
+
+
+def make_columns(found: Collection, families: dict[str, str], languages: dict[str, tuple[str, ...]]) -> list[Column]:
+    """Per task its main score and PSI; a probe task its main score and each subset's fairness (subsets of
+    other languages or n are separate estimates, never averaged, as ``compare`` shows them)."""
+    columns = []
+    for task in sorted(found.tasks, key=lambda t: (families[t] == "probe", t)):
+        family = families[task]
+        columns.append(Column(task, "main", family=family, languages=languages[task]))
+        subsets = probe_subsets(found, task)
+        if subsets:
+            columns += [Column(task, "fairness", subset, family, subset_languages(subset)) for subset in subsets]
+        elif any(s.psi is not None for s in _task_scores(found, task)):
+            columns.append(Column(task, "psi", family=family, languages=languages[task]))
+    return columns
+
+
+def make_rows(found: Collection, columns: Sequence[Column], sources: dict[tuple[ModelKey, str], Source]) -> list[Row]:
+    rows = [Row(model, plugin_base(model.name) or model.name, is_twin(model)) for model in found.models]
+    for row in rows:
+        row.partner = None if row.twin else twin_for(row, rows)
+    by_model = {row.model: row for row in rows}
+    for row in rows:
+        for column in columns:
+            row.cells[column.key] = cell(found.get(row.model, column.task), column, sources.get((row.model, column.task)))
+    for row in rows:
+        if row.partner is None:
+            continue
+        twin = by_model[row.partner]
+        for key, value in row.cells.items():
+            other = twin.cells[key].value
+            if value.value is not None and other is not None:
+                value.delta = value.value - other
+    return rows
+
+
+def cell(scores: TaskScores | None, column: Column, source: Source | None) -> Cell:
+    if scores is None:
+        return Cell(None, status="missing")
+    href = source.href if source else ""
+    if column.measure == "fairness":
+        profile = scores.profiles.get(column.subset, {})
+        intervals = scores.intervals.get(column.subset, {})
+        note = "; ".join(f"position {label}: {value:.4f}" + (f" [{intervals[label][0]:.4f}, {intervals[label][1]:.4f}]"
+                                                                if label in intervals else "")
+                         for label, value in profile.items() if value is not None)
+        return Cell(fairness.min_max_ratio(profile.values()) if profile else None, note=note and f"95 % CI per position: {note}",
+                    status=scores.status, source=href)
+    value = scores.main_score if column.measure == "main" else scores.psi
+    return Cell(value, pooled=pooled_marker(scores), status=scores.status, source=href)
+
+
+def pooled_marker(scores: TaskScores) -> str:
+    """The reader's own note when a number pools subsets (the probe's mean over its subsets)."""
+    return " ".join(text for kind, text in scores.notes if kind == "pooled")
+
+
+def is_twin(model: ModelKey) -> bool:
+    """The uncalibrated twin: ``fair-off/<model>``, or revision ``off`` in results of earlier releases."""
+    return model.name.startswith("fair-off/") or model.revision == "off"
+
+
+def twin_for(row: Row, rows: Iterable[Row]) -> ModelKey | None:
+    """The twin of the same base model, preferring one with the same experiment and revision."""
+    twins = [r.model for r in rows if r.twin and r.base == row.base]
+    if not twins:
+        return None
+    return min(twins, key=lambda m: (m.experiment != row.model.experiment, m.revision != row.model.revision))
+
+
+# ---------------------------------------------------------------------------------- tasks
+def task_family(found: Collection, task: str) -> str:
+    scores = _task_scores(found, task)
+    if task.startswith("PermutationFairness") or any(s.intervals or s.effects for s in scores):
+        return "probe"
+    types = {s.task_type for s in scores if s.task_type}
+    if any("Retrieval" in t or "Reranking" in t for t in types):
+        return "retrieval"
+    return (sorted(types)[0].lower() if types else "other")
+
+
+def task_languages(found: Collection, task: str) -> tuple[str, ...]:
+    """Language subtags (``en``) the task covers: its probe subsets', else mteb's metadata."""
+    subsets = probe_subsets(found, task)
+    if subsets:
+        return tuple(sorted({lang for s in subsets for lang in subset_languages(s)}))
+    known = _task_class(task)
+    return _subtags(known.metadata.languages) if known is not None else ()
+
+
+def probe_subsets(found: Collection, task: str) -> list[str]:
+    """The subsets a probe result profiles apart (one family per subset; ``tau`` ones left out)."""
+    families = {f for s in _task_scores(found, task) if s.intervals for f, p in s.profiles.items() if p}
+    return sorted(f for f in families if f and not f.startswith("tau "))
+
+
+def subset_languages(subset: str) -> tuple[str, ...]:
+    """``n3_en-de`` -> ``("de", "en")``."""
+    _, _, tags = subset.partition("_")
+    return _subtags(tags.split("-") if tags else [])
+
+
+def _subtags(codes: Iterable[str]) -> tuple[str, ...]:
+    import langcodes
+
+    found = set()
+    for code in codes:
+        try:
+            found.add(langcodes.Language.get(code).language or code)
+        except (ValueError, LookupError):
+            found.add(code)
+    return tuple(sorted(found))
+
+
+def _task_scores(found: Collection, task: str) -> list[TaskScores]:
+    return [s for m in found.models if (s := found.get(m, task)) is not None]
+
+
+def language_pools(task: str, entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The per-language figures of a task that pools its subsets per language, by the task's own
+    ``summarize_scores`` (empty for other tasks, or when its entries cannot be pooled)."""
+    pool = getattr(_task_class(task), "summarize_scores", None)
+    if pool is None or not entries:
+        return {}
+    try:
+        return dict(pool(entries).get("languages", {}))
+    except (ValueError, KeyError, TypeError):  # the reader has noted why it could not pool them
+        return {}
+
+
+@functools.lru_cache(maxsize=None)
+def _task_class(task: str) -> type | None:
+    try:
+        import mteb
+
+        return type(mteb.get_task(task))
+    except Exception:  # noqa: BLE001 - a task mteb does not know
+        return None
+
+
+# ---------------------------------------------------------------------------------- provenance
+def read_source(found: Collection, model: ModelKey, task: str, *, site: Path) -> Source:
+    """The result file of (model, task) in mteb's layout, with the versions and settings it records and,
+    for a task that pools per language, its per-language figures (read here, once, beside the reader's
+    ``TaskScores``, which keeps only the pooled profile)."""
+    path = result_path(found.root, model, task)
+    if path is None:
+        return Source(None, "")
+    source = Source(path, os.path.relpath(path.resolve(), site.resolve()).replace(os.sep, "/"))
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        meta_file = path.parent / "model_meta.json"
+        meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
+    except (OSError, ValueError):
+        return source  # the reader has already reported it
+    source.mteb_version = str(raw.get("mteb_version") or "")
+    source.dataset_revision = str(raw.get("dataset_revision") or "")
+    entries = [e for split in (raw.get("scores") or {}).values() if isinstance(split, list) for e in split if isinstance(e, dict)]
+    for key in SETTINGS:
+        values = dict.fromkeys(str(e[key]) for e in entries if e.get(key) is not None)
+        if values:
+            source.settings[key] = ", ".join(values)
+    if isinstance(meta, dict) and isinstance(meta.get("experiment_kwargs"), dict):
+        source.experiment = dict(meta["experiment_kwargs"])
+    source.pools = language_pools(task, entries)
+    return source
+
+
+def result_path(root: Path, model: ModelKey, task: str) -> Path | None:
+    """``<model>/<revision>/[experiments/<name>/]<task>.json``, the layout ``collect`` reads; the model
+    folder is the name's unless a ``model_meta.json`` names the model otherwise."""
+    own = model.name.replace("/", "__")
+    for folder in (own, *sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != own)):
+        base = root / folder / model.revision
+        path = (base / "experiments" / model.experiment if model.experiment else base) / f"{task}.json"
+        if path.is_file() and (folder == own or _meta_name(path.parent) == model.name):
+            return path
+    return None
+
+
+def _meta_name(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "model_meta.json").read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,104 @@
+"""The data the leaderboard page is built from: columns, rows grouped by base model, deltas against
+the twin, pooled markers, issues and provenance, for results of every task family."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import COMMIT, MINILM, POSIR, PROBE, RETRIEVAL, write_result, retrieval_entry
+from mteb_fairpos.leaderboard import build
+
+
+@pytest.fixture
+def board(results, tmp_path):
+    return build([results], tmp_path / "site")
+
+
+def test_columns_per_task_family(board):
+    keys = [(c.task, c.measure, c.subset, c.family) for c in board.columns]
+    assert keys == [(RETRIEVAL, "main", "", "retrieval"), (RETRIEVAL, "psi", "", "retrieval"),
+                    (POSIR, "main", "", "retrieval"), (POSIR, "psi", "", "retrieval"),
+                    (PROBE, "main", "", "probe"), (PROBE, "fairness", "n3_de", "probe"), (PROBE, "fairness", "n3_en", "probe")]
+    languages = {(c.task, c.subset): c.languages for c in board.columns}
+    assert languages[(PROBE, "n3_de")] == ("de",) and languages[(RETRIEVAL, "")] == ("en",)
+    assert {"de", "en"} <= set(languages[(POSIR, "")])
+
+
+def test_rows_grouped_by_base_model_twin_first(board):
+    assert board.bases == ["all-MiniLM-L6-v2", "bge-m3"]
+    assert [r.model.name for r in board.rows] == [*MINILM, "fair/bge-m3"]
+    assert [r.config for r in board.rows] == ["none", "b128_lhalf_a0.5", "b64_llast_a1", "b128_lhalf_a0.5"]
+    assert [r.twin for r in board.rows] == [True, False, False, False]
+    twin = board.rows[0].model
+    assert [r.partner for r in board.rows] == [None, twin, twin, None]  # bge-m3 has no twin here
+
+
+def test_deltas_against_the_twin(board):
+    twin, default, strong, bge = board.rows
+    main, psi = f"{RETRIEVAL}|main|", f"{RETRIEVAL}|psi|"
+    assert default.cells[main].value == pytest.approx(0.81) and default.cells[main].delta == pytest.approx(0.09)
+    assert default.cells[psi].delta == pytest.approx(0.0824 - 0.3333)
+    assert strong.cells[psi].value == pytest.approx(1 - 0.73 / 0.75)  # no psi recorded: from the profile
+    assert twin.cells[main].delta is None and bge.cells[main].delta is None
+    fairness = f"{PROBE}|fairness|n3_de"
+    assert twin.cells[fairness].value == pytest.approx(0.84) and strong.cells[fairness].delta == pytest.approx(0.96 - 0.84)
+    assert "[0.4000, 0.4400]" in twin.cells[fairness].note  # position 3's 95 % interval
+
+
+def test_pooled_missing_and_partial_cells(board):
+    twin, default, strong, bge = board.rows
+    assert "means over 2 subsets" in twin.cells[f"{PROBE}|main|"].pooled
+    assert "pooled per language" in default.cells[f"{POSIR}|psi|"].pooled and "2 languages" in default.cells[f"{POSIR}|psi|"].pooled
+    assert twin.cells[f"{RETRIEVAL}|main|"].pooled == ""
+    assert strong.cells[f"{POSIR}|main|"].status == "missing" and strong.cells[f"{POSIR}|main|"].value is None
+    assert bge.cells[f"{RETRIEVAL}|main|"].status == "partial" and bge.cells[f"{RETRIEVAL}|main|"].value == pytest.approx(0.6)
+
+
+def test_posir_figures_per_language(board):
+    pools = board.pools[(board.rows[0].model, POSIR)]
+    assert sorted(pools) == ["deu-Latn", "eng-Latn"]
+    assert pools["deu-Latn"]["position_0.00-0.05"] == pytest.approx((3 * 0.8 + 0.7) / 4)
+
+
+def test_missing_partial_and_foreign_files_are_listed(board):
+    seen = {(issue.kind, issue.where.split(": ")[-1]) for _, issue in board.issues}
+    assert ("corrupt", f"fair__all-MiniLM-L6-v2/{COMMIT}/Broken.json") in seen
+    assert ("foreign", f"fair__all-MiniLM-L6-v2/{COMMIT}/Notes.json") in seen
+    assert ("foreign", "README.txt") in seen
+    assert ("no-meta", "fair__bge-m3/b128_lhalf_a0.5") in seen
+    assert {"partial", "missing", "no-twin", "pooled"} <= {kind for kind, _ in seen}
+
+
+def test_provenance_links_and_settings(board, results, tmp_path):
+    twin = board.rows[0].model
+    source = board.sources[(twin, PROBE)]
+    assert (tmp_path / "site" / source.href).resolve() == source.path.resolve()
+    assert source.path.name == f"{PROBE}.json" and source.mteb_version == "2.26.24"
+    assert source.settings == {"corpus": "manpages", "corpus_fingerprint": "1a2b3c4d5e6f", "num_segment_sets": "10",
+                               "seed": "42", "model_max_length": "512"}
+    assert board.rows[0].cells[f"{PROBE}|main|"].source == source.href
+    assert board.sources[(board.rows[3].model, RETRIEVAL)].path.parent.name == "b128_lhalf_a0.5"  # found without model_meta
+
+
+def test_several_folders_and_experiments(results, tmp_path):
+    other = tmp_path / "other"
+    write_result(other, MINILM[0], COMMIT, RETRIEVAL, {"test": [retrieval_entry(0.5, {"begin": 0.5, "end": 0.4})]})
+    folder = other / MINILM[1].replace("/", "__") / COMMIT / "experiments" / "max_seq_length_256"
+    folder.mkdir(parents=True)
+    (folder / "model_meta.json").write_text(json.dumps({"name": MINILM[1], "revision": COMMIT, "experiment_kwargs": {"max_seq_length": 256}}))
+    (folder / f"{RETRIEVAL}.json").write_text((results / "results" / MINILM[1].replace("/", "__") / COMMIT / f"{RETRIEVAL}.json").read_text())
+    board = build([results, other], tmp_path / "site")
+    assert any(issue.kind == "duplicate" and MINILM[0] in issue.where for _, issue in board.issues)
+    experiment = next(r for r in board.rows if r.model.experiment)
+    assert experiment.partner.name == MINILM[0]
+    assert board.sources[(experiment.model, RETRIEVAL)].experiment == {"max_seq_length": 256}
+    assert [r.model.name for r in board.rows].count(MINILM[1]) == 2
+
+
+def test_an_empty_folder_gives_an_empty_board(tmp_path):
+    (tmp_path / "empty").mkdir()
+    board = build([Path(tmp_path / "empty")], tmp_path / "site")
+    assert board.rows == [] and board.columns == []
