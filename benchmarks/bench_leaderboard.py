@@ -5,7 +5,8 @@ calibration configs (70 models), over the FairPos benchmark (SQuADPosQ, FineWebP
 subsets, PosIRCrossLingual with 248, PermutationFairness with its subsets and their intervals).
 The baseline, measured in the same run, is reading that folder with ``collect`` (what ``compare``
 does before it prints anything); printed are both times, their ratio and the page's size against
-the targets (built in < 30 s, page < 5 MB).
+the targets (built in < 30 s, page < 5 MB), and, where Debian's chromium and Playwright are
+installed, how long the page takes to open, sort and filter there.
 
 Usage::
 
@@ -93,6 +94,30 @@ def write_sweep(root: Path) -> int:
     return files
 
 
+def browse(page: Path) -> None:
+    """Open the page in headless chromium from disk; time the load, one sort and one filter."""
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        print("in the browser: skipped (no chromium or playwright)")
+        return
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        start = time.perf_counter()
+        tab.goto(page.as_uri())
+        opened = time.perf_counter() - start
+        sort = tab.evaluate("""() => { const th = document.querySelector('#board th[data-col*="|psi|"]');
+            const t = performance.now(); th.click(); return performance.now() - t; }""")
+        filtered = tab.evaluate("""() => { const s = document.getElementById('filter-family'); s.value = 'probe';
+            const t = performance.now(); s.dispatchEvent(new Event('change')); return performance.now() - t; }""")
+        browser.close()
+    print(f"in the browser:               opened in {opened:.1f} s, sorted in {sort:.0f} ms, filtered in {filtered:.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", type=Path, default=None, help="copy the page here")
@@ -114,6 +139,7 @@ def main() -> None:
         print(f"read with collect (baseline): {read:6.1f} s")
         print(f"leaderboard page built:       {built:6.1f} s   ratio to the baseline {built / read:.2f}   (target < 30 s)")
         print(f"page size:                    {size:6.2f} MB  ({len(board.rows)} rows, {len(board.columns)} columns)   (target < 5 MB)")
+        browse(page)
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             shutil.copy(page, args.keep / "index.html")

@@ -55,15 +55,16 @@ def profile_figure(board: Board, task: str, family: str, palette: dict[ModelKey,
 def language_figures(board: Board, task: str, palette: dict[ModelKey, str]) -> list[Figure]:
     """For a task pooled per language (PosIR): each language's profile over the position bins and its
     nDCG@10 per length bucket, one panel per base model."""
-    languages = sorted({lang for (model, name), pools in board.pools.items() if name == task for lang in pools})
+    every = {model: pools for (model, name), pools in board.pools.items() if name == task}
+    languages = sorted({lang for pools in every.values() for lang in pools})
     figures = []
     for language in languages:
         figure = Figure(f"{language}: pooled over its domains")
         for base in board.bases:
-            rows = [r for r in board.rows if r.base == base and language in board.pools.get((r.model, task), {})]
+            rows = [r for r in board.rows if r.base == base and language in every.get(r.model, {})]
             if not rows:
                 continue
-            pools = [board.pools[(r.model, task)][language] for r in rows]
+            pools = [every[r.model][language] for r in rows]
             bins = list(dict.fromkeys(k for p in pools for k in p if k.startswith("position_") and k != "position_counts"))
             buckets = list(dict.fromkeys(k for p in pools for k in p if k.startswith("ndcg_at_10_")))
             for keys, xlabel, what in ((bins, "relative position of the answer", "profile"),
