@@ -127,7 +127,8 @@ def encode_to_shards(
         from ..ray import runtime
 
         runtime.check_address(address)
-    target = locate(output)  # a bad URI is refused before the input is read
+    target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
+    target.require_bucket()
     scan = scan_input(inputs, range_size=shard_size, on_error=on_error)
     if not scan.ranges:
         raise store.QdrantIndexError(

@@ -70,9 +70,16 @@ class Location:
         return sorted((self.child(info.base_name) for info in found if info.type == pafs.FileType.File),
                       key=lambda loc: loc.name)
 
-    def size(self) -> int:
+    def require_bucket(self) -> None:
+        """Refuse, before any work, an object-storage location whose bucket does not exist."""
+        if self.local or isinstance(self.filesystem, pafs.PyFileSystem):
+            return
+        bucket = self.path.split("/", 1)[0]
         with self.failures("look up"):
-            return int(self.filesystem.get_file_info(self.path).size)
+            missing = self.filesystem.get_file_info(bucket).type == pafs.FileType.NotFound
+        if missing:
+            raise StorageError(f"cannot use {self.uri}: bucket {bucket!r} does not exist (or is not visible with "
+                               "these credentials); create it first.")
 
     @contextmanager
     def reader(self, start: int = 0) -> Iterator[IO[bytes]]:
