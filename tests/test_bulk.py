@@ -24,7 +24,7 @@ import pytest
 from mteb_fairpos.cli import main
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, InputError, point_id, store
 from mteb_fairpos.integrations.qdrant.bulk import load_shards
-from mteb_fairpos.integrations.qdrant.encode_job import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.input import read_range, scan_file, scan_input
 from mteb_fairpos.integrations.qdrant.shards import ShardError, read_points, shard_files

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             runtime.check_address(args.address)
         except runtime.RayUnavailableError as err:
             return qdrant_common.fail("encode", err)
-    from ..integrations.qdrant.encode_job import encode_to_shards
+    from ..integrations.qdrant.encode import encode_to_shards
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 

@@ -16,7 +16,7 @@ import pytest
 from mteb_fairpos.cli import main
 from mteb_fairpos.integrations.qdrant import InputError, read_documents, scan_input, store
 from mteb_fairpos.integrations.qdrant.bulk import load_shards
-from mteb_fairpos.integrations.qdrant.encode_job import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.input import read_range
 from mteb_fairpos.integrations.qdrant.shards import DONE, shard_files

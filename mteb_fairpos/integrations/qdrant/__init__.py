@@ -14,13 +14,13 @@ of input files: JSONL and Parquet, local or object storage, ids checked, cut int
 spans, truncation, late chunks), :mod:`.store` (connection, collection metadata, ids,
 retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`;
 the shard route past one machine: :mod:`.shard_encoder`, :mod:`.shards`,
-:mod:`.encode_job` (:func:`encode_to_shards`), :mod:`.bulk` (:func:`load_shards`); :mod:`.edge`
+:mod:`.encode` (:func:`encode_to_shards`), :mod:`.bulk` (:func:`load_shards`); :mod:`.edge`
 the Qdrant Edge backend (``connect(path, backend="edge")``).
 """
 
 from .bulk import LoadReport, load_shards
 from .discoverability import DiscoverabilityReport, PositionQuery, discoverability, read_queries
-from .encode_job import EncodeReport, encode_to_shards
+from .encode import EncodeReport, encode_to_shards
 from .encoding import (
     EncodedDocument,
     ModelLoader,

@@ -27,7 +27,7 @@ from qdrant_client import QdrantClient, models
 
 from . import shards as shard_files
 from . import store
-from .encode_job import MANIFEST
+from .encode import MANIFEST
 from .storage import Location, locate
 
 logger = logging.getLogger(__name__)
