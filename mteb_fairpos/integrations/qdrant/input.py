@@ -295,7 +295,7 @@ def _units(location: Location, fmt: str, *, start: int = 0, first: int = 1, limi
         raise InputError(f"unknown input format {fmt!r}; use 'jsonl' or 'parquet'.")
     import pyarrow.parquet as pq
 
-    with location.reader() as handle:
+    with location.opened() as handle:
         try:
             parquet = pq.ParquetFile(handle)
         except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a bad file

@@ -109,7 +109,7 @@ def is_complete(info: ShardInfo) -> bool:
         rows = int(recorded["rows"])
     except (ValueError, KeyError, TypeError):
         return False
-    with info.path.reader() as handle:
+    with info.path.opened() as handle:
         footer = pq.ParquetFile(handle).metadata.num_rows
     return rows == footer == info.points and recorded.get("fingerprint") == info.source.get("fingerprint")
 
@@ -120,7 +120,7 @@ def read_info(path: str | Path | Location) -> ShardInfo:
 
     path = locate(path)
     try:
-        with path.reader() as handle:
+        with path.opened() as handle:
             schema = pq.read_schema(handle)
     except (FileNotFoundError, StorageError):
         raise
@@ -141,7 +141,7 @@ def read_points(path: str | Path | Location) -> Iterator[PointRecord]:
     import pyarrow.parquet as pq
 
     info = read_info(path)
-    with info.path.reader() as handle:
+    with info.path.opened() as handle:
         yield from _points(pq.ParquetFile(handle), info)
 
 
@@ -164,7 +164,7 @@ def read_doc_ids(path: str | Path | Location) -> list[str]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    with locate(path).reader() as handle:
+    with locate(path).opened() as handle:
         table = pq.read_table(handle, columns=["doc_id", "position"])
     return table.filter(pc.equal(table["position"], 0))["doc_id"].to_pylist()
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -82,18 +83,24 @@ class Location:
                                "these credentials); create it first.")
 
     @contextmanager
-    def reader(self, start: int = 0) -> Iterator[IO[bytes]]:
-        """A buffered binary reader positioned at byte ``start``."""
+    def opened(self) -> Iterator[pa.NativeFile]:
+        """The file for random access, as pyarrow's own reader (Parquet reads its footer first)."""
         with self.failures("read"):
             handle = self.filesystem.open_input_file(self.path)
         try:
-            handle.seek(start)
-            yield io.BufferedReader(handle, buffer_size=1 << 20)
+            yield handle
         finally:
             handle.close()
 
+    @contextmanager
+    def reader(self, start: int = 0) -> Iterator[IO[bytes]]:
+        """A buffered binary reader positioned at byte ``start`` (for reading lines)."""
+        with self.opened() as handle:
+            handle.seek(start)
+            yield io.BufferedReader(handle, buffer_size=1 << 20)
+
     def read_bytes(self) -> bytes:
-        with self.reader() as handle, self.failures("read"):
+        with self.opened() as handle, self.failures("read"):
             return handle.read()
 
     def write_bytes(self, data: bytes | memoryview) -> None:
