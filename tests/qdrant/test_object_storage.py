@@ -191,6 +191,9 @@ def test_bad_uri_missing_bucket_and_missing_credentials_are_one_clear_error(buck
     assert code != 0 and "does not exist" in text and "Traceback" not in text
     code, text = run(f"s3://{bucket}/in", "-o", f"s3://{bucket}-missing/out")
     assert code != 0 and f"bucket '{bucket}-missing' does not exist" in text and len(text.strip().splitlines()) == 1
+    code = main(["load", f"s3://{bucket}/nothing-here", "-c", "pages", "--path", ":memory:", "--quiet"])
+    text = capsys.readouterr().err
+    assert code != 0 and f"shard folder 's3://{bucket}/nothing-here' does not exist" in text
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
