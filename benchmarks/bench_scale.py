@@ -35,7 +35,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
 from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
-from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
 from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def jsonl_lines(path: Path, *, start: int = 0, first_line: int = 1,
@@ -15,28 +15,29 @@ def jsonl_lines(path: Path, *, start: int = 0, first_line: int = 1,
     reported skip; a bad byte spoils only its own line, which is read and decoded on its own.
 
     ``start`` (a byte offset where line ``first_line`` begins) and ``max_lines`` read one range of a
-    large file, as a worker encoding one shard of it does."""
-    for number, _, raw in raw_lines(path, start=start, first_line=first_line, max_lines=max_lines):
-        value, reason = decode_line(raw)
-        if value is not BLANK:
-            yield number, value, reason
+    large file, as a worker encoding one range of it does."""
+    with Path(path).open("rb") as handle:
+        handle.seek(start)
+        for number, _, raw in raw_lines(handle, start=start, first_line=first_line, max_lines=max_lines):
+            value, reason = decode_line(raw)
+            if value is not BLANK:
+                yield number, value, reason
 
 
 BLANK = object()
 """What `decode_line` returns for a line with nothing but whitespace (``null`` is a value)."""
 
 
-def raw_lines(path: Path, *, start: int = 0, first_line: int = 1,
+def raw_lines(handle: IO[bytes], *, start: int = 0, first_line: int = 1,
               max_lines: int | None = None) -> Iterator[tuple[int, int, bytes]]:
-    """``(line number, byte offset, raw bytes)`` of every line from ``start``, blank ones included."""
-    with Path(path).open("rb") as handle:
-        handle.seek(start)
-        offset = start
-        for count, raw in enumerate(handle):
-            if max_lines is not None and count >= max_lines:
-                return
-            yield first_line + count, offset, raw
-            offset += len(raw)
+    """``(line number, byte offset, raw bytes)`` of every line of a binary ``handle`` positioned at byte
+    ``start``, blank ones included (any readable stream: a local file or an object-storage reader)."""
+    offset = start
+    for count, raw in enumerate(handle):
+        if max_lines is not None and count >= max_lines:
+            return
+        yield first_line + count, offset, raw
+        offset += len(raw)
 
 
 def decode_line(raw: bytes) -> tuple[Any, str | None]:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -23,9 +24,9 @@ import pytest
 from mteb_fairpos.cli import main
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, InputError, point_id, store
 from mteb_fairpos.integrations.qdrant.bulk import load_shards
-from mteb_fairpos.integrations.qdrant.encode_job import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
-from mteb_fairpos.integrations.qdrant.plan import plan_input, read_shard
+from mteb_fairpos.integrations.qdrant.input import read_range, scan_file, scan_input
 from mteb_fairpos.integrations.qdrant.shards import ShardError, read_points, shard_files
 from mteb_fairpos.offline import MINILM_HUB_ID
 
@@ -85,62 +86,62 @@ def assert_same_points(expected: dict, actual: dict) -> None:
             assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= 0.99999
 
 
-# ---------------------------------------------------------------------------- the plan
-def test_plan_cuts_byte_ranges_and_reads_them_back(tmp_path):
+# ---------------------------------------------------------------------------- the input scan
+def test_scan_cuts_byte_ranges_and_reads_them_back(tmp_path):
     items = records(23)
     path = write_jsonl(tmp_path / "a.jsonl", items, blank_after={4, 9})
-    plan = plan_input(path, shard_size=10)
-    assert [s.documents for s in plan.shards] == [10, 10, 3] and plan.documents == 23
-    assert [s.first for s in plan.shards] == [1, 12, 23]  # line numbers, blank lines counted
-    assert len({s.name for s in plan.shards}) == 3
-    docs = [d for s in plan.shards for d in read_shard(s)]
+    scan = scan_input(path, range_size=10)
+    assert [s.documents for s in scan.ranges] == [10, 10, 3] and scan.documents == 23
+    assert [s.first for s in scan.ranges] == [1, 12, 23]  # line numbers, blank lines counted
+    assert len({s.name for s in scan.ranges}) == 3
+    docs = [d for s in scan.ranges for d in read_range(s)]
     assert [d.doc_id for d in docs] == [r["id"] for r in items]
     # the same input cut the same way: names and fingerprints are stable
-    assert plan_input(path, shard_size=10).shards == plan.shards
+    assert scan_input(path, range_size=10).ranges == scan.ranges
 
 
-def test_plan_reads_parquet_and_folders(tmp_path):
+def test_scan_reads_parquet_and_folders(tmp_path):
     items = records(12)
     folder = tmp_path / "in"
     folder.mkdir()
     write_jsonl(folder / "a.jsonl", items[:5])
     flat = [{"id": r["id"], "segments": [s["text"] for s in r["segments"]]} for r in items[5:]]
     pq.write_table(pa.Table.from_pylist(flat), folder / "b.parquet", row_group_size=3)
-    plan = plan_input(folder, shard_size=4)
-    assert plan.documents == 12 and [s.format for s in plan.shards] == ["jsonl", "jsonl", "parquet", "parquet"]
-    assert [d.doc_id for s in plan.shards for d in read_shard(s)] == [r["id"] for r in items]
+    scan = scan_input(folder, range_size=4)
+    assert scan.documents == 12 and [s.format for s in scan.ranges] == ["jsonl", "jsonl", "parquet", "parquet"]
+    assert [d.doc_id for s in scan.ranges for d in read_range(s)] == [r["id"] for r in items]
 
 
-def test_plan_reports_duplicates_across_files_with_counts(tmp_path):
+def test_scan_reports_duplicates_across_files_with_counts(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", records(4))
     write_jsonl(tmp_path / "b.jsonl", records(3) + records(2, prefix="x"))
     with pytest.raises(InputError, match=r"3 document id\(s\) occur more than once \(3 extra record\(s\)\).*'d0' x2"):
-        plan_input(tmp_path)
-    plan = plan_input(tmp_path, on_error="skip")
-    assert plan.documents == 6 and plan.duplicates == {"d0": 2, "d1": 2, "d2": 2}
-    assert [p.where for p in plan.problems] == ["b.jsonl line 1", "b.jsonl line 2", "b.jsonl line 3"]
-    assert sorted(d.doc_id for s in plan.shards for d in read_shard(s)) == ["d0", "d1", "d2", "d3", "x0", "x1"]
+        scan_input(tmp_path)
+    scan = scan_input(tmp_path, on_error="skip")
+    assert scan.documents == 6 and scan.duplicates == {"d0": 2, "d1": 2, "d2": 2}
+    assert [p.where for p in scan.problems] == ["b.jsonl line 1", "b.jsonl line 2", "b.jsonl line 3"]
+    assert sorted(d.doc_id for s in scan.ranges for d in read_range(s)) == ["d0", "d1", "d2", "d3", "x0", "x1"]
 
 
-def test_plan_validates_every_record_first(tmp_path):
+def test_scan_validates_every_record_first(tmp_path):
     items = records(5)
     path = tmp_path / "a.jsonl"
     write_jsonl(path, items)
     with path.open("a") as handle:
         handle.write('{"id": "bad", "segments": []}\n{not json\n')
     with pytest.raises(InputError, match="a.jsonl line 6"):
-        plan_input(path)
-    plan = plan_input(path, on_error="skip")
-    assert plan.documents == 5 and [p.where for p in plan.problems] == ["a.jsonl line 6", "a.jsonl line 7"]
+        scan_input(path)
+    scan = scan_input(path, on_error="skip")
+    assert scan.documents == 5 and [p.where for p in scan.problems] == ["a.jsonl line 6", "a.jsonl line 7"]
 
 
 def test_a_changed_input_is_refused_by_the_worker(tmp_path):
     path = write_jsonl(tmp_path / "a.jsonl", records(4))
-    [shard] = plan_input(path).shards
+    [shard] = scan_input(path).ranges
     text = path.read_text().replace("council", "parliament", 1)
     path.write_text(text)
     with pytest.raises(InputError, match="input changed"):
-        read_shard(shard)
+        read_range(shard)
 
 
 # ---------------------------------------------------------------------------- encode + load
@@ -181,7 +182,7 @@ def test_rerun_skips_complete_shards_and_redoes_a_missing_one(tmp_path, model):
     again = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
     assert (again.shards_encoded, again.shards_skipped, again.forward_passes) == (0, 4, 0)
     # a run killed before its third shard was renamed into place: that shard (only) is redone
-    victim = shard_files(out)[2]
+    victim = Path(shard_files(out)[2].path)
     victim.unlink()
     (out / MANIFEST).unlink()
     resumed = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
@@ -254,7 +255,7 @@ def shards(tmp_path, model):
 
 
 def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards):
-    victim = shard_files(shards)[1]
+    victim = Path(shard_files(shards)[1].path)
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
     pq.write_table(pa.table({"x": [1, 2]}), shards / "notes.parquet")
     client = store.connect(":memory:")
@@ -383,9 +384,9 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
     reads = []
     from mteb_fairpos.integrations.qdrant import index as index_module
 
-    original_read = index_module.read_shard
-    monkeypatch.setattr(index_module, "read_shard", lambda shard: reads.append(shard.documents) or original_read(shard))
-    report = index.index_plan(index_module.plan_file(path, shard_size=10), batch_size=4, show_progress=False)
+    original_read = index_module.read_range
+    monkeypatch.setattr(index_module, "read_range", lambda span: reads.append(span.documents) or original_read(span))
+    report = index.index_scan(scan_file(path, range_size=10), batch_size=4, show_progress=False)
     assert report.written == 26 and client.count("pages", exact=True).count == 26
     assert reads == [10, 10, 6]  # three reads of bounded size, not one of the whole file
     assert client_threads == {threading.current_thread().name}

@@ -24,7 +24,7 @@ from mteb_fairpos.integrations.qdrant import (  # noqa: E402
     store,
 )
 from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
-from mteb_fairpos.integrations.qdrant.encode_job import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
 from test_bulk import assert_same_points, points_of, records, write_jsonl  # noqa: E402

@@ -22,7 +22,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--queries", default=None, help="JSONL of {doc_id, position, query} (default: the segments themselves)")
-    source.add_argument("--input", default=None, help="the indexed documents, if the collection stores no text")
+    source.add_argument("--input", default=None, help="the indexed documents (a JSONL or Parquet file, local or a URI "
+                        "such as s3://bucket/docs.jsonl), if the collection stores no text")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
     parser.add_argument("--depth", type=int, default=100, help="ranks searched for MRR (default 100)")
     parser.add_argument("--output", "--out", dest="out", default=None, help="output folder (default fairpos-output/discoverability-<collection>)")

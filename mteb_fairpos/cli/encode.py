@@ -16,8 +16,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "points as Parquet shards for `mteb-fairpos load`. Shards are the unit of work and of resumption: "
         "re-running the same command skips complete shards.",
     )
-    parser.add_argument("inputs", nargs="+", help="JSONL or Parquet files, or folders of them (the `index` record format)")
-    parser.add_argument("-o", "--output", required=True, help="folder for the shards and their manifest.json")
+    parser.add_argument("inputs", nargs="+",
+                        help="JSONL or Parquet files, or folders of them (the `index` record format); local paths or "
+                        "URIs such as s3://bucket/docs/ (credentials from the environment, e.g. AWS_ACCESS_KEY_ID)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="folder for the shards and their manifest.json: a local path or a URI (s3://bucket/shards)")
     parser.add_argument("-c", "--collection", required=True,
                         help="the collection the points are meant for (their ids are made for this name)")
     parser.add_argument("-m", "--model", default=None,
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             runtime.check_address(args.address)
         except runtime.RayUnavailableError as err:
             return qdrant_common.fail("encode", err)
-    from ..integrations.qdrant.encode_job import encode_to_shards
+    from ..integrations.qdrant.encode import encode_to_shards
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 

@@ -48,15 +48,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         # validate the whole input before connecting, loading the model or writing anything
         from ..integrations.qdrant import FairQdrantIndex
-        from ..integrations.qdrant.index import plan_file
+        from ..integrations.qdrant.input import scan_file
 
-        plan = plan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
+        scan = scan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
         client = qdrant_common.connect_from(args)
         try:
             model, name = qdrant_common.model_for_collection(args, client, calibrated=True)
             index = FairQdrantIndex(model, args.collection, client, model_name=name)
-            report = index.index_plan(
-                plan, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
+            report = index.index_scan(
+                scan, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
                 store_text=args.store_text, batch_size=args.batch_size, upsert_batch_size=args.upsert_batch_size,
                 retries=args.retries, show_progress=not args.quiet, shard_number=args.shard_number,
                 replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,

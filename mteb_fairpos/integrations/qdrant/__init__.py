@@ -8,17 +8,19 @@
 ...     hits = index.search("second", position=2)
 ...     index.discoverability().save("report/")
 
-Modules: :mod:`.records` (input formats and validation), :mod:`.encoding` (vectors, token
+Modules: :mod:`.records` (the record format and its validation), :mod:`.input` (the one reader
+of input files: JSONL and Parquet, local or object storage, ids checked, cut into ranges),
+:mod:`.storage` (local paths and ``s3://``-style URIs), :mod:`.encoding` (vectors, token
 spans, truncation, late chunks), :mod:`.store` (connection, collection metadata, ids,
 retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`;
-the shard route past one machine: :mod:`.plan`, :mod:`.shard_encoder`, :mod:`.shards`,
-:mod:`.encode_job` (:func:`encode_to_shards`), :mod:`.bulk` (:func:`load_shards`); :mod:`.edge`
+the shard route past one machine: :mod:`.shard_encoder`, :mod:`.shards`,
+:mod:`.encode` (:func:`encode_to_shards`), :mod:`.bulk` (:func:`load_shards`); :mod:`.edge`
 the Qdrant Edge backend (``connect(path, backend="edge")``).
 """
 
 from .bulk import LoadReport, load_shards
 from .discoverability import DiscoverabilityReport, PositionQuery, discoverability, read_queries
-from .encode_job import EncodeReport, encode_to_shards
+from .encode import EncodeReport, encode_to_shards
 from .encoding import (
     EncodedDocument,
     ModelLoader,
@@ -28,8 +30,9 @@ from .encoding import (
     model_name,
     resolve_model_path,
 )
-from .index import FairQdrantIndex, IndexReport, index_documents, plan_file
-from .records import Document, InputError, Problem, Segment, parse_document, parse_documents, read_documents
+from .index import FairQdrantIndex, IndexReport, index_documents
+from .input import InputRange, InputScan, parse_documents, read_documents, scan_file, scan_input
+from .records import Document, InputError, Problem, Segment, parse_document
 from .search import SearchHit, position_filter, search
 from .store import (
     CollectionMismatchError,
@@ -51,6 +54,8 @@ __all__ = [
     "FairQdrantIndex",
     "IndexReport",
     "InputError",
+    "InputRange",
+    "InputScan",
     "LoadReport",
     "ModelLoader",
     "PositionQuery",
@@ -71,11 +76,12 @@ __all__ = [
     "model_name",
     "parse_document",
     "parse_documents",
-    "plan_file",
     "point_id",
     "position_filter",
     "read_documents",
     "read_queries",
     "resolve_model_path",
+    "scan_file",
+    "scan_input",
     "search",
 ]

@@ -27,7 +27,8 @@ from qdrant_client import QdrantClient, models
 
 from . import shards as shard_files
 from . import store
-from .encode_job import MANIFEST
+from .encode import MANIFEST
+from .storage import Location, locate
 
 logger = logging.getLogger(__name__)
 OnBad = Literal["raise", "skip"]
@@ -98,7 +99,7 @@ def load_shards(
     start = time.perf_counter()
     if on_bad not in ("raise", "skip"):
         raise ValueError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}.")
-    folder = Path(folder)
+    folder = locate(folder)  # a local folder or a URI such as s3://bucket/prefix
     infos, bad = _read_shards(folder, on_bad)
     spec, target = _agreed_settings(infos, collection, folder)
     _check_manifest(folder, infos, partial or bool(bad))
@@ -140,7 +141,7 @@ def load_shards(
 
 
 # ---------------------------------------------------------------------------- internals
-def _read_shards(folder: Path, on_bad: OnBad) -> tuple[list[shard_files.ShardInfo], list[str]]:
+def _read_shards(folder: Location, on_bad: OnBad) -> tuple[list[shard_files.ShardInfo], list[str]]:
     files = shard_files.shard_files(folder)
     if not files:
         raise shard_files.ShardError(f"{folder} holds no shard files (*.parquet); run `mteb-fairpos encode` into it first.")
@@ -159,7 +160,7 @@ def _read_shards(folder: Path, on_bad: OnBad) -> tuple[list[shard_files.ShardInf
 
 
 def _agreed_settings(infos: list[shard_files.ShardInfo], collection: str | None,
-                     folder: Path) -> tuple[store.CollectionSpec, str]:
+                     folder: Location) -> tuple[store.CollectionSpec, str]:
     first = infos[0]
     for info in infos[1:]:
         if (info.spec, info.collection, info.store_text) != (first.spec, first.collection, first.store_text):
@@ -174,15 +175,15 @@ def _agreed_settings(infos: list[shard_files.ShardInfo], collection: str | None,
     return first.spec, first.collection
 
 
-def _check_manifest(folder: Path, infos: list[shard_files.ShardInfo], partial: bool) -> None:
-    path = folder / MANIFEST
-    if not path.is_file():
+def _check_manifest(folder: Location, infos: list[shard_files.ShardInfo], partial: bool) -> None:
+    path = folder.child(MANIFEST)
+    if not path.exists():
         if partial:
             return
         raise store.QdrantIndexError(
             f"{folder} has no {MANIFEST}: its encode has not finished (or was killed). Re-run the same encode to "
             "complete it, or pass --partial to load the shards that are there.")
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest = json.loads(path.read_bytes())
     listed = {entry["file"] for entry in manifest.get("shards", [])}
     present = {info.path.name for info in infos}
     if listed - present and not partial:

@@ -39,16 +39,8 @@ from .encoding import (
     model_name,
 )
 from .points import collection_spec, content_hash, document_points
-from .plan import InputPlan, plan_input, read_shard
-from .records import (
-    Document,
-    InputError,
-    OnError,
-    Problem,
-    check_iterable_of_records,
-    parse_documents,
-    require_documents,
-)
+from .input import InputScan, parse_documents, read_range, scan_file
+from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
 from .search import SearchHit, search
 
 logger = logging.getLogger(__name__)
@@ -253,18 +245,18 @@ class FairQdrantIndex:
                    batch_size: int = 32, **options: Any) -> IndexReport:
         """Index a JSONL or Parquet file of any size, streamed in bounded batches.
 
-        The whole file is validated first (see :func:`plan_file`; only ids and byte ranges are
-        kept), then read again batch by batch, so memory does not grow with the file.
+        The whole file is validated first (see :func:`.input.scan_file`; only ids and byte ranges
+        are kept), then read again batch by batch, so memory does not grow with the file.
         """
-        return self.index_plan(plan_file(path, on_error=on_error, format=format), batch_size=batch_size, **options)
+        return self.index_scan(scan_file(path, on_error=on_error, format=format), batch_size=batch_size, **options)
 
-    def index_plan(self, plan: InputPlan, *, batch_size: int = 32, uncalibrated: bool | None = None,
+    def index_scan(self, scan: InputScan, *, batch_size: int = 32, uncalibrated: bool | None = None,
                    late_chunks: bool | None = None, store_text: bool = True, upsert_batch_size: int = 256,
                    retries: int = 3, backoff: float = 0.5, show_progress: bool = True,
                    **collection_options: Any) -> IndexReport:
-        """Index a validated input plan (`plan_file`, `plan.plan_input`), reading it shard by shard."""
-        documents = (doc for shard in plan.shards for doc in read_shard(shard))
-        return self._index_batches(_batched(documents, batch_size), plan.documents, list(plan.problems),
+        """Index a validated input (`input.scan_file`, `input.scan_input`), reading it range by range."""
+        documents = (doc for span in scan.ranges for doc in read_range(span))
+        return self._index_batches(_batched(documents, batch_size), scan.documents, list(scan.problems),
                                    uncalibrated=uncalibrated, late_chunks=late_chunks, store_text=store_text,
                                    batch_size=batch_size, upsert_batch_size=upsert_batch_size, retries=retries,
                                    backoff=backoff, show_progress=show_progress, collection_options=collection_options)
@@ -364,23 +356,6 @@ def index_documents(model: SentenceTransformer, documents: Iterable[Document | d
 # ---------------------------------------------------------------------------- internals
 def _model_name(model: SentenceTransformer) -> str:
     return model_name(model)
-
-
-def plan_file(path: str | Path, *, on_error: OnError = "raise", format: str | None = None,
-              shard_size: int = 1024) -> InputPlan:
-    """Validate a JSONL or Parquet file of documents, keeping only ids and byte ranges (`plan.plan_input`).
-
-    Refuses a folder, a missing file and an input with nothing to index, as ``index`` does.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{str(path)!r} is a folder; give a JSONL or Parquet file of documents.")
-    if not path.is_file():
-        raise FileNotFoundError(f"input file {str(path)!r} does not exist.")
-    plan = plan_input(path, shard_size=shard_size, on_error=on_error, format=format)
-    if not plan.shards:
-        require_documents([], plan.problems, str(path))
-    return plan
 
 
 def _write_then_count(writer: _Writer, encoded: list[EncodedDocument], previous: dict[str, dict], report: IndexReport,

@@ -12,18 +12,17 @@ Optional top-level keys: ``language`` (default language of the segments) and ``m
 (a JSON object copied into the payload). The position of a segment is its 1-based index in
 the list. Everything is validated before anything is embedded or written; a bad record raises
 :class:`InputError` naming its line (JSONL) or row (Parquet), or with ``on_error="skip"`` is
-left out and reported as a :class:`Problem`.
+left out and reported as a :class:`Problem`. Files are read, and ids checked, by :mod:`.input`.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ...jsonl import jsonl_lines
 from ...spans import join_segments
 
 OnError = Literal["raise", "skip"]
@@ -107,12 +106,6 @@ def parse_document(record: Any, where: str = "record") -> Document:
     return _from_spans(doc_id, text, items, default_language, dict(metadata), where, shorthand=spans is not None)
 
 
-def parse_documents(records: Iterable[Any], *, on_error: OnError = "raise", source: str = "record") -> tuple[list[Document], list[Problem]]:
-    """Validate records given in memory (the Python API's input). Duplicate ids are errors too."""
-    check_iterable_of_records(records)
-    return _collect(((f"{source} {i}", r) for i, r in enumerate(records, start=1)), on_error)
-
-
 def check_iterable_of_records(records: Any) -> None:
     """A string, path or single dict where a list of records belongs is a clear TypeError."""
     if isinstance(records, (str, bytes, Path)):
@@ -132,86 +125,7 @@ def require_documents(documents: list[Document], problems: list[Problem], source
     raise InputError(f"{source}: nothing to index: {reason}.")
 
 
-def read_documents(path: str | Path, *, on_error: OnError = "raise", format: str | None = None) -> tuple[list[Document], list[Problem]]:
-    """Read and validate a JSONL or Parquet file (``format`` from the suffix unless given)."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{str(path)!r} is a folder; give a JSONL or Parquet file of documents.")
-    if not path.is_file():
-        raise FileNotFoundError(f"input file {str(path)!r} does not exist.")
-    fmt = format or _format_of(path)
-    if fmt == "jsonl":
-        return _collect(_jsonl_records(path), on_error)
-    if fmt == "parquet":
-        return _collect(_parquet_records(path), on_error)
-    raise InputError(f"unknown input format {fmt!r}; use 'jsonl' or 'parquet'.")
-
-
 # ---------------------------------------------------------------------------- internals
-class _Malformed:
-    """A line that is not valid JSON (kept as a record so skip-and-report sees it)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _collect(items: Iterable[tuple[str, Any]], on_error: OnError) -> tuple[list[Document], list[Problem]]:
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    documents: list[Document] = []
-    problems: list[Problem] = []
-    first_seen: dict[str, str] = {}
-    for where, record in items:
-        try:
-            if isinstance(record, _Malformed):
-                raise InputError(f"{where}: {record.reason}")
-            doc = parse_document(record, where)
-            if doc.doc_id in first_seen:
-                raise InputError(f"{where}: duplicate document id {doc.doc_id!r} (first seen at {first_seen[doc.doc_id]}).")
-        except InputError as err:
-            if on_error == "raise":
-                raise
-            doc_id = record.get("id") if isinstance(record, Mapping) else None
-            message = str(err)
-            reason = message[len(where):].removeprefix(": ").lstrip() if message.startswith(where) else message
-            problems.append(Problem(where, reason, None if doc_id is None else str(doc_id)))
-            continue
-        first_seen[doc.doc_id] = where
-        documents.append(doc)
-    return documents, problems
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[str, Any]]:
-    for number, record, malformed in jsonl_lines(path):
-        where = f"{path.name} line {number}"
-        yield where, _Malformed(f"malformed JSON ({malformed}).") if malformed else record
-
-
-def _parquet_records(path: Path) -> Iterator[tuple[str, Any]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as err:  # pragma: no cover - pyarrow ships with the test environment
-        raise InputError("reading Parquet needs pyarrow (pip install pyarrow).") from err
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        raise InputError(f"{path.name}: not a readable Parquet file ({err}).") from None
-    row = 0
-    for batch in parquet.iter_batches():
-        for record in batch.to_pylist():
-            row += 1
-            yield f"{path.name} row {row}", {k: v for k, v in record.items() if v is not None}
-
-
-def _format_of(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return "jsonl"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    raise InputError(f"cannot tell the format of {path.name!r} from its suffix; pass format='jsonl' or 'parquet'.")
-
-
 def _doc_id(value: Any, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{where}: every document needs an 'id' (string or integer), got {value!r}.")

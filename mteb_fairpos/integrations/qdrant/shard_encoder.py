@@ -1,9 +1,9 @@
-"""Encoding one input shard into one shard file: the unit of work of every encode engine.
+"""Encoding one input range into one shard file: the unit of work of every encode engine.
 
 A `ShardEncoder` holds one model (loaded once per worker) and the run's `EncodeOptions`; for
-each input shard it reads the records, embeds them with the code `index` uses (sorted by length
-inside the shard), builds the points with `points.document_points` and writes them atomically
-with `shards.write_shard`. The local engine runs one in this process, the Ray engine one per actor.
+each input range it reads the records (`input.read_range`), embeds them with the code `index`
+uses (sorted by length inside the range), builds the points with `points.document_points` and
+writes them, then their completion record, with `shards.write_shard`. The local engine runs one in this process, the Ray engine one per actor.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sentence_transformers import SentenceTransformer
@@ -19,8 +18,9 @@ from sentence_transformers import SentenceTransformer
 from . import shards as shard_files
 from . import store
 from .encoding import encode_documents
-from .plan import InputShard, read_shard
+from .input import InputRange, read_range
 from .points import collection_spec, document_points
+from .storage import locate
 
 
 @dataclass(frozen=True)
@@ -29,13 +29,14 @@ class EncodeOptions:
 
     collection: str
     output: str
+    """The shard folder: a local path or a URI."""
     spec: store.CollectionSpec
     store_text: bool = True
     batch_size: int = 32
 
 
 class ShardEncoder:
-    """Encodes input shards into shard files; one per worker, holding the model.
+    """Encodes input ranges into shard files; one per worker, holding the model.
 
     It counts the model's forward passes, so a re-run can show that finished shards cost nothing.
     """
@@ -59,19 +60,20 @@ class ShardEncoder:
         """Take the counting hook off the model (a model passed in outlives the encoder)."""
         self._hook.remove()
 
-    def encode(self, shard: InputShard) -> dict[str, Any]:
-        """Encode one shard and write its file; returns what it did (counts, forward passes, seconds)."""
+    def encode(self, span: InputRange) -> dict[str, Any]:
+        """Encode one range and write its shard file; returns what it did (counts, forward passes, seconds)."""
         start = time.perf_counter()
         before = self.forward_passes
         options, spec = self.options, self.options.spec
-        documents = read_shard(shard)
+        documents = read_range(span)
         encoded = encode_documents(self.model, documents, uncalibrated_vectors=spec.both_passes,
                                    late_chunks=spec.late_chunks, batch_size=options.batch_size)
         points = [point for enc in encoded
                   for point in document_points(enc, spec, options.collection, store_text=options.store_text)]
-        info = shard_files.write_shard(Path(options.output) / f"{shard.name}{shard_files.SUFFIX}", points, spec=spec,
-                                       collection=options.collection, store_text=options.store_text, source=shard.source())
-        return {"name": shard.name, "documents": info.documents, "points": info.points,
+        info = shard_files.write_shard(locate(options.output).child(f"{span.name}{shard_files.SUFFIX}"), points,
+                                       spec=spec, collection=options.collection, store_text=options.store_text,
+                                       source=span.source())
+        return {"name": span.name, "documents": info.documents, "points": info.points,
                 "forward_passes": self.forward_passes - before,
                 "truncated": sum(1 for enc in encoded if enc.truncation is not None),
                 "seconds": time.perf_counter() - start}

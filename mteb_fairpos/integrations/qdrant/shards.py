@@ -1,31 +1,38 @@
 """Encoded points at rest: Parquet shards between a distributed encode and a bulk load.
 
-A shard holds the points of a range of input records, one row per point: ``id``, ``doc_id``,
+A shard holds the points of one input range, one row per point: ``id``, ``doc_id``,
 ``position`` (0 for the document point), ``kind``, the ``payload`` as JSON text (so every
 payload round-trips exactly, whatever its nesting) and one float32 column per named vector.
 The file's metadata records the collection spec (model, calibration, dimension, vectors), the
 collection the ids were made for, and where its records came from with a fingerprint of their
-bytes. A shard is written to a temporary name and renamed, so a shard that exists is complete:
-a killed encode leaves whole shards and nothing else under a shard's name.
+bytes. Shards live in a local folder or under an object-storage URI (see `storage`).
+
+A shard is complete when it is fully written *and recorded*: its bytes appear under its name
+only whole (a local rename, or one object upload), and then a small record ``NAME.parquet.done``
+is written with its row count. A rename is not atomic on object storage, and a killed run may
+stop between the two writes, so a re-run trusts a shard only if its record exists and the file's
+row count (from its Parquet footer) equals the recorded one.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from . import store
 from .points import PointRecord
+from .storage import Location, StorageError, locate
 
 SHARD_FORMAT = 1
 METADATA_KEY = b"mteb_fairpos_shard"
 SUFFIX = ".parquet"
+DONE = ".done"
 
 
 class ShardError(store.QdrantIndexError):
@@ -36,7 +43,7 @@ class ShardError(store.QdrantIndexError):
 class ShardInfo:
     """What a shard file says about itself (read from its metadata, without its rows)."""
 
-    path: Path
+    path: Location
     spec: store.CollectionSpec
     collection: str
     store_text: bool
@@ -45,13 +52,18 @@ class ShardInfo:
     points: int
 
 
-def write_shard(path: str | Path, points: Sequence[PointRecord], *, spec: store.CollectionSpec, collection: str,
-                store_text: bool, source: dict[str, Any]) -> ShardInfo:
-    """Write ``points`` as one shard, atomically (temporary file, then rename)."""
+    @property
+    def stem(self) -> str:
+        return PurePosixPath(self.path.name).stem
+
+
+def write_shard(path: str | Path | Location, points: Sequence[PointRecord], *, spec: store.CollectionSpec,
+                collection: str, store_text: bool, source: dict[str, Any]) -> ShardInfo:
+    """Write ``points`` as one shard (whole or not at all), then its completion record."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
+    path = locate(path)
     columns: dict[str, Any] = {
         "id": pa.array([p.id for p in points], pa.string()),
         "doc_id": pa.array([p.payload["doc_id"] for p in points], pa.string()),
@@ -72,20 +84,46 @@ def write_shard(path: str | Path, points: Sequence[PointRecord], *, spec: store.
     about = {"format": SHARD_FORMAT, "spec": spec.metadata()[store.METADATA_KEY], "collection": collection,
              "store_text": store_text, "source": source, "documents": documents, "points": len(points)}
     table = pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(about).encode("utf-8")})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    pq.write_table(table, partial)
-    os.replace(partial, path)
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer)
+    path.write_bytes(buffer.getvalue())
+    done_record(path).write_bytes(json.dumps({"rows": len(points), "fingerprint": source.get("fingerprint")}).encode())
     return _info(path, about)
 
 
-def read_info(path: str | Path) -> ShardInfo:
+def done_record(path: str | Path | Location) -> Location:
+    """Where the completion record of the shard at ``path`` lives (beside it)."""
+    path = locate(path)
+    return path.sibling(path.name + DONE)
+
+
+def is_complete(info: ShardInfo) -> bool:
+    """Whether the shard was fully written and recorded: its record exists and matches its row count."""
+    import pyarrow.parquet as pq
+
+    record = done_record(info.path)
+    if record.kind() != pafs.FileType.File:
+        return False
+    try:
+        recorded = json.loads(record.read_bytes())
+        rows = int(recorded["rows"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    with info.path.opened() as handle:
+        footer = pq.ParquetFile(handle).metadata.num_rows
+    return rows == footer == info.points and recorded.get("fingerprint") == info.source.get("fingerprint")
+
+
+def read_info(path: str | Path | Location) -> ShardInfo:
     """The shard's metadata; :class:`ShardError` naming the file if it is unreadable or not a shard."""
     import pyarrow.parquet as pq
 
-    path = Path(path)
+    path = locate(path)
     try:
-        schema = pq.read_schema(path)
+        with path.opened() as handle:
+            schema = pq.read_schema(handle)
+    except (FileNotFoundError, StorageError):
+        raise
     except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
         raise ShardError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0][:160]}); "
                          "a truncated or damaged shard: delete it and re-run the encode.") from None
@@ -98,12 +136,16 @@ def read_info(path: str | Path) -> ShardInfo:
     return _info(path, about)
 
 
-def read_points(path: str | Path) -> Iterator[PointRecord]:
+def read_points(path: str | Path | Location) -> Iterator[PointRecord]:
     """The shard's points, in the order they were written (segment points before their document point)."""
     import pyarrow.parquet as pq
 
     info = read_info(path)
-    parquet = pq.ParquetFile(path)
+    with info.path.opened() as handle:
+        yield from _points(pq.ParquetFile(handle), info)
+
+
+def _points(parquet: Any, info: ShardInfo) -> Iterator[PointRecord]:
     for batch in parquet.iter_batches():
         ids = batch.column("id").to_pylist()
         payloads = batch.column("payload").to_pylist()
@@ -117,24 +159,25 @@ def read_points(path: str | Path) -> Iterator[PointRecord]:
             yield PointRecord(pid, named, json.loads(payload))
 
 
-def read_doc_ids(path: str | Path) -> list[str]:
+def read_doc_ids(path: str | Path | Location) -> list[str]:
     """The document ids of a shard's document points (for duplicate checks across shards)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=["doc_id", "position"])
+    with locate(path).opened() as handle:
+        table = pq.read_table(handle, columns=["doc_id", "position"])
     return table.filter(pc.equal(table["position"], 0))["doc_id"].to_pylist()
 
 
-def shard_files(folder: str | Path) -> list[Path]:
+def shard_files(folder: str | Path | Location) -> list[Location]:
     """The Parquet files of a shard folder, sorted by name (temporary files of a killed run left out)."""
-    folder = Path(folder)
-    if not folder.is_dir():
+    folder = locate(folder)
+    if folder.kind() != pafs.FileType.Directory:
         raise FileNotFoundError(f"shard folder {str(folder)!r} does not exist; run `mteb-fairpos encode` into it first.")
-    return sorted(p for p in folder.iterdir() if p.suffix == SUFFIX and not p.name.startswith("."))
+    return [p for p in folder.files() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
 
 
-def _info(path: Path, about: dict[str, Any]) -> ShardInfo:
+def _info(path: Location, about: dict[str, Any]) -> ShardInfo:
     spec = store.CollectionSpec.from_metadata({store.METADATA_KEY: about["spec"]})
     assert spec is not None
     return ShardInfo(path=path, spec=spec, collection=str(about["collection"]), store_text=bool(about["store_text"]),

@@ -1,10 +1,11 @@
-"""The distributed encode on Ray Data: input shards -> a pool of model actors -> shard files.
+"""The distributed encode on Ray Data: input ranges -> a pool of model actors -> shard files.
 
-Each row of the dataset is one input shard; ``map_batches`` hands shards to a pool of
+Each row of the dataset is one input range; ``map_batches`` hands ranges to a pool of
 `ShardEncoder` actors (the model loaded once per actor, one GPU each where the cluster has
-GPUs), which read their range of the input, encode it sorted by length and write one Parquet
-shard atomically. Ray Data restarts a killed actor and retries its shard; the shard's file
-appears only once it is complete, so a retried shard is never half-written or duplicated.
+GPUs), which read their range of the input (a local path or object storage), encode it sorted
+by length and write one Parquet shard and its completion record. Ray Data restarts a killed
+actor and retries its range; a shard counts only once it is complete and recorded, so a retried
+range is never half-written or duplicated.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from ..qdrant.input import InputRange
 from ..qdrant.shard_encoder import EncodeOptions, ShardEncoder
-from ..qdrant.plan import InputShard
 from .runtime import require_ray
 
 RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "seconds")
@@ -33,20 +34,20 @@ class ShardEncoderActor:
         self.encoder = ShardEncoder(loader, options)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        results = [self.encoder.encode(_shard(text)) for text in batch["shard"]]
+        results = [self.encoder.encode(_range(text)) for text in batch["range"]]
         return {key: [r[key] for r in results] for key in RESULT_KEYS}
 
 
-def encode_shards(todo: list[InputShard], loader: Callable[..., Any], options: EncodeOptions, *, actors: int = 1,
+def encode_ranges(todo: list[InputRange], loader: Callable[..., Any], options: EncodeOptions, *, actors: int = 1,
                   gpus_per_actor: float | None = None, cpus_per_actor: float | None = None,
                   show_progress: bool = True) -> list[dict[str, Any]]:
-    """Encode ``todo`` on the running Ray runtime; returns one result per shard (see `ShardEncoder.encode`)."""
+    """Encode ``todo`` on the running Ray runtime; returns one result per range (see `ShardEncoder.encode`)."""
     if not todo:
         return []
     ray = require_ray()
     from ray.data import ActorPoolStrategy, DataContext
 
-    actors = min(actors, len(todo))  # an actor without a shard would only load the model
+    actors = min(actors, len(todo))  # an actor without a range would only load the model
     resources = ray.cluster_resources()
     if gpus_per_actor is None:
         gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
@@ -59,7 +60,7 @@ def encode_shards(todo: list[InputShard], loader: Callable[..., Any], options: E
     context = DataContext.get_current()
     context.enable_progress_bars = show_progress
     context.print_on_execution_start = show_progress
-    dataset = ray.data.from_items([{"shard": json.dumps(asdict(shard))} for shard in todo],
+    dataset = ray.data.from_items([{"range": json.dumps(asdict(span))} for span in todo],
                                   override_num_blocks=len(todo))
     encoded = dataset.map_batches(
         ShardEncoderActor,
@@ -72,7 +73,7 @@ def encode_shards(todo: list[InputShard], loader: Callable[..., Any], options: E
     return list(encoded.iter_rows())
 
 
-def _shard(text: str) -> InputShard:
+def _range(text: str) -> InputRange:
     fields = json.loads(text)
     fields["skip"] = tuple(fields["skip"])
-    return InputShard(**fields)
+    return InputRange(**fields)

@@ -1,14 +1,16 @@
 """Encoding an input of any size into Parquet shards of points, in this process or on a Ray cluster.
 
-The job: plan the input (`plan.plan_input`: every record validated, duplicates counted), load
-the model once in the driver to know the collection spec and to refuse a mismatched output
-folder before any work, encode every shard not yet complete with a `ShardEncoder` (one per
-worker, the model loaded once per worker), then verify the folder against the plan (every
-shard present, ids counted) and write ``manifest.json`` last. The local engine is the
-one-worker case of the Ray engine: both run the same `ShardEncoder` on the same shards.
+The job: scan the input (`input.scan_input`: every record validated, duplicates counted, cut
+into ranges), load the model once in the driver to know the collection spec and to refuse a
+mismatched output folder before any work, encode every range whose shard is not yet complete
+with a `ShardEncoder` (one per worker, the model loaded once per worker), then verify the
+folder against the scan (every shard present, ids counted) and write ``manifest.json`` last.
+The local engine is the one-worker case of the Ray engine: both run the same `ShardEncoder`.
+Input and output may be local or on object storage (``s3://...``, see `storage`).
 
-A killed run leaves whole shards (each written atomically); the re-run skips them, so no
-finished shard is encoded twice.
+A killed run leaves whole shards and their completion records (see `shards`); the re-run skips
+a shard only if it is complete and recorded, so no finished shard is encoded twice and no
+half-recorded one is trusted.
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import pyarrow.fs as pafs
+
 from sentence_transformers import SentenceTransformer
 
 from . import shards as shard_files
 from . import store
 from .encoding import ModelLoader, model_name
-from .plan import InputPlan, InputShard, plan_input
+from .input import InputRange, InputScan, scan_input
 from .points import collection_spec
 from .records import OnError, Problem
 from .shard_encoder import EncodeOptions, ShardEncoder
+from .storage import Location, locate
 
 Engine = Literal["local", "ray"]
 MANIFEST = "manifest.json"
@@ -105,7 +110,8 @@ def encode_to_shards(
         engine: ``"local"`` (this process) or ``"ray"`` (a Ray Data actor pool; ``address``
             joins an existing cluster, default a local Ray runtime).
         actors / gpus_per_actor: the Ray actor pool (default: one GPU per actor where GPUs exist).
-        shard_size: documents per shard: the unit of work, of output files and of resumption.
+        output: a local folder or a URI (``s3://bucket/prefix``); credentials from the environment.
+        shard_size: documents per input range and shard: the unit of work, of output files and of resumption.
     """
     start = time.perf_counter()
     if not isinstance(collection, str) or not collection.strip():
@@ -121,11 +127,13 @@ def encode_to_shards(
         from ..ray import runtime
 
         runtime.check_address(address)
-    plan = plan_input(inputs, shard_size=shard_size, on_error=on_error)
-    if not plan.shards:
+    target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
+    target.require_bucket()
+    scan = scan_input(inputs, range_size=shard_size, on_error=on_error)
+    if not scan.ranges:
         raise store.QdrantIndexError(
-            f"nothing to encode: all {len(plan.problems)} record(s) of the input were left out (first: {plan.problems[0]})."
-            if plan.problems else "nothing to encode: the input holds no record.")
+            f"nothing to encode: all {len(scan.problems)} record(s) of the input were left out (first: {scan.problems[0]})."
+            if scan.problems else "nothing to encode: the input holds no record.")
     loader = ModelLoader(model, calibration or ModelLoader.calibration, max_length) if isinstance(model, str) else model
     if isinstance(loader, SentenceTransformer):  # a loaded model: Ray actors get a pickled copy
         driver_model = loader
@@ -134,13 +142,13 @@ def encode_to_shards(
     else:
         driver_model = loader()
     spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks)
-    output = Path(output)
-    done = _completed_shards(output, plan, spec, collection, store_text)
-    todo = [s for s in plan.shards if s.name not in done]
-    options = EncodeOptions(collection=collection, output=str(output), spec=spec, store_text=store_text,
-                            batch_size=batch_size)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / MANIFEST).unlink(missing_ok=True)  # a folder with a manifest is a complete one
+    done = _completed_shards(target, scan, spec, collection, store_text)
+    todo = [r for r in scan.ranges if r.name not in done]
+    options = EncodeOptions(collection=collection, output=target.path if target.local else target.uri, spec=spec,
+                            store_text=store_text, batch_size=batch_size)
+    if target.local:
+        Path(target.path).mkdir(parents=True, exist_ok=True)
+    target.child(MANIFEST).delete()  # a folder with a manifest is a complete one
     if engine == "local":
         results = _run_local(ShardEncoder(driver_model, options), todo, show_progress)
     else:
@@ -148,41 +156,42 @@ def encode_to_shards(
 
         del driver_model
         runtime.init(address)
-        results = pipeline.encode_shards(todo, loader, options, actors=actors, gpus_per_actor=gpus_per_actor,
+        results = pipeline.encode_ranges(todo, loader, options, actors=actors, gpus_per_actor=gpus_per_actor,
                                          show_progress=show_progress)
-    report = EncodeReport(output=str(output), documents=plan.documents, shards=len(plan.shards),
-                          shards_encoded=len(results), shards_skipped=len(plan.shards) - len(todo),
+    report = EncodeReport(output=str(output), documents=scan.documents, shards=len(scan.ranges),
+                          shards_encoded=len(results), shards_skipped=len(scan.ranges) - len(todo),
                           forward_passes=sum(r["forward_passes"] for r in results),
-                          truncated=sum(r["truncated"] for r in results), invalid=list(plan.problems),
-                          duplicates=dict(plan.duplicates), engine=engine)
-    report.points = _verify_and_write_manifest(output, plan, spec, collection, store_text)
+                          truncated=sum(r["truncated"] for r in results), invalid=list(scan.problems),
+                          duplicates=dict(scan.duplicates), engine=engine)
+    report.points = _verify_and_write_manifest(target, scan, spec, collection, store_text)
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _run_local(encoder: ShardEncoder, todo: list[InputShard], show_progress: bool) -> list[dict[str, Any]]:
+def _run_local(encoder: ShardEncoder, todo: list[InputRange], show_progress: bool) -> list[dict[str, Any]]:
     from tqdm.auto import tqdm
 
     results = []
     try:
         with tqdm(total=sum(s.documents for s in todo), desc="encoding shards", unit="doc",
                   disable=not show_progress) as bar:
-            for shard in todo:
-                results.append(encoder.encode(shard))
-                bar.update(shard.documents)
+            for span in todo:
+                results.append(encoder.encode(span))
+                bar.update(span.documents)
     finally:
         encoder.close()
     return results
 
 
-def _completed_shards(output: Path, plan: InputPlan, spec: store.CollectionSpec, collection: str,
+def _completed_shards(output: Location, scan: InputScan, spec: store.CollectionSpec, collection: str,
                       store_text: bool) -> set[str]:
-    """Names of the plan's shards already complete in ``output``; refuses a folder of another run."""
-    if not output.exists():
+    """Names of the ranges whose shard in ``output`` is complete and recorded; refuses a folder of another run."""
+    kind = output.kind()
+    if kind == pafs.FileType.NotFound:
         return set()
-    if not output.is_dir():
+    if kind != pafs.FileType.Directory:
         raise NotADirectoryError(f"output {str(output)!r} is a file; give a folder for the shards.")
-    planned = {s.name: s for s in plan.shards}
+    planned = {r.name: r for r in scan.ranges}
     done = set()
     foreign = []
     for path in shard_files.shard_files(output):
@@ -192,11 +201,12 @@ def _completed_shards(output: Path, plan: InputPlan, spec: store.CollectionSpec,
                 f"{path} holds points of another run (model {info.spec.model!r}, calibration {info.spec.calibration!r}, "
                 f"vectors {list(info.spec.vectors)}, collection {info.collection!r}); this run encodes "
                 f"{spec.model!r}, {spec.calibration!r}, {list(spec.vectors)} for {collection!r}. Use a new output folder.")
-        shard = planned.get(path.stem)
-        if shard is None:
+        span = planned.get(info.stem)
+        if span is None:
             foreign.append(path.name)
-        elif info.source.get("fingerprint") == shard.fingerprint and info.documents == shard.documents:
-            done.add(shard.name)
+        elif (info.source.get("fingerprint") == span.fingerprint and info.documents == span.documents
+              and shard_files.is_complete(info)):
+            done.add(span.name)
     if foreign:
         raise store.QdrantIndexError(
             f"{output} holds {len(foreign)} shard(s) that are not part of this input ({', '.join(foreign[:5])}"
@@ -205,21 +215,21 @@ def _completed_shards(output: Path, plan: InputPlan, spec: store.CollectionSpec,
     return done
 
 
-def _verify_and_write_manifest(output: Path, plan: InputPlan, spec: store.CollectionSpec, collection: str,
+def _verify_and_write_manifest(output: Location, scan: InputScan, spec: store.CollectionSpec, collection: str,
                                store_text: bool) -> int:
-    """Check every planned shard is complete and counts its documents; then write the manifest (last)."""
+    """Check every range's shard is complete, recorded and counts its documents; then write the manifest (last)."""
     entries = []
-    for shard in plan.shards:
-        info = shard_files.read_info(output / f"{shard.name}{shard_files.SUFFIX}")
+    for span in scan.ranges:
+        info = shard_files.read_info(output.child(f"{span.name}{shard_files.SUFFIX}"))
         ids = shard_files.read_doc_ids(info.path)
-        if info.source.get("fingerprint") != shard.fingerprint or len(ids) != shard.documents or len(set(ids)) != len(ids):
-            raise store.QdrantIndexError(f"{info.path}: holds {len(ids)} document(s), the input shard has "
-                                         f"{shard.documents}; delete the file and re-run.")
+        if (info.source.get("fingerprint") != span.fingerprint or len(ids) != span.documents
+                or len(set(ids)) != len(ids) or not shard_files.is_complete(info)):
+            raise store.QdrantIndexError(f"{info.path}: holds {len(ids)} document(s) and is "
+                                         f"{'' if shard_files.is_complete(info) else 'not '}recorded complete, the "
+                                         f"input range has {span.documents}; delete the file and re-run.")
         entries.append({"file": info.path.name, "documents": info.documents, "points": info.points,
                         "source": info.source})
     manifest = {"collection": collection, "spec": spec.metadata()[store.METADATA_KEY], "store_text": store_text,
-                "documents": plan.documents, "points": sum(e["points"] for e in entries), "shards": entries}
-    partial = output / f".{MANIFEST}.partial"
-    partial.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    partial.replace(output / MANIFEST)
+                "documents": scan.documents, "points": sum(e["points"] for e in entries), "shards": entries}
+    output.child(MANIFEST).write_bytes((json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
     return manifest["points"]

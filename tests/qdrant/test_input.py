@@ -1,0 +1,42 @@
+"""The one input reader: the same id check for files and in-memory records, folders, and local URIs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mteb_fairpos.integrations.qdrant import InputError, parse_documents, read_documents, scan_file, scan_input
+from mteb_fairpos.integrations.qdrant.input import read_range
+
+
+def write(path, ids):
+    path.write_text("".join(json.dumps({"id": i, "segments": [f"text of {i}", "more"]}) + "\n" for i in ids))
+    return path
+
+
+def test_in_memory_records_and_files_count_duplicate_ids_the_same_way(tmp_path):
+    ids = ["a", "b", "a", "c", "a", "b"]
+    message = r"2 document id\(s\) occur more than once \(3 extra record\(s\)\): 'a' x3 \(first at {0} 1\); 'b' x2"
+    with pytest.raises(InputError, match=message.format("record")):
+        parse_documents([{"id": i, "segments": ["x"]} for i in ids])
+    with pytest.raises(InputError, match=message.format("docs.jsonl line")):
+        read_documents(write(tmp_path / "docs.jsonl", ids))
+    docs, problems = parse_documents([{"id": i, "segments": ["x"]} for i in ids], on_error="skip")
+    assert [d.doc_id for d in docs] == ["a", "b", "c"]
+    assert [p.where for p in problems] == ["record 3", "record 5", "record 6"]
+
+
+def test_a_folder_skips_hidden_and_foreign_files_and_a_file_uri_reads_like_a_path(tmp_path):
+    write(tmp_path / "a.jsonl", ["a1", "a2"])
+    write(tmp_path / "b.ndjson", ["b1"])
+    write(tmp_path / ".a.jsonl.partial-12", ["x"])
+    (tmp_path / "readme.txt").write_text("not input")
+    scan = scan_input(tmp_path, range_size=1)
+    assert [r.name for r in scan.ranges] == ["a-000000001", "a-000000002", "b-000000001"]
+    assert [d.doc_id for r in scan.ranges for d in read_range(r)] == ["a1", "a2", "b1"]
+    assert scan_input(f"file://{tmp_path}", range_size=1).ranges == scan.ranges
+    with pytest.raises(InputError, match="is a folder; give a JSONL or Parquet file"):
+        scan_file(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        scan_input(tmp_path / "missing")

@@ -1,0 +1,205 @@
+"""Input, shards and manifest on object storage: a real S3-compatible server (moto's server mode)
+that these tests start on 127.0.0.1 and stop themselves; nothing of ours is mocked. Credentials
+reach pyarrow through the usual environment variables, as they would on a cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mteb_fairpos.cli import main
+from mteb_fairpos.integrations.qdrant import InputError, read_documents, scan_input, store
+from mteb_fairpos.integrations.qdrant.bulk import load_shards
+from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
+from mteb_fairpos.integrations.qdrant.input import read_range
+from mteb_fairpos.integrations.qdrant.shards import DONE, shard_files
+from mteb_fairpos.integrations.qdrant.storage import StorageError
+from mteb_fairpos.offline import MINILM_HUB_ID
+
+moto_server = pytest.importorskip("moto.server", reason="needs moto's server mode (pip install 'moto[server]')")
+boto3 = pytest.importorskip("boto3")
+
+SECRET = "s3cr3t-never-printed"
+WORDS = "council budget river mountain market bank election music film science comet frog forest".split()
+
+
+@pytest.fixture(scope="module")
+def server():
+    """One moto S3 server for the module, on a free local port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    running = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    running.start()
+    yield f"http://127.0.0.1:{port}"
+    running.stop()
+
+
+@pytest.fixture
+def bucket(server, monkeypatch, request):
+    """A fresh bucket; the credentials and endpoint in the environment, as a cluster job would have them."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    name = request.node.name.lower().replace("_", "-")[:50]
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def model(minilm_dir):
+    return ModelLoader(MINILM_HUB_ID, "b8_lhalf_a0.5", device="cpu")()
+
+
+def records(n: int, prefix: str = "d") -> list[dict]:
+    rng = np.random.default_rng(7)
+    return [{"id": f"{prefix}{i}", "segments": [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 12)))) + "."
+                                                for _ in range(int(rng.integers(2, 4)))],
+             **({"metadata": {"page": i}} if i % 3 == 0 else {})} for i in range(n)]
+
+
+def jsonl(items: list[dict]) -> bytes:
+    return "".join(json.dumps(item) + "\n" for item in items).encode()
+
+
+def put(bucket: str, key: str, data: bytes) -> None:
+    boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=data)
+
+
+def keys(bucket: str, prefix: str) -> list[str]:
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    return sorted(item["Key"] for item in listed)
+
+
+def stored(client) -> dict:
+    points, _ = client.scroll("pages", limit=10_000, with_vectors=True, with_payload=True)
+    return {str(p.id): p for p in points}
+
+
+# ---------------------------------------------------------------------------- the reader
+def test_a_folder_on_s3_reads_as_the_same_folder_on_disk(bucket, tmp_path):
+    items = records(9)
+    put(bucket, "docs/a.jsonl", jsonl(items[:4]) + b"\n")
+    buffer = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(items[4:]), buffer, row_group_size=2)
+    put(bucket, "docs/b.parquet", buffer.getvalue().to_pybytes())
+    put(bucket, "docs/notes.txt", b"not an input")
+    local = tmp_path / "docs"
+    local.mkdir()
+    (local / "a.jsonl").write_bytes(jsonl(items[:4]) + b"\n")
+    pq.write_table(pa.Table.from_pylist(items[4:]), local / "b.parquet", row_group_size=2)
+
+    remote, here = scan_input(f"s3://{bucket}/docs", range_size=3), scan_input(local, range_size=3)
+    assert [(r.name, r.fingerprint, r.documents) for r in remote.ranges] == \
+        [(r.name, r.fingerprint, r.documents) for r in here.ranges]
+    assert remote.ranges[0].file == f"s3://{bucket}/docs/a.jsonl"
+    assert [d for r in remote.ranges for d in read_range(r)] == [d for r in here.ranges for d in read_range(r)]
+    assert read_documents(f"s3://{bucket}/docs/a.jsonl")[0] == read_documents(local / "a.jsonl")[0]
+
+
+def test_bad_input_on_s3_names_the_file_and_line_and_ids_are_counted_once(bucket):
+    put(bucket, "bad.jsonl", jsonl(records(2)) + b'{"id": "x", "segments": ["a"]\n')
+    with pytest.raises(InputError, match=r"^bad\.jsonl line 3: malformed JSON"):
+        scan_input(f"s3://{bucket}/bad.jsonl")
+    put(bucket, "twice/a.jsonl", jsonl(records(3)))
+    put(bucket, "twice/b.jsonl", jsonl(records(2)))
+    with pytest.raises(InputError, match=r"2 document id\(s\) occur more than once \(2 extra record\(s\)\)"):
+        scan_input(f"s3://{bucket}/twice")
+    scan = scan_input(f"s3://{bucket}/twice", on_error="skip")
+    assert scan.documents == 3 and scan.duplicates == {"d0": 2, "d1": 2}
+    assert [p.where for p in scan.problems] == ["b.jsonl line 1", "b.jsonl line 2"]
+
+
+# ---------------------------------------------------------------------------- encode and load
+def test_encode_to_s3_and_load_from_s3_equal_the_local_folder_route(bucket, tmp_path, model):
+    items = records(14)
+    put(bucket, "in/docs.jsonl", jsonl(items))
+    (tmp_path / "docs.jsonl").write_bytes(jsonl(items))
+    local = encode_to_shards(tmp_path / "docs.jsonl", tmp_path / "shards", model, "pages", shard_size=4,
+                             show_progress=False)
+    remote = encode_to_shards(f"s3://{bucket}/in", f"s3://{bucket}/shards", model, "pages", shard_size=4,
+                              show_progress=False)
+    assert (remote.documents, remote.shards, remote.shards_encoded, remote.points) == \
+        (local.documents, local.shards, local.shards_encoded, local.points) == (14, 4, 4, local.points)
+    assert keys(bucket, "shards/") == sorted([f"shards/{MANIFEST}"] + [
+        f"shards/{p.name}{suffix}" for p in shard_files(tmp_path / "shards") for suffix in ("", DONE)])
+    manifest = json.loads(boto3.client("s3").get_object(Bucket=bucket, Key=f"shards/{MANIFEST}")["Body"].read())
+    assert manifest["documents"] == 14 and manifest["points"] == local.points
+
+    here, there = store.connect(":memory:"), store.connect(":memory:")
+    load_shards(tmp_path / "shards", here, show_progress=False)
+    report = load_shards(f"s3://{bucket}/shards", there, show_progress=False)
+    assert (report.documents, report.points) == (14, local.points)
+    expected, actual = stored(here), stored(there)
+    assert expected.keys() == actual.keys() and len(expected) == local.points
+    for pid, point in expected.items():
+        assert actual[pid].payload == point.payload
+        assert actual[pid].vector.keys() == point.vector.keys()
+        for name, vector in point.vector.items():
+            assert np.array_equal(np.asarray(vector), np.asarray(actual[pid].vector[name]))
+
+
+def test_a_partial_s3_run_resumes_exactly(bucket, model):
+    put(bucket, "in/docs.jsonl", jsonl(records(15)))
+    output = f"s3://{bucket}/shards"
+    first = encode_to_shards(f"s3://{bucket}/in", output, model, "pages", shard_size=4, show_progress=False)
+    assert (first.shards_encoded, first.shards_skipped) == (4, 0)
+    s3 = boto3.client("s3")
+    names = [key for key in keys(bucket, "shards/") if key.endswith(".parquet")]
+    # a run killed between a shard's upload and its record, and a record that disagrees with its file
+    s3.delete_object(Bucket=bucket, Key=names[1] + DONE)
+    s3.put_object(Bucket=bucket, Key=names[3] + DONE, Body=json.dumps({"rows": 1, "fingerprint": None}).encode())
+    s3.delete_object(Bucket=bucket, Key=f"shards/{MANIFEST}")
+    with pytest.raises(store.QdrantIndexError, match="has not finished"):
+        load_shards(output, store.connect(":memory:"), show_progress=False)
+    resumed = encode_to_shards(f"s3://{bucket}/in", output, model, "pages", shard_size=4, show_progress=False)
+    assert (resumed.shards_encoded, resumed.shards_skipped) == (2, 2)
+    assert 0 < resumed.forward_passes < first.forward_passes
+    assert resumed.points == first.points and keys(bucket, "shards/") == sorted(
+        [f"shards/{MANIFEST}"] + names + [n + DONE for n in names])
+    client = store.connect(":memory:")
+    assert load_shards(output, client, show_progress=False).documents == 15
+    assert client.count("pages", exact=True).count == first.points
+
+
+# ---------------------------------------------------------------------------- clear errors
+def test_bad_uri_missing_bucket_and_missing_credentials_are_one_clear_error(bucket, tmp_path, monkeypatch, capsys):
+    put(bucket, "in/docs.jsonl", jsonl(records(2)))
+    with pytest.raises(StorageError, match="names no bucket"):
+        scan_input("s3:///docs.jsonl")
+    with pytest.raises(StorageError, match="no filesystem for nosuch://"):
+        scan_input("nosuch://bucket/docs.jsonl")
+
+    def run(*argv: str) -> tuple[int, str]:
+        code = main(["encode", *argv, "-c", "pages", "--quiet"])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    code, text = run(f"s3://{bucket}-missing/in", "-o", str(tmp_path / "out"))
+    assert code != 0 and "does not exist" in text and "Traceback" not in text
+    code, text = run(f"s3://{bucket}/in", "-o", f"s3://{bucket}-missing/out")
+    assert code != 0 and f"bucket '{bucket}-missing' does not exist" in text and len(text.strip().splitlines()) == 1
+    code = main(["load", f"s3://{bucket}/nothing-here", "-c", "pages", "--path", ":memory:", "--quiet"])
+    text = capsys.readouterr().err
+    assert code != 0 and f"shard folder 's3://{bucket}/nothing-here' does not exist" in text
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    code, text = run(f"s3://{bucket}/in", "-o", str(tmp_path / "out"))
+    assert code != 0 and "Traceback" not in text
+    assert f"s3://{bucket}/in" in text and "AWS_ACCESS_KEY_ID" in text and "refused" in text
+    assert len(text.strip().splitlines()) == 1 and SECRET not in text
+    assert not os.path.exists(tmp_path / "out")
