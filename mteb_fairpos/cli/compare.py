@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if not found.scores:
         print("no readable mteb results found.")
         return 1
-    print(f"a page to look at (sortable, filterable, with charts): mteb-fairpos leaderboard {args.results} -o {out / 'site'}")
+    print(f"a page to look at (sortable, filterable, with charts): mteb-fairpos leaderboard {args.results} -o {args.out / 'site'}")
     return 0
 
 
