@@ -266,6 +266,45 @@ def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards):
     assert client.count("pages", exact=True).count == 8
 
 
+def halve_rows(path, *, metadata=None):
+    """Rewrite a shard with its first half of rows, keeping (or replacing) its file metadata."""
+    table = pq.read_table(path)
+    kept = table.slice(0, table.num_rows // 2)
+    pq.write_table(kept.replace_schema_metadata(metadata or table.schema.metadata), path)
+    return kept.num_rows
+
+
+def test_a_shard_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused(shards):
+    victim = shard_files(shards)[1]
+    rows = halve_rows(victim)
+    client = store.connect(":memory:")
+    with pytest.raises(ShardError, match=rf"{victim.name}: its metadata says 4 document\(s\) in 4 point\(s\), "
+                                         rf"but its rows hold {rows} in {rows}"):
+        load_shards(shards, client, show_progress=False)
+    assert not client.collection_exists("pages")
+    report = load_shards(shards, client, on_bad="skip", show_progress=False)
+    assert (report.documents, report.points, report.shards) == (8, 8, 2)
+    assert len(report.bad_shards) == 1 and victim.name in report.bad_shards[0]
+    assert client.count("pages", exact=True).count == 8
+    about = json.loads(pq.read_schema(victim).metadata[b"mteb_fairpos_shard"])
+    about.update(documents=rows, points=rows)  # the file agrees with itself now, not with the manifest
+    pq.write_table(pq.read_table(victim).replace_schema_metadata({b"mteb_fairpos_shard": json.dumps(about)}), victim)
+    with pytest.raises(ShardError, match=rf"{victim.name}: the manifest says 4 document\(s\) in 4 point\(s\)"):
+        load_shards(shards, store.connect(":memory:"), show_progress=False)
+
+
+def test_load_reports_the_points_it_reads_back(shards):
+    """The read-back counts what the store holds: a store that drops points fails the load."""
+    client = store.connect(":memory:")
+    report = load_shards(shards, client, show_progress=False)
+    assert (report.documents, report.points) == (12, 12) == (12, client.count("pages", exact=True).count)
+    dropping = store.connect(":memory:")
+    real = dropping.upload_points
+    dropping.upload_points = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
+    with pytest.raises(store.UpsertFailedError, match=r"1 of its 4 point\(s\) are missing"):
+        load_shards(shards, dropping, show_progress=False)
+
+
 def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model):
     copy = shards / "copy.parquet"
     copy.write_bytes(shard_files(shards)[0].read_bytes())
