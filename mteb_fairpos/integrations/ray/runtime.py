@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +24,7 @@ AUTH_HELP = (f"set {AUTH_MODE}=token and give every process the head node's toke
              "it): the file ~/.ray/auth_token (or the file named by RAY_AUTH_TOKEN_PATH) or the RAY_AUTH_TOKEN "
              "environment variable, on the head (`ray start --head`), on each worker (`ray start --address`) and "
              "here (`encode --address`)")
+AUTH_NOTICES = "ray._private.authentication.authentication_token_setup"
 LOCAL_ADDRESSES = (None, "", "local")
 """Addresses that mean: start a Ray runtime on this machine (``"auto"`` joins one started with ``ray start``)."""
 
@@ -72,14 +75,21 @@ def use_cluster_token() -> bool:
     if AUTH_MODE in os.environ:
         return os.environ[AUTH_MODE].lower() == "token"
     try:
-        from ray._private.authentication import authentication_token_setup as setup
+        from ray._private.authentication import authentication_token_setup as setup  # AUTH_NOTICES
     except ImportError:  # pragma: no cover - depends on the Ray release
         return False
-    notices = logging.getLogger(setup.__name__)
+    with _auth_notices_off():
+        return bool(setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+
+
+@contextmanager
+def _auth_notices_off() -> Iterator[None]:
+    """Keep Ray's notices about the authentication mode it chose out of the output (errors still show)."""
+    notices = logging.getLogger(AUTH_NOTICES)
     level = notices.level
     notices.setLevel(logging.ERROR)
     try:
-        return bool(setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+        yield
     finally:
         notices.setLevel(level)
 
@@ -128,5 +138,6 @@ def init(address: str | None = None, *, num_cpus: int | None = None) -> None:
         return
     check_address(address)
     local = address in LOCAL_ADDRESSES
-    ray.init(address=None if local else address, num_cpus=num_cpus if local else None, include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    with _auth_notices_off():  # a local runtime turns token authentication on by default, and says so
+        ray.init(address=None if local else address, num_cpus=num_cpus if local else None, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
