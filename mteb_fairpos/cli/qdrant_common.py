@@ -48,6 +48,16 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write consistency of a new collection (server)")
 
 
+def quiet_if(args: argparse.Namespace) -> None:
+    """With ``--quiet``: no progress bars from the libraries either (model loading, Hub downloads)."""
+    if getattr(args, "quiet", False):
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils.logging import disable_progress_bar
+
+        disable_progress_bars()
+        disable_progress_bar()
+
+
 def print_report(report: Any, path: str | None) -> int:
     """Print a run's summary and, with ``--report PATH``, write its JSON form; the exit status 0."""
     print(report.summary())

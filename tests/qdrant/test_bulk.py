@@ -401,6 +401,21 @@ def test_encode_and_load_commands(tmp_path, capsys, minilm_dir):
     assert "cannot reach the Qdrant server at http://127.0.0.1:1" in capsys.readouterr().err
 
 
+def test_quiet_prints_the_summary_and_the_uncalibrated_count_once(tmp_path, capfd, minilm_dir):
+    short = [{"id": f"s{i}", "segments": [{"text": "Hi."}, {"text": "Yo."}]} for i in range(3)]  # < one basket of 8
+    path = write_jsonl(tmp_path / "docs.jsonl", records(6) + short)
+    capfd.readouterr()
+    assert main(["encode", str(path), "-o", str(tmp_path / "shards"), "-c", "pages", "--calibration", CALIBRATION,
+                 "--shard-size", "3", "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert out.count("3 document(s) left uncalibrated") == 1 and "3 shard(s) encoded" in out
+    assert main(["index", str(path), "-c", "pages", "--path", str(tmp_path / "qdrant"), "--calibration", CALIBRATION,
+                 "--batch-size", "3", "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert err == "" and out.count("3 document(s) left uncalibrated") == 1
+
+
 # ---------------------------------------------------------------------------- the single-process index, streamed
 def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_path, model, monkeypatch):
     """`index_file` reads the file shard by shard; in local mode every client call stays on the

@@ -34,6 +34,7 @@ from .discoverability import DiscoverabilityReport, discoverability
 from .encoding import (
     EncodedDocument,
     Truncation,
+    UncalibratedCount,
     calibration_text,
     encode_documents,
     model_name,
@@ -67,6 +68,7 @@ class IndexReport:
     created_collection: bool = False
     invalid: list[Problem] = field(default_factory=list)
     truncated: list[Truncation] = field(default_factory=list)
+    uncalibrated: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -78,6 +80,8 @@ class IndexReport:
         ]
         if self.stale_points_deleted:
             lines.append(f"{self.stale_points_deleted} stale segment point(s) of changed documents deleted")
+        if self.uncalibrated:
+            lines.append(UncalibratedCount.line(self.uncalibrated))
         if self.invalid:
             lines.append(f"{len(self.invalid)} invalid record(s) skipped:")
             lines.extend(f"  {p}" for p in self.invalid)
@@ -94,6 +98,7 @@ class IndexReport:
             "unchanged": self.unchanged,
             "points_written": self.points_written,
             "stale_points_deleted": self.stale_points_deleted,
+            "uncalibrated": self.uncalibrated,
             "created_collection": self.created_collection,
             "invalid": [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid],
             "truncated": [{"doc_id": t.doc_id, "n_tokens": t.n_tokens, "n_tokens_exact": t.n_tokens_exact, "max_tokens": t.max_tokens,
@@ -294,8 +299,10 @@ class FairQdrantIndex:
                 previous = {} if report.created_collection else writer.lookup(chunk)
                 todo = [d for d in chunk if not writer.unchanged(d, previous)]
                 report.unchanged += len(chunk) - len(todo)
-                encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes, late_chunks=writer.late,
-                                           batch_size=batch_size) if todo else []
+                with UncalibratedCount() as count:
+                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes,
+                                               late_chunks=writer.late, batch_size=batch_size) if todo else []
+                report.uncalibrated += count.documents
                 for enc in encoded:
                     if enc.truncation is not None:
                         report.truncated.append(enc.truncation)

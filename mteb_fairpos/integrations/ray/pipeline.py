@@ -19,7 +19,7 @@ from ..qdrant.shard_encoder import EncodeOptions, ShardEncoder
 from ..qdrant.plan import InputShard
 from .runtime import require_ray
 
-RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "seconds")
+RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "uncalibrated", "seconds")
 
 
 class ShardEncoderActor:
