@@ -424,7 +424,7 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
 
     items = records(26, seed=9)
     path = write_jsonl(tmp_path / "docs.jsonl", items)
-    client = store.connect(str(tmp_path / "qdrant"))  # on disk: SQLite, bound to this thread
+    client = store.connect(str(tmp_path / "qdrant"), backend="local")  # on disk: SQLite, bound to this thread
     index = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID)
     client_threads = set()
     original_upsert = client.upsert

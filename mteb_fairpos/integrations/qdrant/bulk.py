@@ -5,8 +5,9 @@ file, or one whose rows disagree with its metadata or the manifest, is named and
 skipped with ``on_bad="skip"``), the shards must agree on model, calibration,
 vectors and collection, document ids must be unique across shards (duplicates are counted), and
 an existing collection must match (the same check as ``index``). A new collection is created with
-the cluster settings and its payload indexes; on a server, HNSW building is deferred for the load
-(``m=0``, Qdrant's bulk-load setting) and restored afterwards, even if the load fails.
+the cluster settings and its payload indexes; where HNSW settings can change (a server), HNSW
+building is deferred for the load (``m=0``, Qdrant's bulk-load setting) and restored afterwards,
+even if the load fails; a backend that builds indexes only when asked (Edge) builds them at the end.
 
 Every number in the report counts points read from the files and found in the store when read
 back after each shard, never what a file's metadata claims.
@@ -31,6 +32,7 @@ from qdrant_client import QdrantClient, models
 
 from . import shards as shard_files
 from . import store
+from .backends import capabilities
 from .encode_job import MANIFEST
 
 logger = logging.getLogger(__name__)
@@ -96,7 +98,7 @@ def load_shards(
             ``max_retries`` times with exponential backoff from ``backoff`` seconds (re-sending the
             shard's phase: ids are idempotent); a client error (4xx) stops the load at once.
         defer_indexing: set HNSW ``m=0`` for the load and restore it after (default: for a
-            collection this load creates, on a server).
+            collection this load creates, where the backend has HNSW settings).
         shard_number / replication_factor / write_consistency_factor / on_disk_payload: for a new collection.
     """
     start = time.perf_counter()
@@ -118,8 +120,8 @@ def load_shards(
         store.create_collection(client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
                                 write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
         report.created_collection = True
-    defer = (report.created_collection if defer_indexing is None else defer_indexing) and (
-        not store.is_local(client) or store.is_edge(client))  # a server, or Edge (it indexes when "restored")
+    defer = (report.created_collection if defer_indexing is None else defer_indexing) and \
+        capabilities(client).hnsw_settings
     restore_m = _defer_hnsw(client, target) if defer else None
     report.deferred_indexing = defer
     from tqdm.auto import tqdm
@@ -141,6 +143,7 @@ def load_shards(
         progress.close()
         if restore_m is not None:
             client.update_collection(target, hnsw_config=models.HnswConfigDiff(m=restore_m))
+    store.build_indexes(client, target)
     report.seconds = time.perf_counter() - start
     return report
 

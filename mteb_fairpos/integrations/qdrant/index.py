@@ -30,6 +30,7 @@ from sentence_transformers import SentenceTransformer
 
 from ...segmented import calibration_pooling
 from . import store
+from .backends import capabilities
 from .discoverability import DiscoverabilityReport, discoverability
 from .encoding import (
     EncodedDocument,
@@ -291,7 +292,8 @@ class FairQdrantIndex:
         writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
                          retries=retries, backoff=backoff)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
-        background = None if store.is_local(self.client) else ThreadPoolExecutor(1, thread_name_prefix="fairpos-write")
+        background = ThreadPoolExecutor(1, thread_name_prefix="fairpos-write") \
+            if capabilities(self.client).concurrent_writers else None
         pending: Future | None = None
         try:
             for chunk in batches:
@@ -316,8 +318,8 @@ class FairQdrantIndex:
                     pending = background.submit(_write_then_count, writer, encoded, previous, report, progress, len(chunk))
             if pending is not None:
                 pending.result()
-            if report.written and store.is_edge(self.client):
-                self.client.optimize(self.collection)  # Edge indexes only when asked: HNSW and payload indexes
+            if report.written:
+                store.build_indexes(self.client, self.collection)
         finally:
             if background is not None:
                 background.shutdown(wait=True)

@@ -54,8 +54,8 @@ def encode_shards(todo: list[InputShard], loader: Callable[..., Any], options: E
         largest_node = max((n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")), default=1)
         share = min(resources.get("CPU", 1) // actors, largest_node)
         cpus_per_actor = 1.0 if gpus_per_actor else max(1.0, float(int(share)))
-    if not show_progress:  # Ray Data logs its plan and its finish at INFO
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+    if not show_progress:  # Ray Data logs its plan and its finish at INFO, and that its bars are off as a warning
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
     context = DataContext.get_current()
     context.enable_progress_bars = show_progress
     context.print_on_execution_start = show_progress
