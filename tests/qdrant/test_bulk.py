@@ -253,11 +253,11 @@ def shards(tmp_path, model):
     return tmp_path / "shards"
 
 
-def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards):
+def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards, new_store):
     victim = shard_files(shards)[1]
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
     pq.write_table(pa.table({"x": [1, 2]}), shards / "notes.parquet")
-    client = store.connect(":memory:")
+    client = new_store()
     with pytest.raises(ShardError, match=rf"(?s)2 of 4 file\(s\).*{victim.name}.*truncated.*notes.parquet.*foreign"):
         load_shards(shards, client, show_progress=False)
     assert not client.collection_exists("pages")
@@ -274,10 +274,10 @@ def halve_rows(path, *, metadata=None):
     return kept.num_rows
 
 
-def test_a_shard_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused(shards):
+def test_a_shard_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused(shards, new_store):
     victim = shard_files(shards)[1]
     rows = halve_rows(victim)
-    client = store.connect(":memory:")
+    client = new_store()
     with pytest.raises(ShardError, match=rf"{victim.name}: its metadata says 4 document\(s\) in 4 point\(s\), "
                                          rf"but its rows hold {rows} in {rows}"):
         load_shards(shards, client, show_progress=False)
@@ -290,32 +290,32 @@ def test_a_shard_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refuse
     about.update(documents=rows, points=rows)  # the file agrees with itself now, not with the manifest
     pq.write_table(pq.read_table(victim).replace_schema_metadata({b"mteb_fairpos_shard": json.dumps(about)}), victim)
     with pytest.raises(ShardError, match=rf"{victim.name}: the manifest says 4 document\(s\) in 4 point\(s\)"):
-        load_shards(shards, store.connect(":memory:"), show_progress=False)
+        load_shards(shards, new_store(), show_progress=False)
 
 
-def test_load_reports_the_points_it_reads_back(shards):
+def test_load_reports_the_points_it_reads_back(shards, new_store):
     """The read-back counts what the store holds: a store that drops points fails the load."""
-    client = store.connect(":memory:")
+    client = new_store()
     report = load_shards(shards, client, show_progress=False)
     assert (report.documents, report.points) == (12, 12) == (12, client.count("pages", exact=True).count)
-    dropping = store.connect(":memory:")
+    dropping = new_store()
     real = dropping.upload_points
     dropping.upload_points = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
     with pytest.raises(store.UpsertFailedError, match=r"1 of its 4 point\(s\) are missing"):
         load_shards(shards, dropping, show_progress=False)
 
 
-def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model):
+def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model, new_store):
     copy = shards / "copy.parquet"
     copy.write_bytes(shard_files(shards)[0].read_bytes())
-    client = store.connect(":memory:")
+    client = new_store()
     with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one shard \(8 copies\)"):
         load_shards(shards, client, partial=True, show_progress=False)
     assert not client.collection_exists("pages")
 
 
-def test_unfinished_encode_and_other_collection_are_refused(shards, model):
-    client = store.connect(":memory:")
+def test_unfinished_encode_and_other_collection_are_refused(shards, model, new_store):
+    client = new_store()
     with pytest.raises(store.CollectionMismatchError, match="encoded for collection 'pages'"):
         load_shards(shards, client, "news", show_progress=False)
     (shards / MANIFEST).unlink()
@@ -324,8 +324,8 @@ def test_unfinished_encode_and_other_collection_are_refused(shards, model):
     assert load_shards(shards, client, partial=True, show_progress=False).documents == 12
 
 
-def test_a_mismatched_collection_is_refused_before_any_write(shards, model, loader):
-    client = store.connect(":memory:")
+def test_a_mismatched_collection_is_refused_before_any_write(shards, model, loader, new_store):
+    client = new_store()
     FairQdrantIndex(ModelLoader(MINILM_HUB_ID, "b16_lhalf_a0.5", device="cpu")(), "pages", client).index(
         records(2, prefix="z"), show_progress=False)
     with pytest.raises(store.CollectionMismatchError, match="b16_lhalf_a0.5"):
@@ -333,8 +333,8 @@ def test_a_mismatched_collection_is_refused_before_any_write(shards, model, load
     assert client.count("pages", exact=True).count == 2
 
 
-def test_load_twice_rewrites_the_same_points(shards):
-    client = store.connect(":memory:")
+def test_load_twice_rewrites_the_same_points(shards, new_store):
+    client = new_store()
     load_shards(shards, client, show_progress=False)
     first = points_of(client, "pages")
     second = load_shards(shards, client, show_progress=False)

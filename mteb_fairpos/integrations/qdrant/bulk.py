@@ -112,14 +112,9 @@ def load_shards(
     _check_manifest(folder, manifest, shards, partial or bool(bad))
     _check_unique(shards)
     report = LoadReport(target, shards=len(shards), bad_shards=[str(err) for err in bad])
-    stored = store.read_spec(client, target)
-    if stored is not None:
-        store.check_compatible(target, stored, spec)
-        store.ensure_payload_indexes(client, target)
-    else:
-        store.create_collection(client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
-                                write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
-        report.created_collection = True
+    report.created_collection = store.open_collection(
+        client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
+        write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
     defer = (report.created_collection if defer_indexing is None else defer_indexing) and \
         capabilities(client).hnsw_settings
     restore_m = _defer_hnsw(client, target) if defer else None

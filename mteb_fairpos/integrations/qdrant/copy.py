@@ -49,12 +49,7 @@ def copy_collection(source: QdrantClient, target: QdrantClient, collection: str,
     if spec is None:
         raise store.QdrantIndexError(f"collection {collection!r} does not exist in the source store; nothing to copy.")
     report = CopyReport(collection, capabilities(source).name, capabilities(target).name)
-    stored = store.read_spec(target, collection)
-    if stored is None:
-        store.create_collection(target, collection, spec)
-        report.created_collection = True
-    else:
-        store.check_compatible(collection, stored, spec)
+    report.created_collection = store.open_collection(target, collection, spec)
     offset = None
     while True:
         records, offset = source.scroll(collection, limit=batch_size, offset=offset, with_payload=True,

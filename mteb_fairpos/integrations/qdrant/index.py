@@ -217,16 +217,12 @@ class FairQdrantIndex:
                 f"with {calibration_pooling(self.model)!r}. Index without late chunks."
             )
         wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
-        if stored is not None:
-            store.check_compatible(self.collection, stored, wanted)
-            store.ensure_payload_indexes(self.client, self.collection)
-            self._prepared = self._search_spec = stored
-            return stored, False
-        store.create_collection(self.client, self.collection, wanted, shard_number=shard_number,
-                                replication_factor=replication_factor,
-                                write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
-        self._prepared = self._search_spec = wanted
-        return wanted, True
+        created = store.open_collection(self.client, self.collection, wanted, shard_number=shard_number,
+                                        replication_factor=replication_factor,
+                                        write_consistency_factor=write_consistency_factor,
+                                        on_disk_payload=on_disk_payload)
+        self._prepared = self._search_spec = wanted if created else stored
+        return self._prepared, created
 
     # ------------------------------------------------------------------ indexing
     def index(

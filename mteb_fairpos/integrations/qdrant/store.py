@@ -288,6 +288,21 @@ def create_collection(
     ensure_payload_indexes(client, collection)
 
 
+def open_collection(client: QdrantClient, collection: str, spec: CollectionSpec, **cluster: Any) -> bool:
+    """Create ``collection`` for ``spec`` or check that the existing one matches it (raising
+    :class:`CollectionMismatchError` before any write); returns whether it was created.
+
+    The one create-or-check of every writer (``index``, ``load``, ``copy``); ``cluster`` settings
+    (``shard_number``, ...) apply to a new collection."""
+    stored = read_spec(client, collection)
+    if stored is None:
+        create_collection(client, collection, spec, **cluster)
+        return True
+    check_compatible(collection, stored, spec)
+    ensure_payload_indexes(client, collection)
+    return False
+
+
 def ensure_payload_indexes(client: QdrantClient, collection: str) -> list[str]:
     """Create the missing payload indexes where the backend supports them; returns the fields created."""
     if not capabilities(client).payload_indexes:
