@@ -114,10 +114,10 @@ def main() -> None:
         for name, connect in stores.items():
             client = connect(f"load-{repeat}")
             load_times[name].append(timed(lambda: load_shards(shards, client, show_progress=False)))
-            vectors = client.get_collection("bench").config.params.vectors
+            spec = store.read_spec(client, "bench")
             client.close()
             plain = connect(f"plain-{repeat}")
-            plain.create_collection("bench", vectors_config=vectors)
+            store.create_collection(plain, "bench", spec)  # the same collection: vectors, payload indexes
 
             def upload() -> None:  # the same end state as the load: points written, indexes built
                 plain.upload_points("bench", points, batch_size=256, wait=True)
