@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="bench-qdrant-", dir=args.disk_dir) as folder:
                 counter = iter(range(10**6))
-                ratio = bench_backend("local on-disk" if args.disk_dir is None else f"local on-disk ({args.disk_dir})", lambda: connect(os.path.join(folder, f"db{next(counter)}")),
+                ratio = bench_backend("local on-disk" if args.disk_dir is None else f"local on-disk ({args.disk_dir})", lambda: connect(backend="local", path=os.path.join(folder, f"db{next(counter)}")),
                                       model, encoded, spec_kwargs, args.batch, args.chunk, args.repeats)
         worst = max(worst, ratio)
     if args.url:

@@ -46,7 +46,13 @@ class CalibratedModelError(RuntimeError):
 
 
 class UncalibratedWarning(UserWarning):
-    """Some documents were left uncalibrated: their content is shorter than one basket."""
+    """Some documents were left uncalibrated: their content is shorter than one basket.
+
+    ``documents`` holds how many, so a long run can add them up and report the total once."""
+
+    def __init__(self, message: str, documents: int = 0) -> None:
+        super().__init__(message)
+        self.documents = documents
 
 
 class Calibration(Module):
@@ -214,9 +220,10 @@ class FairSentenceTransformer(SentenceTransformer):
             short, calibrated = self._uncalibrated
             if short:
                 warnings.warn(
-                    f"{short} of {short + calibrated} document(s) were left uncalibrated: their content is shorter "
-                    f"than one basket ({self.calibration.basket_size} tokens), so calibration does not change them.",
-                    UncalibratedWarning,
+                    UncalibratedWarning(
+                        f"{short} of {short + calibrated} document(s) were left uncalibrated: their content is shorter "
+                        f"than one basket ({self.calibration.basket_size} tokens), so calibration does not change them.",
+                        short),
                     stacklevel=_caller_level(),
                 )
 

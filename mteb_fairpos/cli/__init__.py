@@ -18,6 +18,7 @@ SUBCOMMANDS = [
     "index",
     "encode",
     "load",
+    "copy",
     "search",
     "discoverability",
     "segments",

@@ -49,6 +49,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ..integrations.ray import runtime
+    qdrant_common.quiet_if(args)
 
     if args.engine == "ray":  # before the heavy imports: a wrong address is reported within seconds
         try:

@@ -44,6 +44,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    qdrant_common.quiet_if(args)
     logging.getLogger("mteb_fairpos.integrations.qdrant").setLevel(logging.ERROR)  # truncation is in the summary
     try:
         # validate the whole input before connecting, loading the model or writing anything

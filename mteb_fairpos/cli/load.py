@@ -36,6 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    qdrant_common.quiet_if(args)
     try:
         from ..integrations.qdrant.bulk import load_shards
 

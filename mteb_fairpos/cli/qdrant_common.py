@@ -30,11 +30,11 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help
                         help=collection_help or "Qdrant collection name")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--path", default=None,
-                       help=f"folder of the embedded local Qdrant (default: ./{DEFAULT_PATH}; ':memory:' keeps nothing)")
+                       help=f"folder of the embedded store (default: ./{DEFAULT_PATH}; ':memory:' keeps nothing)")
     where.add_argument("--url", default=None, help="Qdrant server or cluster URL, e.g. http://localhost:6333")
-    parser.add_argument("--backend", choices=("local", "edge"), default="local",
-                        help="embedded engine for --path: qdrant-client's local mode (default) or Qdrant Edge "
-                        "(pip install 'mteb-fairpos[edge]')")
+    parser.add_argument("--backend", choices=("edge", "local"), default=None,
+                        help="embedded engine for --path: Qdrant Edge (default for a new folder) or qdrant-client's "
+                        "local mode (default for a folder it already holds, and for ':memory:')")
     parser.add_argument("--api-key", default=None,
                         help="API key for --url (default: the QDRANT_API_KEY environment variable)")
     parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
@@ -46,6 +46,16 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
     parser.add_argument("--write-consistency-factor", type=int, default=None,
                         help="write consistency of a new collection (server)")
+
+
+def quiet_if(args: argparse.Namespace) -> None:
+    """With ``--quiet``: no progress bars from the libraries either (model loading, Hub downloads)."""
+    if getattr(args, "quiet", False):
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils.logging import disable_progress_bar
+
+        disable_progress_bars()
+        disable_progress_bar()
 
 
 def print_report(report: Any, path: str | None) -> int:
@@ -74,7 +84,11 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
     if existing and path != ":memory:" and not os.path.isdir(path):
         raise FileNotFoundError(f"no local Qdrant store at {path!r}; index into it first "
                                 "(mteb-fairpos index ... --path) or give the folder you indexed into.")
-    return _store().connect(path, backend=args.backend)
+    store = _store()
+    if args.backend is None and path != ":memory:" and store.holds_local_mode(path) and not getattr(args, "quiet", False):
+        print(f"note: {path} is a qdrant-client local-mode store, opened as it is; `mteb-fairpos copy {path} NEW "
+              "-c COLLECTION` copies a collection into Qdrant Edge, the faster default.", file=sys.stderr)
+    return store.connect(path, backend=args.backend)
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):

@@ -1,11 +1,16 @@
 """Loading Parquet shards of points into Qdrant: a server or cluster, or the embedded local mode.
 
-Before the first write: every shard file is read back (a foreign or truncated file is named and
-refused, or skipped with ``on_bad="skip"``), the shards must agree on model, calibration,
+Before the first write: every shard file is read back and its rows counted (a foreign or truncated
+file, or one whose rows disagree with its metadata or the manifest, is named and refused, or
+skipped with ``on_bad="skip"``), the shards must agree on model, calibration,
 vectors and collection, document ids must be unique across shards (duplicates are counted), and
 an existing collection must match (the same check as ``index``). A new collection is created with
-the cluster settings and its payload indexes; on a server, HNSW building is deferred for the load
-(``m=0``, Qdrant's bulk-load setting) and restored afterwards, even if the load fails.
+the cluster settings and its payload indexes; where HNSW settings can change (a server), HNSW
+building is deferred for the load (``m=0``, Qdrant's bulk-load setting) and restored afterwards,
+even if the load fails; a backend that builds indexes only when asked (Edge) builds them at the end.
+
+Every number in the report counts points read from the files and found in the store when read
+back after each shard, never what a file's metadata claims.
 
 Points go through qdrant-client's ``upload_points`` (batches, parallel streams), transient
 failures retried with backoff, client errors not; a shard's segment points are written before its document points, so a document point
@@ -27,6 +32,7 @@ from qdrant_client import QdrantClient, models
 
 from . import shards as shard_files
 from . import store
+from .backends import capabilities
 from .encode import MANIFEST
 from .storage import Location, locate
 
@@ -93,76 +99,124 @@ def load_shards(
             ``max_retries`` times with exponential backoff from ``backoff`` seconds (re-sending the
             shard's phase: ids are idempotent); a client error (4xx) stops the load at once.
         defer_indexing: set HNSW ``m=0`` for the load and restore it after (default: for a
-            collection this load creates, on a server).
+            collection this load creates, where the backend has HNSW settings).
         shard_number / replication_factor / write_consistency_factor / on_disk_payload: for a new collection.
     """
     start = time.perf_counter()
     if on_bad not in ("raise", "skip"):
         raise ValueError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}.")
     folder = locate(folder)  # a local folder or a URI such as s3://bucket/prefix
-    infos, bad = _read_shards(folder, on_bad)
-    spec, target = _agreed_settings(infos, collection, folder)
-    _check_manifest(folder, infos, partial or bool(bad))
-    _check_unique(infos)
-    report = LoadReport(target, shards=len(infos), bad_shards=bad)
-    stored = store.read_spec(client, target)
-    if stored is not None:
-        store.check_compatible(target, stored, spec)
-        store.ensure_payload_indexes(client, target)
-    else:
-        store.create_collection(client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
-                                write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
-        report.created_collection = True
-    defer = (report.created_collection if defer_indexing is None else defer_indexing) and (
-        not store.is_local(client) or store.is_edge(client))  # a server, or Edge (it indexes when "restored")
+    files = shard_files.shard_files(folder)
+    manifest = _read_manifest(folder, partial)
+    shards, bad = _read_shards(folder, files, on_bad, manifest)
+    spec, target = _agreed_settings(shards, collection, folder)
+    _check_manifest(folder, manifest, shards, partial or bool(bad))
+    _check_unique(shards)
+    report = LoadReport(target, shards=len(shards), bad_shards=[str(err) for err in bad])
+    report.created_collection = store.open_collection(
+        client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
+        write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
+    defer = (report.created_collection if defer_indexing is None else defer_indexing) and \
+        capabilities(client).hnsw_settings
     restore_m = _defer_hnsw(client, target) if defer else None
     report.deferred_indexing = defer
     from tqdm.auto import tqdm
 
-    progress = tqdm(total=sum(i.points for i in infos), desc=f"loading into {target}", unit="point",
+    progress = tqdm(total=sum(len(shard.point_ids) for shard in shards), desc=f"loading into {target}", unit="point",
                     disable=not show_progress)
     try:
-        for info in infos:
-            points = list(shard_files.read_points(info.path))
+        for shard in shards:
+            points = list(shard_files.read_points(shard.path))
             for phase in (False, True):  # segment points first, then the documents they belong to
                 batch = [p.to_point() for p in points if p.is_document == phase]
                 _upload(client, target, batch, batch_size=batch_size, parallel=parallel, max_retries=max_retries,
-                        backoff=backoff, done=report.documents, shard=info.path.name)
+                        backoff=backoff, done=report.documents, shard=shard.path.name)
                 progress.update(len(batch))
-            _check_written(client, target, points, info)
-            report.documents += info.documents
-            report.points += info.points
+            documents, written = _read_back(client, target, points, shard)
+            report.documents += documents
+            report.points += written
     finally:
         progress.close()
         if restore_m is not None:
             client.update_collection(target, hnsw_config=models.HnswConfigDiff(m=restore_m))
+    store.build_indexes(client, target)
     report.seconds = time.perf_counter() - start
     return report
 
 
 # ---------------------------------------------------------------------------- internals
-def _read_shards(folder: Location, on_bad: OnBad) -> tuple[list[shard_files.ShardInfo], list[str]]:
-    files = shard_files.shard_files(folder)
+@dataclass(frozen=True)
+class _Shard:
+    """A shard file as its rows say: its metadata, and the ids of the points it really holds."""
+
+    info: shard_files.ShardInfo
+    point_ids: list[str]
+    doc_ids: list[str]
+
+    @property
+    def path(self) -> Location:
+        return self.info.path
+
+
+def _read_manifest(folder: Location, partial: bool) -> dict[str, Any] | None:
+    path = folder.child(MANIFEST)
+    if not path.exists():
+        if partial:
+            return None
+        raise store.QdrantIndexError(
+            f"{folder} has no {MANIFEST}: its encode has not finished (or was killed). Re-run the same encode to "
+            "complete it, or pass --partial to load the shards that are there.")
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise store.QdrantIndexError(f"{path}: not a readable manifest ({err}); re-run the encode.") from None
+
+
+def _read_shards(folder: Location, files: list[Location], on_bad: OnBad,
+                 manifest: dict[str, Any] | None) -> tuple[list[_Shard], list[shard_files.ShardError]]:
     if not files:
         raise shard_files.ShardError(f"{folder} holds no shard files (*.parquet); run `mteb-fairpos encode` into it first.")
-    infos, bad = [], []
+    listed = {entry["file"]: entry for entry in (manifest or {}).get("shards", [])}
+    shards, bad = [], []
     for path in files:
         try:
-            infos.append(shard_files.read_info(path))
+            shards.append(_read_rows(shard_files.read_info(path), listed.get(path.name)))
         except shard_files.ShardError as err:
-            bad.append(str(err))
+            bad.append(err)
     if bad and on_bad == "raise":
         raise shard_files.ShardError(f"{len(bad)} of {len(files)} file(s) in {folder} are not loadable shards; nothing "
-                                     "was written:\n  " + "\n  ".join(bad) + "\nRemove them, or skip them (--skip-bad).")
-    if not infos:
-        raise shard_files.ShardError(f"no loadable shard in {folder}:\n  " + "\n  ".join(bad))
-    return infos, bad
+                                     "was written:\n  " + "\n  ".join(map(str, bad))
+                                     + "\nRemove them, or skip them (--skip-bad).")
+    if not shards:
+        raise shard_files.ShardError(f"no loadable shard in {folder}:\n  " + "\n  ".join(map(str, bad)))
+    return shards, bad
 
 
-def _agreed_settings(infos: list[shard_files.ShardInfo], collection: str | None,
-                     folder: Location) -> tuple[store.CollectionSpec, str]:
-    first = infos[0]
-    for info in infos[1:]:
+def _read_rows(info: shard_files.ShardInfo, listed: dict[str, Any] | None) -> _Shard:
+    """Count the shard's rows; refuse it if they disagree with its metadata or with the manifest's entry."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        with info.path.opened() as handle:
+            table = pq.read_table(handle, columns=["id", "doc_id", "position"])
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for damaged or foreign columns
+        raise shard_files.ShardError(f"{info.path}: its rows cannot be read ({str(err).splitlines()[0][:160]}); "
+                                     "delete it and re-run the encode.") from None
+    doc_ids = table.filter(pc.equal(table["position"], 0))["doc_id"].to_pylist()
+    rows = (len(doc_ids), table.num_rows)
+    for source, claimed in (("its metadata", (info.documents, info.points)),
+                            ("the manifest", None if listed is None else (listed["documents"], listed["points"]))):
+        if claimed is not None and tuple(claimed) != rows:
+            raise shard_files.ShardError(
+                f"{info.path}: {source} says {claimed[0]} document(s) in {claimed[1]} point(s), but its rows hold "
+                f"{rows[0]} in {rows[1]} (a truncated or rewritten shard); delete it and re-run the encode.")
+    return _Shard(info, table["id"].to_pylist(), doc_ids)
+
+
+def _agreed_settings(shards: list[_Shard], collection: str | None, folder: Location) -> tuple[store.CollectionSpec, str]:
+    first = shards[0].info
+    for info in (shard.info for shard in shards[1:]):
         if (info.spec, info.collection, info.store_text) != (first.spec, first.collection, first.store_text):
             raise store.CollectionMismatchError(
                 f"{info.path.name} and {first.path.name} in {folder} were encoded with different settings "
@@ -175,30 +229,24 @@ def _agreed_settings(infos: list[shard_files.ShardInfo], collection: str | None,
     return first.spec, first.collection
 
 
-def _check_manifest(folder: Location, infos: list[shard_files.ShardInfo], partial: bool) -> None:
-    path = folder.child(MANIFEST)
-    if not path.exists():
-        if partial:
-            return
-        raise store.QdrantIndexError(
-            f"{folder} has no {MANIFEST}: its encode has not finished (or was killed). Re-run the same encode to "
-            "complete it, or pass --partial to load the shards that are there.")
-    manifest = json.loads(path.read_bytes())
+def _check_manifest(folder: Location, manifest: dict[str, Any] | None, shards: list[_Shard], partial: bool) -> None:
+    if manifest is None or partial:
+        return
     listed = {entry["file"] for entry in manifest.get("shards", [])}
-    present = {info.path.name for info in infos}
-    if listed - present and not partial:
-        raise store.QdrantIndexError(f"{folder}: {len(listed - present)} shard(s) of the manifest are missing or "
-                                     f"unloadable ({', '.join(sorted(listed - present)[:5])}); re-run the encode.")
+    missing = listed - {shard.path.name for shard in shards}
+    if missing:
+        raise store.QdrantIndexError(f"{folder}: {len(missing)} shard(s) of the manifest are missing or "
+                                     f"unloadable ({', '.join(sorted(missing)[:5])}); re-run the encode.")
 
 
-def _check_unique(infos: list[shard_files.ShardInfo]) -> None:
+def _check_unique(shards: list[_Shard]) -> None:
     seen: Counter[str] = Counter()
     where: dict[str, list[str]] = {}
-    for info in infos:
-        for doc_id in shard_files.read_doc_ids(info.path):
+    for shard in shards:
+        for doc_id in shard.doc_ids:
             seen[doc_id] += 1
             if seen[doc_id] <= 3:
-                where.setdefault(doc_id, []).append(info.path.name)
+                where.setdefault(doc_id, []).append(shard.path.name)
     duplicates = {doc_id: n for doc_id, n in seen.items() if n > 1}
     if duplicates:
         shown = "; ".join(f"{d!r} x{n} ({', '.join(where[d])})" for d, n in sorted(duplicates.items())[:5])
@@ -229,9 +277,17 @@ def _upload(client: QdrantClient, collection: str, points: list[models.PointStru
             "so it rewrites the same points and adds no duplicate.") from err
 
 
-def _check_written(client: QdrantClient, collection: str, points: list, info: shard_files.ShardInfo) -> None:
-    ids = [p.id for p in points if p.is_document]
-    found = client.retrieve(collection, ids, with_payload=False, with_vectors=False)
-    if len(found) != len(ids):
-        raise store.UpsertFailedError(f"after loading {info.path.name}, {len(ids) - len(found)} of its {len(ids)} "
-                                      f"document point(s) are missing from {collection!r}; run the load again.")
+def _read_back(client: QdrantClient, collection: str, points: list, shard: _Shard,
+               chunk: int = 1000) -> tuple[int, int]:
+    """Look up every point just written; ``(documents, points)`` found, or an error if any is missing."""
+    documents = {p.id for p in points if p.is_document}
+    found_documents = found = 0
+    for begin in range(0, len(points), chunk):
+        ids = [p.id for p in points[begin:begin + chunk]]
+        records = client.retrieve(collection, ids, with_payload=False, with_vectors=False)
+        found += len(records)
+        found_documents += sum(1 for r in records if str(r.id) in documents)
+    if found != len(points):
+        raise store.UpsertFailedError(f"after loading {shard.path.name}, {len(points) - found} of its {len(points)} "
+                                      f"point(s) are missing from {collection!r}; run the load again.")
+    return found_documents, found

@@ -37,8 +37,15 @@ def require_edge() -> Any:
     try:
         import qdrant_edge
     except ImportError:
-        raise ImportError('the Qdrant Edge backend needs qdrant-edge-py: pip install "mteb-fairpos[edge]".') from None
+        raise ImportError('the Qdrant Edge backend needs qdrant-edge-py, a dependency of mteb-fairpos: '
+                          'pip install "qdrant-edge-py==0.9.0".') from None
     return qdrant_edge
+
+
+def holds_local_mode(path: str | os.PathLike[str]) -> bool:
+    """Whether the folder ``path`` holds a qdrant-client local-mode store (its ``meta.json`` or ``collection/``)."""
+    folder = Path(path)
+    return (folder / "meta.json").is_file() or (folder / "collection").is_dir()
 
 
 class EdgeClient:
@@ -47,7 +54,7 @@ class EdgeClient:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._edge = require_edge()
         self.path = Path(path)
-        if (self.path / "collection").is_dir() or (self.path / "meta.json").is_file():
+        if holds_local_mode(self.path):
             raise ValueError(f"{str(self.path)!r} holds a qdrant-client local-mode store, not a Qdrant Edge one; "
                              "open it with the local backend, or give Edge a folder of its own.")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -92,29 +99,21 @@ class EdgeClient:
         return True
 
     def get_collection(self, collection_name: str) -> models.CollectionInfo:
+        """What Edge reports (points, segments) and the settings file holds (vectors, metadata, payload
+        indexes); the fields a server adds (status, HNSW, optimizer, WAL) are left empty, not made up."""
         settings = self._settings(collection_name)
         shard = self._shard(collection_name)
         vectors = {name: models.VectorParams(size=v["size"], distance=models.Distance(v["distance"]))
                    for name, v in settings["vectors"].items()}
-        config = models.CollectionConfig.model_construct(
-            params=models.CollectionParams.model_construct(vectors=vectors),
-            hnsw_config=models.HnswConfig.model_construct(m=16, ef_construct=100, full_scan_threshold=10000),
-            optimizer_config=None, wal_config=None, metadata=settings["metadata"])
-        schema = {field: models.PayloadIndexInfo.model_construct(data_type=models.PayloadSchemaType(kind), points=0)
+        config = models.CollectionConfig.model_construct(  # HNSW, optimizer and WAL: Edge does not report them
+            params=models.CollectionParams.model_construct(vectors=vectors), hnsw_config=None, optimizer_config=None,
+            wal_config=None, metadata=settings["metadata"])
+        schema = {field: models.PayloadIndexInfo.model_construct(data_type=models.PayloadSchemaType(kind))
                   for field, kind in settings["payload_schema"].items()}
-        return models.CollectionInfo.model_construct(
-            status=models.CollectionStatus.GREEN, optimizer_status=models.OptimizersStatusOneOf.OK,
-            points_count=shard.info().points_count, segments_count=shard.info().segments_count, config=config,
-            payload_schema=schema)
-
-    def update_collection(self, collection_name: str, hnsw_config: models.HnswConfigDiff | None = None,
-                          **_: Any) -> bool:
-        """The bulk loader's "restore HNSW" (``m > 0``) builds the index now (`optimize`); ``m=0`` is a
-        no-op: Edge builds nothing while points arrive, only when its optimizer runs."""
-        self._settings(collection_name)
-        if hnsw_config is not None and hnsw_config.m:
-            self.optimize(collection_name)
-        return True
+        info = shard.info()
+        return models.CollectionInfo.model_construct(  # status: no server, no status
+            status=None, optimizer_status=None, points_count=info.points_count, segments_count=info.segments_count,
+            config=config, payload_schema=schema)
 
     def optimize(self, collection_name: str) -> bool:
         """Build the HNSW and payload indexes of what was written (blocking); True if anything changed.

@@ -28,7 +28,7 @@ from sentence_transformers import SentenceTransformer
 
 from . import shards as shard_files
 from . import store
-from .encoding import ModelLoader, model_name
+from .encoding import ModelLoader, UncalibratedCount, model_name
 from .input import InputRange, InputScan, scan_input
 from .points import collection_spec
 from .records import OnError, Problem
@@ -51,6 +51,7 @@ class EncodeReport:
     points: int = 0
     forward_passes: int = 0
     truncated: int = 0
+    uncalibrated: int = 0
     invalid: list[Problem] = field(default_factory=list)
     duplicates: dict[str, int] = field(default_factory=dict)
     engine: str = "local"
@@ -63,6 +64,8 @@ class EncodeReport:
         if self.truncated:
             lines.append(f"{self.truncated} document(s) longer than the model's maximum were truncated "
                          "(their payloads say which segments lost tokens)")
+        if self.uncalibrated:
+            lines.append(UncalibratedCount.line(self.uncalibrated))
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} id(s) occurred more than once; only the first copy of each was kept")
         if self.invalid:
@@ -161,7 +164,8 @@ def encode_to_shards(
     report = EncodeReport(output=str(output), documents=scan.documents, shards=len(scan.ranges),
                           shards_encoded=len(results), shards_skipped=len(scan.ranges) - len(todo),
                           forward_passes=sum(r["forward_passes"] for r in results),
-                          truncated=sum(r["truncated"] for r in results), invalid=list(scan.problems),
+                          truncated=sum(r["truncated"] for r in results),
+                          uncalibrated=sum(r["uncalibrated"] for r in results), invalid=list(scan.problems),
                           duplicates=dict(scan.duplicates), engine=engine)
     report.points = _verify_and_write_manifest(target, scan, spec, collection, store_text)
     report.seconds = time.perf_counter() - start

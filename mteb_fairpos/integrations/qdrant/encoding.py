@@ -9,6 +9,7 @@ stable name, the calibration text, and the truncation report of a document.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from ...config import CalibrationConfig
+from ...model import UncalibratedWarning
 from ...offline import MINILM_HUB_ID, minilm_path
 from ...segmented import (
     COVERAGE_CUT,
@@ -130,6 +132,36 @@ def calibration_text(model: SentenceTransformer) -> str:
     if config is None or getattr(model, "plan", None) is None:
         return "none"
     return str(config)
+
+
+class UncalibratedCount:
+    """While active, the model's :class:`UncalibratedWarning` is counted instead of shown, so a run
+    reports how many documents were left uncalibrated once, not once per batch or shard; other
+    warnings pass through as they were."""
+
+    def __init__(self) -> None:
+        self.documents = 0
+        self._catcher = warnings.catch_warnings(record=True)
+
+    def __enter__(self) -> UncalibratedCount:
+        self._caught = self._catcher.__enter__()
+        warnings.simplefilter("always", UncalibratedWarning)  # every batch's count, not the first one only
+        return self
+
+    @staticmethod
+    def line(documents: int) -> str:
+        """The report's line for ``documents`` left uncalibrated."""
+        return (f"{documents} document(s) left uncalibrated: their content is shorter than one calibration basket, "
+                "so their calibrated vector equals the uncalibrated one")
+
+    def __exit__(self, *exc: object) -> None:
+        self._catcher.__exit__(*exc)
+        for caught in self._caught:
+            if isinstance(caught.message, UncalibratedWarning):
+                self.documents += caught.message.documents
+            else:
+                warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno,
+                                       source=caught.source)
 
 
 def encode_documents(

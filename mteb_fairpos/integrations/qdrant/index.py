@@ -30,10 +30,12 @@ from sentence_transformers import SentenceTransformer
 
 from ...segmented import require_mean_pooling
 from . import store
+from .backends import capabilities
 from .discoverability import DiscoverabilityReport, discoverability
 from .encoding import (
     EncodedDocument,
     Truncation,
+    UncalibratedCount,
     calibration_text,
     encode_documents,
     model_name,
@@ -59,6 +61,7 @@ class IndexReport:
     created_collection: bool = False
     invalid: list[Problem] = field(default_factory=list)
     truncated: list[Truncation] = field(default_factory=list)
+    uncalibrated: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -70,6 +73,8 @@ class IndexReport:
         ]
         if self.stale_points_deleted:
             lines.append(f"{self.stale_points_deleted} stale segment point(s) of changed documents deleted")
+        if self.uncalibrated:
+            lines.append(UncalibratedCount.line(self.uncalibrated))
         if self.invalid:
             lines.append(f"{len(self.invalid)} invalid record(s) skipped:")
             lines.extend(f"  {p}" for p in self.invalid)
@@ -86,6 +91,7 @@ class IndexReport:
             "unchanged": self.unchanged,
             "points_written": self.points_written,
             "stale_points_deleted": self.stale_points_deleted,
+            "uncalibrated": self.uncalibrated,
             "created_collection": self.created_collection,
             "invalid": [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid],
             "truncated": [{"doc_id": t.doc_id, "n_tokens": t.n_tokens, "n_tokens_exact": t.n_tokens_exact, "max_tokens": t.max_tokens,
@@ -200,16 +206,12 @@ class FairQdrantIndex:
         if late_chunks:
             require_mean_pooling(self.model)
         wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
-        if stored is not None:
-            store.check_compatible(self.collection, stored, wanted)
-            store.ensure_payload_indexes(self.client, self.collection)
-            self._prepared = self._search_spec = stored
-            return stored, False
-        store.create_collection(self.client, self.collection, wanted, shard_number=shard_number,
-                                replication_factor=replication_factor,
-                                write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
-        self._prepared = self._search_spec = wanted
-        return wanted, True
+        created = store.open_collection(self.client, self.collection, wanted, shard_number=shard_number,
+                                        replication_factor=replication_factor,
+                                        write_consistency_factor=write_consistency_factor,
+                                        on_disk_payload=on_disk_payload)
+        self._prepared = self._search_spec = wanted if created else stored
+        return self._prepared, created
 
     # ------------------------------------------------------------------ indexing
     def index(
@@ -275,7 +277,8 @@ class FairQdrantIndex:
         writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
                          retries=retries, backoff=backoff)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
-        background = None if store.is_local(self.client) else ThreadPoolExecutor(1, thread_name_prefix="fairpos-write")
+        background = ThreadPoolExecutor(1, thread_name_prefix="fairpos-write") \
+            if capabilities(self.client).concurrent_writers else None
         pending: Future | None = None
         try:
             for chunk in batches:
@@ -283,8 +286,10 @@ class FairQdrantIndex:
                 previous = {} if report.created_collection else writer.lookup(chunk)
                 todo = [d for d in chunk if not writer.unchanged(d, previous)]
                 report.unchanged += len(chunk) - len(todo)
-                encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes, late_chunks=writer.late,
-                                           batch_size=batch_size) if todo else []
+                with UncalibratedCount() as count:
+                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes,
+                                               late_chunks=writer.late, batch_size=batch_size) if todo else []
+                report.uncalibrated += count.documents
                 for enc in encoded:
                     if enc.truncation is not None:
                         report.truncated.append(enc.truncation)
@@ -298,8 +303,8 @@ class FairQdrantIndex:
                     pending = background.submit(_write_then_count, writer, encoded, previous, report, progress, len(chunk))
             if pending is not None:
                 pending.result()
-            if report.written and store.is_edge(self.client):
-                self.client.optimize(self.collection)  # Edge indexes only when asked: HNSW and payload indexes
+            if report.written:
+                store.build_indexes(self.client, self.collection)
         finally:
             if background is not None:
                 background.shutdown(wait=True)

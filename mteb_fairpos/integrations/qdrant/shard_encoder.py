@@ -17,7 +17,7 @@ from sentence_transformers import SentenceTransformer
 
 from . import shards as shard_files
 from . import store
-from .encoding import encode_documents
+from .encoding import UncalibratedCount, encode_documents
 from .input import InputRange, read_range
 from .points import collection_spec, document_points
 from .storage import locate
@@ -66,8 +66,9 @@ class ShardEncoder:
         before = self.forward_passes
         options, spec = self.options, self.options.spec
         documents = read_range(span)
-        encoded = encode_documents(self.model, documents, uncalibrated_vectors=spec.both_passes,
-                                   late_chunks=spec.late_chunks, batch_size=options.batch_size)
+        with UncalibratedCount() as uncalibrated:
+            encoded = encode_documents(self.model, documents, uncalibrated_vectors=spec.both_passes,
+                                       late_chunks=spec.late_chunks, batch_size=options.batch_size)
         points = [point for enc in encoded
                   for point in document_points(enc, spec, options.collection, store_text=options.store_text)]
         info = shard_files.write_shard(locate(options.output).child(f"{span.name}{shard_files.SUFFIX}"), points,
@@ -76,4 +77,5 @@ class ShardEncoder:
         return {"name": span.name, "documents": info.documents, "points": info.points,
                 "forward_passes": self.forward_passes - before,
                 "truncated": sum(1 for enc in encoded if enc.truncation is not None),
+                "uncalibrated": uncalibrated.documents,
                 "seconds": time.perf_counter() - start}

@@ -1,7 +1,8 @@
 """Talking to Qdrant: connecting, the collection's schema and metadata, point ids, retried upserts.
 
-The embedded local mode (``QdrantClient(path=...)`` or ``":memory:"``) is the default; a URL
-(plus API key) selects a server or cluster. Everything the index needs to refuse a mismatched
+A folder (``path``) is an embedded store: Qdrant Edge for a new one, qdrant-client's local mode
+for one local mode already holds or one in memory; a URL (plus API key) selects a server or
+cluster. What each can do is in :mod:`.backends`. Everything the index needs to refuse a mismatched
 write (model, calibration, vector size and distance, vector names) is stored in the
 collection's own metadata (Qdrant >= 1.16) and checked before the first point is written.
 """
@@ -9,6 +10,7 @@ collection's own metadata (Qdrant >= 1.16) and checked before the first point is
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -16,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from qdrant_client import QdrantClient, models
-from qdrant_client.local.qdrant_local import QdrantLocal
 
-from .edge import EdgeClient  # the adapter only: qdrant_edge itself is imported when a store is opened
+from .backends import capabilities
+from .edge import EdgeClient, holds_local_mode  # the adapter only: qdrant_edge itself is imported when a store is opened
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +32,8 @@ VECTOR_UNCALIBRATED = "uncalibrated"
 VECTOR_LATE = "late_chunk"
 VECTOR_LATE_UNCALIBRATED = "late_chunk_uncalibrated"
 
-BACKENDS = ("local", "edge")
-"""The embedded engines: qdrant-client's local mode (the default) and Qdrant Edge."""
+BACKENDS = ("edge", "local")
+"""The embedded engines: Qdrant Edge (the default for a new folder) and qdrant-client's local mode."""
 
 KIND_DOCUMENT = "document"
 KIND_SEGMENT = "segment"
@@ -44,7 +46,7 @@ PAYLOAD_INDEXES: tuple[tuple[str, models.PayloadSchemaType], ...] = (
     ("position", models.PayloadSchemaType.INTEGER),
     ("language", models.PayloadSchemaType.KEYWORD),
 )
-"""Payload indexes created on a server and in Qdrant Edge (local mode has none: it scans)."""
+"""Payload indexes, where the backend has them (:attr:`.backends.Capabilities.payload_indexes`)."""
 
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/mteb-fairpos/qdrant-points")
 
@@ -81,29 +83,26 @@ def connect(
     url: str | None = None,
     api_key: str | None = None,
     timeout: float = 10.0,
-    backend: str = "local",
+    backend: str | None = None,
     **client_kwargs: Any,
 ) -> QdrantClient:
     """A client for an embedded store at ``path`` or a server at ``url``.
 
-    ``backend`` picks the embedded engine: ``"local"`` (qdrant-client's local mode; ``None`` or
-    ``":memory:"`` keeps it in memory) or ``"edge"`` (Qdrant Edge in ``path``, see :mod:`.edge`).
+    ``backend`` picks the embedded engine (see :func:`embedded_backend`): ``"edge"`` (Qdrant Edge,
+    the default for a new folder), ``"local"`` (qdrant-client's local mode: an existing local-mode
+    folder is opened with it, and ``None`` or ``":memory:"`` keeps it in memory).
     A server is probed once (list collections); if it cannot be reached this raises
     :class:`QdrantUnavailableError` and nothing has been written. ``client_kwargs`` go to
     ``QdrantClient`` (and from there to httpx, e.g. ``transport=`` or ``verify=``).
     """
     if url is not None and path is not None:
         raise ValueError("give either a local path or a server url, not both.")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
     if url is None:
         if api_key is not None:
             raise ValueError("an API key only applies to a server; give url= as well.")
-        if backend == "edge":
+        if embedded_backend(path, backend) == "edge":
             if path is None or path == ":memory:":
                 raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
-            from .edge import EdgeClient
-
             try:
                 return EdgeClient(path)  # type: ignore[return-value]
             except RuntimeError as err:  # the folder is locked by another client
@@ -120,14 +119,28 @@ def connect(
     return client
 
 
+def embedded_backend(path: str | os.PathLike[str] | None, backend: str | None = None) -> str:
+    """The engine for an embedded store at ``path``: ``backend`` if given; else local mode for a
+    store in memory or a folder local mode already holds (it is opened as it is), Qdrant Edge for
+    anything else (a new store)."""
+    if backend is not None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+        return backend
+    if path is None or str(path) == ":memory:" or holds_local_mode(path):
+        return "local"
+    return "edge"
+
+
 def check_reachable(client: QdrantClient, where: str | None = None) -> None:
-    """Fail with a clear message if ``client`` cannot talk to its Qdrant (no-op for local mode)."""
-    if is_local(client):
+    """Fail with a clear message if ``client`` cannot talk to its Qdrant (no-op for an embedded store)."""
+    if not capabilities(client).remote:
         return
     try:
         client.get_collections()
     except Exception as err:  # noqa: BLE001 - httpx, grpc and qdrant raise many kinds
-        target = where or getattr(getattr(client, "_client", None), "rest_uri", "the Qdrant server")
+        options = client.init_options
+        target = where or options.get("url") or options.get("host") or "the Qdrant server"
         if _status_of(err) in (401, 403):
             raise QdrantUnavailableError(
                 f"the Qdrant server at {target} refused the credentials ({_short(err)}); check the API key. "
@@ -135,22 +148,8 @@ def check_reachable(client: QdrantClient, where: str | None = None) -> None:
             ) from err
         raise QdrantUnavailableError(
             f"cannot reach the Qdrant server at {target} ({_short(err)}). Check the URL and that the server is "
-            "running; nothing was written. Leave out the URL to use the embedded local mode (--path)."
+            "running; nothing was written. Leave out the URL to use an embedded store (--path)."
         ) from err
-
-
-def is_local(client: QdrantClient) -> bool:
-    """Whether ``client`` is embedded (local mode or Qdrant Edge): no server, no network, one thread."""
-    return is_edge(client) or _is_local_mode(client)
-
-
-def is_edge(client: QdrantClient) -> bool:
-    """Whether ``client`` is the Qdrant Edge backend (embedded; builds its indexes when told to)."""
-    return isinstance(client, EdgeClient)
-
-
-def _is_local_mode(client: QdrantClient) -> bool:
-    return isinstance(getattr(client, "_client", None), QdrantLocal)
 
 
 # ---------------------------------------------------------------------------- schema
@@ -279,7 +278,8 @@ def create_collection(
         on_disk_payload=on_disk_payload,
         metadata=spec.metadata(),
     )
-    if not is_local(client) and CollectionSpec.from_metadata(client.get_collection(collection).config.metadata) is None:
+    if capabilities(client).remote and CollectionSpec.from_metadata(
+            client.get_collection(collection).config.metadata) is None:
         client.delete_collection(collection)
         raise QdrantIndexError(
             "the Qdrant server did not keep the collection metadata (it needs Qdrant >= 1.16), so a later run "
@@ -288,9 +288,24 @@ def create_collection(
     ensure_payload_indexes(client, collection)
 
 
+def open_collection(client: QdrantClient, collection: str, spec: CollectionSpec, **cluster: Any) -> bool:
+    """Create ``collection`` for ``spec`` or check that the existing one matches it (raising
+    :class:`CollectionMismatchError` before any write); returns whether it was created.
+
+    The one create-or-check of every writer (``index``, ``load``, ``copy``); ``cluster`` settings
+    (``shard_number``, ...) apply to a new collection."""
+    stored = read_spec(client, collection)
+    if stored is None:
+        create_collection(client, collection, spec, **cluster)
+        return True
+    check_compatible(collection, stored, spec)
+    ensure_payload_indexes(client, collection)
+    return False
+
+
 def ensure_payload_indexes(client: QdrantClient, collection: str) -> list[str]:
     """Create the missing payload indexes where the backend supports them; returns the fields created."""
-    if _is_local_mode(client):
+    if not capabilities(client).payload_indexes:
         return []  # local mode scans payloads; indexes would be no-ops with a warning
     existing = set(client.get_collection(collection).payload_schema or {})
     created = []
@@ -299,6 +314,12 @@ def ensure_payload_indexes(client: QdrantClient, collection: str) -> list[str]:
             client.create_payload_index(collection, field_name=field, field_schema=schema, wait=True)
             created.append(field)
     return created
+
+
+def build_indexes(client: QdrantClient, collection: str) -> None:
+    """Build the indexes of what was written, on a backend that builds them only when asked (Edge)."""
+    if capabilities(client).indexes_on_request:
+        client.optimize(collection)
 
 
 # ---------------------------------------------------------------------------- ids
@@ -369,7 +390,7 @@ def upsert_points(client: QdrantClient, collection: str, points: Sequence[models
     and include client errors (4xx), which must fail at once; the backoff here covers the rest.
     The embedded engines take the batch as one ``upsert`` (what ``upload_points`` does there).
     """
-    if is_local(client):
+    if not capabilities(client).remote:
         write = lambda: client.upsert(collection, points=list(points), wait=True)  # noqa: E731
     else:
         write = lambda: client.upload_points(collection, list(points), batch_size=max(1, len(points)),  # noqa: E731

@@ -20,7 +20,7 @@ from ..qdrant.input import InputRange
 from ..qdrant.shard_encoder import EncodeOptions, ShardEncoder
 from .runtime import require_ray
 
-RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "seconds")
+RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "uncalibrated", "seconds")
 
 
 class ShardEncoderActor:
@@ -55,8 +55,8 @@ def encode_ranges(todo: list[InputRange], loader: Callable[..., Any], options: E
         largest_node = max((n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")), default=1)
         share = min(resources.get("CPU", 1) // actors, largest_node)
         cpus_per_actor = 1.0 if gpus_per_actor else max(1.0, float(int(share)))
-    if not show_progress:  # Ray Data logs its plan and its finish at INFO
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+    if not show_progress:  # Ray Data logs its plan and its finish at INFO, and that its bars are off as a warning
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
     context = DataContext.get_current()
     context.enable_progress_bars = show_progress
     context.print_on_execution_start = show_progress

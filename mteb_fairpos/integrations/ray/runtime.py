@@ -2,20 +2,39 @@
 
 An address that cannot be reached is reported within seconds, before any input is read or any
 model loaded (``ray.init`` alone would keep retrying for a minute or more).
+
+Token authentication (Ray >= 2.52): once any local ``ray.init`` has run, ``~/.ray/auth_token``
+exists and ``ray start --head`` turns authentication on. Joining a cluster, this process applies
+the same rule (``RAY_AUTH_MODE`` unset and a token at hand: use it), so a driver beside the head
+node needs nothing set; a refused token is reported as such, with what to set where.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+AUTH_MODE = "RAY_AUTH_MODE"
+AUTH_HELP = (f"set {AUTH_MODE}=token and give every process the head node's token (`ray get-auth-token` there prints "
+             "it): the file ~/.ray/auth_token (or the file named by RAY_AUTH_TOKEN_PATH) or the RAY_AUTH_TOKEN "
+             "environment variable, on the head (`ray start --head`), on each worker (`ray start --address`) and "
+             "here (`encode --address`)")
+AUTH_NOTICES = "ray._private.authentication.authentication_token_setup"
 LOCAL_ADDRESSES = (None, "", "local")
 """Addresses that mean: start a Ray runtime on this machine (``"auto"`` joins one started with ``ray start``)."""
 
 
 class RayUnavailableError(RuntimeError):
     """Ray is not installed, or the cluster at the given address cannot be reached."""
+
+
+class RayAuthenticationError(RayUnavailableError):
+    """The cluster uses token authentication and refused this process's token (or its lack of one)."""
 
 
 def require_ray() -> Any:
@@ -43,7 +62,42 @@ def check_address(address: str | None, timeout: float = 5.0) -> None:
     except OSError as err:
         raise _unreachable(address, str(err)) from None
     if not address.startswith("ray://"):  # a Ray Client server (ray://) is not the GCS: the TCP check is all
+        use_cluster_token()
         _probe_gcs(address, timeout)
+
+
+def use_cluster_token() -> bool:
+    """Turn on token authentication here if ``RAY_AUTH_MODE`` is unset and a token is at hand.
+
+    It is the rule ``ray start --head`` applies, through the function Ray applies it with (not
+    public API: if a Ray release moves it, nothing changes and a refusal is still reported as one).
+    Ray's notice that it did so is kept out of the output. Returns whether token mode is on."""
+    if AUTH_MODE in os.environ:
+        return os.environ[AUTH_MODE].lower() == "token"
+    try:
+        from ray._private.authentication import authentication_token_setup as setup  # AUTH_NOTICES
+    except ImportError:  # pragma: no cover - depends on the Ray release
+        return False
+    with _auth_notices_off():
+        return bool(setup.maybe_enable_token_auth_if_token_available(warn_if_disabled=False))
+
+
+@contextmanager
+def _auth_notices_off() -> Iterator[None]:
+    """Keep Ray's notices about the authentication mode it chose out of the output (errors still show)."""
+    notices = logging.getLogger(AUTH_NOTICES)
+    level = notices.level
+    notices.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        notices.setLevel(level)
+
+
+def is_auth_failure(text: str) -> bool:
+    """Whether a Ray error message is a token-authentication refusal (its RPC status or Ray's own wording)."""
+    return any(mark in text for mark in ("InvalidAuthToken", "UNAUTHENTICATED", "Authentication token",
+                                         "authentication token"))
 
 
 def _probe_gcs(address: str, timeout: float) -> None:
@@ -58,7 +112,17 @@ def _probe_gcs(address: str, timeout: float) -> None:
     try:
         GcsClient(address=address, cluster_id=None).internal_kv_get(b"mteb-fairpos-probe", None, timeout=timeout)
     except Exception as err:  # noqa: BLE001 - Ray raises RpcError and friends
+        if is_auth_failure(str(err)):
+            raise auth_refused(address, str(err)) from None
         raise _unreachable(address, f"it answers, but not as a Ray cluster's GCS: {str(err)[:120]}") from None
+
+
+def auth_refused(address: str, why: str) -> RayAuthenticationError:
+    mode = os.environ.get(AUTH_MODE)
+    return RayAuthenticationError(
+        f"the Ray cluster at {address} uses token authentication and refused this process "
+        f"({why.splitlines()[0][:100]}; {AUTH_MODE} is {'unset' if mode is None else repr(mode)} here): {AUTH_HELP}. "
+        "Nothing was encoded.")
 
 
 def _unreachable(address: str, why: str) -> RayUnavailableError:
@@ -74,5 +138,6 @@ def init(address: str | None = None, *, num_cpus: int | None = None) -> None:
         return
     check_address(address)
     local = address in LOCAL_ADDRESSES
-    ray.init(address=None if local else address, num_cpus=num_cpus if local else None, include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    with _auth_notices_off():  # a local runtime turns token authentication on by default, and says so
+        ray.init(address=None if local else address, num_cpus=num_cpus if local else None, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)

@@ -254,11 +254,11 @@ def shards(tmp_path, model):
     return tmp_path / "shards"
 
 
-def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards):
+def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards, new_store):
     victim = Path(shard_files(shards)[1].path)
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
     pq.write_table(pa.table({"x": [1, 2]}), shards / "notes.parquet")
-    client = store.connect(":memory:")
+    client = new_store()
     with pytest.raises(ShardError, match=rf"(?s)2 of 4 file\(s\).*{victim.name}.*truncated.*notes.parquet.*foreign"):
         load_shards(shards, client, show_progress=False)
     assert not client.collection_exists("pages")
@@ -267,17 +267,56 @@ def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards):
     assert client.count("pages", exact=True).count == 8
 
 
-def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model):
+def halve_rows(path, *, metadata=None):
+    """Rewrite a shard with its first half of rows, keeping (or replacing) its file metadata."""
+    table = pq.read_table(path)
+    kept = table.slice(0, table.num_rows // 2)
+    pq.write_table(kept.replace_schema_metadata(metadata or table.schema.metadata), path)
+    return kept.num_rows
+
+
+def test_a_shard_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused(shards, new_store):
+    victim = Path(shard_files(shards)[1].path)
+    rows = halve_rows(victim)
+    client = new_store()
+    with pytest.raises(ShardError, match=rf"{victim.name}: its metadata says 4 document\(s\) in 4 point\(s\), "
+                                         rf"but its rows hold {rows} in {rows}"):
+        load_shards(shards, client, show_progress=False)
+    assert not client.collection_exists("pages")
+    report = load_shards(shards, client, on_bad="skip", show_progress=False)
+    assert (report.documents, report.points, report.shards) == (8, 8, 2)
+    assert len(report.bad_shards) == 1 and victim.name in report.bad_shards[0]
+    assert client.count("pages", exact=True).count == 8
+    about = json.loads(pq.read_schema(victim).metadata[b"mteb_fairpos_shard"])
+    about.update(documents=rows, points=rows)  # the file agrees with itself now, not with the manifest
+    pq.write_table(pq.read_table(victim).replace_schema_metadata({b"mteb_fairpos_shard": json.dumps(about)}), victim)
+    with pytest.raises(ShardError, match=rf"{victim.name}: the manifest says 4 document\(s\) in 4 point\(s\)"):
+        load_shards(shards, new_store(), show_progress=False)
+
+
+def test_load_reports_the_points_it_reads_back(shards, new_store):
+    """The read-back counts what the store holds: a store that drops points fails the load."""
+    client = new_store()
+    report = load_shards(shards, client, show_progress=False)
+    assert (report.documents, report.points) == (12, 12) == (12, client.count("pages", exact=True).count)
+    dropping = new_store()
+    real = dropping.upload_points
+    dropping.upload_points = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
+    with pytest.raises(store.UpsertFailedError, match=r"1 of its 4 point\(s\) are missing"):
+        load_shards(shards, dropping, show_progress=False)
+
+
+def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model, new_store):
     copy = shards / "copy.parquet"
     copy.write_bytes(shard_files(shards)[0].read_bytes())
-    client = store.connect(":memory:")
+    client = new_store()
     with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one shard \(8 copies\)"):
         load_shards(shards, client, partial=True, show_progress=False)
     assert not client.collection_exists("pages")
 
 
-def test_unfinished_encode_and_other_collection_are_refused(shards, model):
-    client = store.connect(":memory:")
+def test_unfinished_encode_and_other_collection_are_refused(shards, model, new_store):
+    client = new_store()
     with pytest.raises(store.CollectionMismatchError, match="encoded for collection 'pages'"):
         load_shards(shards, client, "news", show_progress=False)
     (shards / MANIFEST).unlink()
@@ -286,8 +325,8 @@ def test_unfinished_encode_and_other_collection_are_refused(shards, model):
     assert load_shards(shards, client, partial=True, show_progress=False).documents == 12
 
 
-def test_a_mismatched_collection_is_refused_before_any_write(shards, model, loader):
-    client = store.connect(":memory:")
+def test_a_mismatched_collection_is_refused_before_any_write(shards, model, loader, new_store):
+    client = new_store()
     FairQdrantIndex(ModelLoader(MINILM_HUB_ID, "b16_lhalf_a0.5", device="cpu")(), "pages", client).index(
         records(2, prefix="z"), show_progress=False)
     with pytest.raises(store.CollectionMismatchError, match="b16_lhalf_a0.5"):
@@ -295,8 +334,8 @@ def test_a_mismatched_collection_is_refused_before_any_write(shards, model, load
     assert client.count("pages", exact=True).count == 2
 
 
-def test_load_twice_rewrites_the_same_points(shards):
-    client = store.connect(":memory:")
+def test_load_twice_rewrites_the_same_points(shards, new_store):
+    client = new_store()
     load_shards(shards, client, show_progress=False)
     first = points_of(client, "pages")
     second = load_shards(shards, client, show_progress=False)
@@ -363,6 +402,21 @@ def test_encode_and_load_commands(tmp_path, capsys, minilm_dir):
     assert "cannot reach the Qdrant server at http://127.0.0.1:1" in capsys.readouterr().err
 
 
+def test_quiet_prints_the_summary_and_the_uncalibrated_count_once(tmp_path, capfd, minilm_dir):
+    short = [{"id": f"s{i}", "segments": [{"text": "Hi."}, {"text": "Yo."}]} for i in range(3)]  # < one basket of 8
+    path = write_jsonl(tmp_path / "docs.jsonl", records(6) + short)
+    capfd.readouterr()
+    assert main(["encode", str(path), "-o", str(tmp_path / "shards"), "-c", "pages", "--calibration", CALIBRATION,
+                 "--shard-size", "3", "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert out.count("3 document(s) left uncalibrated") == 1 and "3 shard(s) encoded" in out
+    assert main(["index", str(path), "-c", "pages", "--path", str(tmp_path / "qdrant"), "--calibration", CALIBRATION,
+                 "--batch-size", "3", "--quiet"]) == 0
+    out, err = capfd.readouterr()
+    assert err == "" and out.count("3 document(s) left uncalibrated") == 1
+
+
 # ---------------------------------------------------------------------------- the single-process index, streamed
 def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_path, model, monkeypatch):
     """`index_file` reads the file shard by shard; in local mode every client call stays on the
@@ -371,7 +425,7 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
 
     items = records(26, seed=9)
     path = write_jsonl(tmp_path / "docs.jsonl", items)
-    client = store.connect(str(tmp_path / "qdrant"))  # on disk: SQLite, bound to this thread
+    client = store.connect(str(tmp_path / "qdrant"), backend="local")  # on disk: SQLite, bound to this thread
     index = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID)
     client_threads = set()
     original_upsert = client.upsert

@@ -35,8 +35,8 @@ def local_ray(minilm_dir):
 
     # the crash-once loader below is defined in this test module: ship it by value to the workers
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    # the sweep's workers need the tiny test task: the plugin's extra-task variable, with this folder importable
-    tests = str(Path(__file__).parent)
+    # the sweep's workers need the tiny test task: the plugin's extra-task variable, with tests/ importable
+    tests = str(Path(__file__).parent.parent)
     env = {"MTEB_FAIRPOS_EXTRA_TASKS": "fairpos_tiny_tasks",
            "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,

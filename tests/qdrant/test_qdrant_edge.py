@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import closing
 import sys
 import textwrap
 
@@ -37,7 +38,7 @@ def model(minilm_dir):
 
 
 def both(tmp_path):
-    return store.connect(str(tmp_path / "local")), store.connect(str(tmp_path / "edge"), backend="edge")
+    return store.connect(str(tmp_path / "local"), backend="local"), store.connect(str(tmp_path / "edge"), backend="edge")
 
 
 def test_edge_stores_and_finds_what_local_mode_does(tmp_path, model):
@@ -130,7 +131,7 @@ def test_mismatch_is_refused_and_a_store_has_one_client(tmp_path, model):
     with pytest.raises(QdrantIndexError, match="already open"):
         store.connect(path, backend="edge")
     client.close()
-    local = store.connect(str(tmp_path / "local-mode"))
+    local = store.connect(str(tmp_path / "local-mode"), backend="local")
     FairQdrantIndex(model, "news", local).index(RECORDS[:1], show_progress=False)
     local.close()
     with pytest.raises(ValueError, match="local-mode store"):
@@ -151,3 +152,55 @@ def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):
                  "--json", "--limit", "3"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(hits) == 3
+
+
+# ---------------------------------------------------------------------------- Edge as the default, and moving to it
+def test_capabilities_say_what_each_backend_does_and_edge_reports_only_what_it_knows(tmp_path, model):
+    from mteb_fairpos.integrations.qdrant.backends import capabilities
+
+    local, edge = both(tmp_path)
+    assert (capabilities(local).name, capabilities(edge).name, capabilities(store.connect(":memory:")).name) == \
+        ("local", "edge", "local")
+    assert capabilities(edge).payload_indexes and capabilities(edge).indexes_on_request
+    assert not capabilities(local).payload_indexes and not capabilities(edge).hnsw_settings
+    FairQdrantIndex(model, "news", edge, model_name=MINILM_HUB_ID).index(RECORDS, show_progress=False)
+    info = edge.get_collection("news")
+    assert info.points_count == len(RECORDS)
+    assert (info.status, info.config.hnsw_config, info.config.optimizer_config) == (None, None, None)
+
+
+def test_a_new_folder_is_edge_and_a_local_mode_folder_opens_as_it_is_with_a_note(tmp_path, model, capsys):
+    assert store.embedded_backend(str(tmp_path / "new")) == "edge"
+    assert store.embedded_backend(":memory:") == store.embedded_backend(None) == "local"
+    old = tmp_path / "old"
+    client = store.connect(str(old), backend="local")
+    FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, show_progress=False)
+    client.close()
+    assert store.embedded_backend(str(old)) == "local"
+    with closing(store.connect(str(old))) as reopened:
+        assert reopened.count("news").count == len(RECORDS)
+    capsys.readouterr()
+    assert main(["search", "football", "-c", "news", "--path", str(old)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("note:") == 1 and f"note: {old} is a qdrant-client local-mode store, opened as it is" in err
+    assert f"mteb-fairpos copy {old} NEW -c COLLECTION" in err
+
+
+def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, model, capsys):
+    old, new = tmp_path / "old", tmp_path / "new"
+    with closing(store.connect(str(old), backend="local")) as client:
+        FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, late_chunks=True,
+                                                                               show_progress=False)
+        expected = points_of(client, "news")
+    assert main(["copy", str(old), str(new), "-c", "news", "--batch-size", "7"]) == 0
+    assert f"{len(expected)} point(s) copied from the local store into the edge store, collection created" \
+        in capsys.readouterr().out
+    assert store.embedded_backend(str(new)) == "edge"
+    with closing(store.connect(str(new))) as copied:
+        assert_same_points(expected, points_of(copied, "news"))
+        assert {"doc_id", "segments[].position"} <= set(copied.get_collection("news").payload_schema)
+    assert main(["copy", str(old), str(new), "-c", "news"]) == 0  # again: the same points, none added
+    with closing(store.connect(str(new))) as copied:
+        assert copied.count("news").count == len(expected)
+    assert main(["copy", str(old), str(new), "-c", "other"]) == 2
+    assert "'other' does not exist in the source store" in capsys.readouterr().err

@@ -304,10 +304,10 @@ def test_unreachable_server_is_a_clear_error_and_nothing_is_written(model, monke
 
 
 def test_a_locked_local_folder_is_a_clear_error(tmp_path):
-    first = connect(str(tmp_path / "db"))
+    first = connect(str(tmp_path / "db"), backend="local")
     try:
         with pytest.raises(QdrantIndexError, match="already accessed by another instance"):
-            connect(str(tmp_path / "db"))
+            connect(str(tmp_path / "db"), backend="local")
     finally:
         first.close()
 

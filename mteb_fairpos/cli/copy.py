@@ -1,0 +1,51 @@
+"""``mteb-fairpos copy``: a collection, point for point, from one embedded store into another
+(by default a local-mode folder into a new Qdrant Edge one)."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import qdrant_common
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "copy",
+        help="copy a collection from one embedded store into another (local mode -> Qdrant Edge)",
+        description="Copy every point (ids, vectors, payloads) of a collection. The target collection is created "
+        "with the source's settings, or must match them; nothing is written otherwise.",
+    )
+    parser.add_argument("source", help="folder of the store to copy from (opened with the engine that holds it)")
+    parser.add_argument("target", help="folder of the store to copy into")
+    parser.add_argument("-c", "--collection", required=True, help="the collection to copy")
+    parser.add_argument("--target-backend", choices=("edge", "local"), default="edge",
+                        help="engine of the target store (default: edge)")
+    parser.add_argument("--batch-size", type=int, default=256, help="points per write (default 256)")
+    parser.add_argument("--report", default=None, help="write the copy's report as JSON to this file")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    try:
+        from ..integrations.qdrant import store
+        from ..integrations.qdrant.copy import copy_collection
+
+        if not os.path.isdir(args.source):
+            raise FileNotFoundError(f"no store at {args.source!r} to copy from.")
+        if os.path.abspath(args.source) == os.path.abspath(args.target):
+            raise ValueError("the source and the target are the same folder; copy into a new one.")
+        source = store.connect(args.source)
+        try:
+            target = store.connect(args.target, backend=args.target_backend)
+            try:
+                report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
+            finally:
+                target.close()
+        finally:
+            source.close()
+    except qdrant_common.errors() as err:
+        return qdrant_common.fail("copy", err)
+    return qdrant_common.print_report(report, args.report)

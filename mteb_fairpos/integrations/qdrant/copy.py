@@ -1,0 +1,69 @@
+"""Copying a collection point for point from one store into another (a local-mode folder into
+Qdrant Edge, the embedded default; or any backend into any other).
+
+The source must be a collection this package built (its spec is in its metadata); the target
+collection is created with that spec, or must already match it (the refusal of ``index`` and
+``load``, before any write). Ids, named vectors and payloads are copied as they are, so search
+and discoverability answer the same on the copy; the copy is counted by reading it back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from . import store
+
+
+@dataclass
+class CopyReport:
+    """What a copy did: points read from the source and found in the target afterwards."""
+
+    collection: str
+    source: str
+    target: str
+    points: int = 0
+    created_collection: bool = False
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (f"collection {self.collection!r}: {self.points} point(s) copied from the {self.source} store into the "
+                f"{self.target} store" + (", collection created" if self.created_collection else "")
+                + f" [{self.seconds:.1f} s]")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collection": self.collection, "source": self.source, "target": self.target, "points": self.points,
+                "created_collection": self.created_collection, "seconds": round(self.seconds, 3)}
+
+
+def copy_collection(source: QdrantClient, target: QdrantClient, collection: str, *, batch_size: int = 256,
+                    retries: int = 3, backoff: float = 0.5) -> CopyReport:
+    """Copy ``collection`` from ``source`` into ``target`` (created there, or checked to match first)."""
+    from .backends import capabilities
+
+    start = time.perf_counter()
+    spec = store.read_spec(source, collection)
+    if spec is None:
+        raise store.QdrantIndexError(f"collection {collection!r} does not exist in the source store; nothing to copy.")
+    report = CopyReport(collection, capabilities(source).name, capabilities(target).name)
+    report.created_collection = store.open_collection(target, collection, spec)
+    offset = None
+    while True:
+        records, offset = source.scroll(collection, limit=batch_size, offset=offset, with_payload=True,
+                                        with_vectors=True)
+        if records:
+            points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
+            store.upsert_points(target, collection, points, retries=retries, backoff=backoff)
+            found = target.retrieve(collection, [r.id for r in records], with_payload=False, with_vectors=False)
+            if len(found) != len(records):
+                raise store.UpsertFailedError(f"{len(records) - len(found)} of {len(records)} copied point(s) are missing "
+                                              f"from the target's {collection!r}; run the copy again (ids are kept).")
+            report.points += len(found)
+        if offset is None:
+            break
+    store.build_indexes(target, collection)
+    report.seconds = time.perf_counter() - start
+    return report
