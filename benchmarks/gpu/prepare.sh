@@ -20,9 +20,11 @@ mkdir -p "$wheels"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-# The project itself, as a wheel (its import hook and metadata; run.sh checks the declared ranges there).
-"$python" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$wheels" .
-project=$(ls "$wheels"/mteb_fairpos-*.whl)
+# The project itself, as a wheel (its import hook and metadata; environment.py checks the declared ranges
+# there; the code that runs is the tree's), built from a copy of the committed files: no build/ left here.
+mkdir "$scratch/source"
+git archive HEAD | tar -x -C "$scratch/source"
+"$python" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$wheels" "$scratch/source"
 
 # What the calibrated path's tests and benchmark import and the GPU machine lacks: nnsight (the reference)
 # and what it needs, at the versions installed here. The rest of the project's dependencies serve the
