@@ -8,16 +8,23 @@ no log-sum-exp, so each device gets PyTorch's own fused kernel through its priva
 * ``cuda``: ``aten::_scaled_dot_product_efficient_attention`` (the memory-efficient kernel, the
   one CUDA kernel that takes an additive mask and returns the log-sum-exp in every dtype).
 
+CUDA has other ways to the same pair, kept as candidates (:data:`CANDIDATES`) behind the default:
+the flash op (half precision, no mask: calls with a mask go to the default), the cuDNN op (half
+precision, additive mask) and ``flex_attention`` (compiled, the mask as a score modification).
+Which is fastest on a given GPU is what ``benchmarks/gpu/bench_kernels.py`` measures; the default
+stays until a GPU run shows another is both exact and faster.
+
 Private ops can change between torch releases, so a kernel is used only after it has reproduced
 the explicit computation (:func:`explicit_with_lse`) once per device type and dtype, on a small
 problem with the model's head size, a partial mask and a fully masked row (:func:`verified_kernel`).
-A kernel that is missing, raises or disagrees is set aside with a warning, and the exact explicit
-computation in query tiles runs instead. ``tests/test_fused_mean.py`` also checks the CPU
+A kernel that is missing, raises or disagrees is set aside with a warning and the next candidate
+is checked; where none passes, the exact explicit computation in query tiles runs instead. ``tests/test_fused_mean.py`` also checks the CPU
 kernel's contract directly.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -50,8 +57,56 @@ def cuda_memory_efficient(query: Tensor, key: Tensor, value: Tensor, bias: Tenso
     return out, lse[..., : query.shape[2]]
 
 
+def cuda_flash(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:
+    """PyTorch's flash attention for CUDA (fp16 and bf16 only) where there is no mask, which it cannot take;
+    a call with a mask goes to :func:`cuda_memory_efficient`. Calibrated layers of right-padded batches of
+    equal lengths run most baskets unmasked."""
+    if bias is not None:
+        return cuda_memory_efficient(query, key, value, bias, scaling)
+    out, lse, *_ = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, False, False, scale=scaling)
+    return out, lse
+
+
+def cuda_cudnn(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:
+    """PyTorch's cuDNN attention (fp16 and bf16 only), with the mask expanded to every head and row."""
+    if bias is not None:
+        bias = bias.expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+    out, lse, *_ = torch.ops.aten._scaled_dot_product_cudnn_attention(
+        query, key, value, bias, True, 0.0, False, False, scale=scaling
+    )
+    return out, lse.reshape(query.shape[:3])  # cuDNN keeps a trailing axis of 1
+
+
+@functools.cache
+def _compiled_flex() -> Callable:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention)
+
+
+def flex(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:
+    """``flex_attention``, compiled (uncompiled it builds the score matrix), the mask added as a score
+    modification; the log-sum-exp comes through ``return_aux`` (torch 2.9 on; ``return_lse`` before)."""
+    from torch.nn.attention import flex_attention as module
+
+    score_mod = None
+    if bias is not None:
+        per_row = bias.shape[2] > 1
+
+        def score_mod(score, batch, head, row, column):
+            return score + bias[batch, 0, row if per_row else 0, column]
+
+    if hasattr(module, "AuxRequest"):
+        out, aux = _compiled_flex()(query, key, value, score_mod=score_mod, scale=scaling,
+                                    return_aux=module.AuxRequest(lse=True))
+        return out, aux.lse
+    return _compiled_flex()(query, key, value, score_mod=score_mod, scale=scaling, return_lse=True)
+
+
 LSE_KERNELS: dict[str, LseKernel] = {"cpu": cpu_flash, "cuda": cuda_memory_efficient}
 """The fused kernel of each device type; a device without one uses :func:`explicit_with_lse`."""
+CANDIDATES: dict[str, tuple[LseKernel, ...]] = {"cuda": (cuda_flash, cuda_cudnn, flex)}
+"""Further kernels of a device type, checked in this order where its default kernel fails its check."""
 _VERIFIED: dict[tuple[str, torch.dtype, int], LseKernel | None] = {}
 
 
@@ -93,16 +148,19 @@ def explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | 
 
 
 def verified_kernel(device: torch.device, dtype: torch.dtype, head_dim: int) -> LseKernel | None:
-    """The device's fused kernel once it has reproduced the explicit computation in ``dtype`` at
-    ``head_dim`` (checked on first use, then remembered); ``None`` where there is none or it failed."""
+    """The device's first fused kernel (its default, then its candidates) that has reproduced the
+    explicit computation in ``dtype`` at ``head_dim`` (checked on first use, then remembered);
+    ``None`` where there is none or all failed."""
     entry = (device.type, dtype, head_dim)
     if entry not in _VERIFIED:
-        kernel = LSE_KERNELS.get(device.type)
-        _VERIFIED[entry] = kernel if kernel is not None and _reproduces_explicit(kernel, device, dtype, head_dim) else None
+        kernels = ([LSE_KERNELS[device.type]] if device.type in LSE_KERNELS else []) + list(CANDIDATES.get(device.type, ()))
+        _VERIFIED[entry] = next((k for k in kernels if reproduces_explicit(k, device, dtype, head_dim)), None)
     return _VERIFIED[entry]
 
 
-def _reproduces_explicit(kernel: LseKernel, device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+def reproduces_explicit(kernel: LseKernel, device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether ``kernel`` gives the explicit output and log-sum-exp (fp64) under a per-row mask, a per-key
+    mask and none, with 0 for a row that sees no key; a warning says why not."""
     generator = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 2, rows, head_dim, generator=generator) for rows in (40, 32, 32))
     allowed = torch.rand(2, 1, 40, 32, generator=generator) > 0.3
@@ -119,7 +177,7 @@ def _reproduces_explicit(kernel: LseKernel, device: torch.device, dtype: torch.d
         inputs = [t.to(device, dtype) for t in (q, k, v)]
         try:
             out, lse = kernel(*inputs, None if bias is None else bias.to(device, dtype), 0.25)
-        except (RuntimeError, NotImplementedError) as err:
+        except (RuntimeError, NotImplementedError, AttributeError) as err:  # AttributeError: an op torch no longer has
             _set_aside(name, device, dtype, head_dim, f"it raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
             return False
         seen = visible[label].expand(2, 2, 40)  # rows that see a key

@@ -5,11 +5,13 @@ with the offline MiniLM tokenizer and wrapped as sentence-transformers models. T
 (``FairSentenceTransformer.encode_document``) and the reference (eager attention whose softmax
 output nnsight edits with the same row math) must agree to 1e-5 in fp32 over batches of unequal
 lengths, left and right padding, cls/last/mean pooling, several basket sizes, layer sets and
-strengths.
+strengths. The tests taking ``device`` run on every device present (the CPU, and CUDA where
+``torch.cuda.is_available()``), the same files on a GPU machine as in CI.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -19,6 +21,8 @@ from torch import nn
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, UnsupportedModelError, attach
 from mteb_fairpos.reference import reference_embeddings
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+"""Where the device-parametrised tests run."""
 ST_POOLING = {"cls": "cls", "last": "lasttoken", "mean": "mean"}
 TOLERANCE = 1e-5
 WORDS = ("the museum reopened its east wing with a new collection of maritime maps and ship models while heavy "
@@ -62,21 +66,34 @@ def build_transformer(config, tmp_path_factory, tokenizer_dir):
         return Transformer(str(folder))
 
 
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def transformers_modules(tmp_path_factory, minilm_dir):
+def tokenizer_dir(request) -> str:
+    """The MiniLM tokenizer the tiny models are saved with: the folder in ``FAIRPOS_TOKENIZER_DIR`` where
+    set (a GPU machine gets the tokenizer files alone from ``benchmarks/gpu/prepare.sh``), else the
+    offline MiniLM package's."""
+    return os.environ.get("FAIRPOS_TOKENIZER_DIR") or request.getfixturevalue("minilm_dir")
+
+
+@pytest.fixture(scope="module")
+def transformers_modules(tmp_path_factory, tokenizer_dir):
     from transformers.utils import logging
 
     logging.set_verbosity_error()
-    return {name: build_transformer(cfg, tmp_path_factory, minilm_dir) for name, cfg in tiny_configs().items()}
+    return {name: build_transformer(cfg, tmp_path_factory, tokenizer_dir) for name, cfg in tiny_configs().items()}
 
 
-def st_model(transformer, pooling: str, padding: str):
+def st_model(transformer, pooling: str, padding: str, device: str = "cpu"):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     transformer.tokenizer.padding_side = padding
     return SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), ST_POOLING[pooling])],
-                               device="cpu")
+                               device=device)
 
 
 ARCHITECTURES = ["bert", "xlm_roberta", "gte", "qwen3", "jina_embeddings_v3"]
@@ -85,13 +102,13 @@ ARCHITECTURES = ["bert", "xlm_roberta", "gte", "qwen3", "jina_embeddings_v3"]
 @pytest.mark.parametrize("padding", ["right", "left"])
 @pytest.mark.parametrize("pooling", ["cls", "last", "mean"])
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
-def test_fast_path_matches_reference(transformers_modules, architecture, pooling, padding):
-    plain_model = st_model(transformers_modules[architecture], pooling, padding)
-    plain = plain_model.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+def test_fast_path_matches_reference(transformers_modules, architecture, pooling, padding, device):
+    plain_model = st_model(transformers_modules[architecture], pooling, padding, device)
+    plain = plain_model.encode_document(TEXTS, convert_to_tensor=True, batch_size=3).cpu()
     changed = 0.0
     for config in CONFIGS:
         fair = FairSentenceTransformer(plain_model, config)
-        fast = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)  # length-sorted batches of 3
+        fast = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3).cpu()  # length-sorted batches of 3
         reference = reference_embeddings(fair, TEXTS, config, batch_size=3)  # the same batches
         assert fast.shape == reference.shape == (len(TEXTS), 32)
         error = (fast - reference).abs().max().item()
@@ -103,31 +120,31 @@ def test_fast_path_matches_reference(transformers_modules, architecture, pooling
 
 @pytest.mark.parametrize("pooling", ["cls", "last", "mean"])
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
-def test_unpadded_single_text_batches(transformers_modules, architecture, pooling):
+def test_unpadded_single_text_batches(transformers_modules, architecture, pooling, device):
     """Batches of one text: transformers may pass no mask at all (or only `is_causal`) to the backend."""
-    model = st_model(transformers_modules[architecture], pooling, "right")
+    model = st_model(transformers_modules[architecture], pooling, "right", device)
     config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
     fair = FairSentenceTransformer(model, config)
     texts = TEXTS[4:5] + TEXTS[6:]
-    fast = fair.encode_document(texts, convert_to_tensor=True, batch_size=1)
+    fast = fair.encode_document(texts, convert_to_tensor=True, batch_size=1).cpu()
     reference = reference_embeddings(fair, texts, config, batch_size=1)
     assert (fast - reference).abs().max().item() <= TOLERANCE
 
 
 @pytest.mark.parametrize(("architecture", "padding"), [("xlm_roberta", "right"), ("qwen3", "left")])
-def test_mean_pooling_in_query_tiles(transformers_modules, monkeypatch, architecture, padding):
+def test_mean_pooling_in_query_tiles(transformers_modules, monkeypatch, architecture, padding, device):
     """Mean pooling computes every row tile by tile; tiny tiles must give the same result."""
     import mteb_fairpos.attention as fast_backend
     import mteb_fairpos.reference as reference_module
 
-    model = st_model(transformers_modules[architecture], "mean", padding)
+    model = st_model(transformers_modules[architecture], "mean", padding, device)
     config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
     fair = FairSentenceTransformer(model, config)
-    whole = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)  # the fused group path
+    whole = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3).cpu()  # the fused group path
     monkeypatch.setattr(fast_backend, "TILE_ELEMENTS", 3 * 4 * 40 * 5)  # a few query rows per tile
     monkeypatch.setattr(reference_module, "ROW_TILE_ELEMENTS", 3 * 4 * 40 * 3)
     with fast_backend.mean_kernel("tiled"):  # #11: the fallback path, forced
-        tiled = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
+        tiled = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3).cpu()
     reference = reference_embeddings(fair, TEXTS, config, batch_size=3)
     assert (tiled - whole).abs().max().item() <= TOLERANCE
     assert (tiled - reference).abs().max().item() <= TOLERANCE
@@ -220,12 +237,12 @@ def test_an_attention_forward_under_a_decorator_is_still_found(transformers_modu
 
 
 # ------------------------------------------------------------------ unsupported models
-def test_architecture_without_attention_interface_is_refused(tmp_path_factory, minilm_dir):
+def test_architecture_without_attention_interface_is_refused(tmp_path_factory, tokenizer_dir):
     from transformers import MPNetConfig
 
     config = MPNetConfig(vocab_size=30527, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                          intermediate_size=64, max_position_embeddings=256)
-    model = st_model(build_transformer(config, tmp_path_factory, minilm_dir), "mean", "right")
+    model = st_model(build_transformer(config, tmp_path_factory, tokenizer_dir), "mean", "right")
     with pytest.raises(UnsupportedModelError, match="MPNetModel"):
         FairSentenceTransformer(model, CalibrationConfig(basket_size=4))
     with pytest.raises(UnsupportedModelError, match="MPNetModel"):

@@ -2,12 +2,14 @@
 
 The model-level equivalence with the nnsight reference is in ``test_equivalence.py`` (it runs this
 path by default); here the kernel itself: the private CPU op's contract, grouped-query heads,
-causal and padded masks, every share policy, half precision, fully masked rows.
+causal and padded masks, every share policy, half precision, fully masked rows. The tests taking
+``device`` run on every device present (the CPU, and CUDA where ``torch.cuda.is_available()``).
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import pytest
 import torch
@@ -16,25 +18,31 @@ from mteb_fairpos import attention
 from mteb_fairpos.attention import grouped_mean_rows, mean_kernel, tiled_mean_rows
 from mteb_fairpos.calibration import basket_layout
 from mteb_fairpos.config import CalibrationConfig
-from mteb_fairpos.lse_kernels import LSE_KERNELS, attention_with_lse, explicit_with_lse, verified_kernel
+from mteb_fairpos.lse_kernels import CANDIDATES, LSE_KERNELS, attention_with_lse, explicit_with_lse, verified_kernel
+from test_equivalence import DEVICES
 
 
-def _inputs(n=3, heads=4, kv_heads=4, length=23, dim=8, seed=0, dtype=torch.float32):
+def _inputs(n=3, heads=4, kv_heads=4, length=23, dim=8, seed=0, dtype=torch.float32, device="cpu"):
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(n, heads, length, dim, generator=generator) * 2
     k = torch.randn(n, kv_heads, length, dim, generator=generator) * 2
     v = torch.randn(n, kv_heads, length, dim, generator=generator)
-    return q.to(dtype), k.to(dtype), v.to(dtype)
+    return q.to(device, dtype), k.to(device, dtype), v.to(device, dtype)
 
 
-def _padding(n, length, lengths, side="right"):
+def _padding(n, length, lengths, side="right", device="cpu"):
     mask = torch.zeros(n, length, dtype=torch.long)
     for i, size in enumerate(lengths):
         if side == "right":
             mask[i, :size] = 1
         else:
             mask[i, length - size:] = 1
-    return mask
+    return mask.to(device)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
 
 
 def _dyadic(tensor, steps):
@@ -72,6 +80,84 @@ def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
 def test_the_cpu_kernel_passes_its_first_use_check(dtype):
     for head_dim in (8, 32, 64, 128):
         assert verified_kernel(torch.device("cpu"), dtype, head_dim) is LSE_KERNELS["cpu"]
+
+
+def _masked_problem(device, dtype):
+    """Grouped-query inputs with a per-row mask: every row sees its first key, row 5 of the second
+    sequence sees none."""
+    q, k, v = _inputs(kv_heads=2, device=device)
+    allowed = torch.rand(3, 1, 23, 23, generator=torch.Generator().manual_seed(3)) > 0.3
+    allowed[..., 0] = True
+    allowed[1, :, 5] = False
+    bias = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf")).to(device)
+    return (q.to(dtype), k.to(dtype), v.to(dtype)), bias, allowed.any(-1).expand(3, 4, 23).to(device)
+
+
+@pytest.mark.parametrize(("dtype", "tolerance", "relative"), [(torch.bfloat16, 5e-2, 1.5e-2), (torch.float16, 1e-2, 2e-3)])
+def test_the_kernel_in_half_precision_follows_fp32(device, dtype, tolerance, relative):
+    """attention_with_lse in bf16/fp16 against fp32 on the same inputs differs by the rounding of the inputs
+    and the output alone (bf16 keeps 8 bits of mantissa, fp16 11): outputs (values of about 1) within
+    ``tolerance``, log-sum-exps (up to 12 here: the error grows with the scores) within ``relative`` of their
+    size. Twice what the CPU gave (bf16 0.024 and 0.0076, fp16 0.0031 and 0.00066)."""
+    (q, k, v), bias, seen = _masked_problem(device, torch.float32)
+    out32, lse32 = attention_with_lse(q, k, v, bias, 0.35)
+    out, lse = attention_with_lse(q.to(dtype), k.to(dtype), v.to(dtype), bias.to(dtype), 0.35)
+    assert out.dtype == dtype and lse.dtype == torch.float32 and not torch.isnan(out[seen]).any()
+    assert (out.float()[seen] - out32[seen]).abs().max().item() <= tolerance
+    assert ((lse[seen] - lse32[seen]).abs() / lse32[seen].abs().clamp(min=1)).max().item() <= relative
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_fully_masked_row_gives_zeros(device, dtype):
+    (q, k, v), bias, seen = _masked_problem(device, dtype)
+    out, _ = attention_with_lse(q, k, v, bias.to(dtype), 0.35)
+    assert not seen.all() and torch.equal(out[~seen], torch.zeros_like(out[~seen]))
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_first_use_check_passes_on_each_device(monkeypatch, device, dtype):
+    """The check's outcome on this device, read afresh: the default kernel is kept; if it is set aside,
+    the failure names the reason the check gave (the warning users see)."""
+    import mteb_fairpos.lse_kernels as lse_kernels
+
+    monkeypatch.setattr(lse_kernels, "_VERIFIED", {})
+    for head_dim in (32, 64, 128):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            kernel = verified_kernel(torch.device(device), dtype, head_dim)
+        reasons = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert kernel is LSE_KERNELS[device], f"{device}/{dtype}/{head_dim}: {kernel} in use; {reasons}"
+        assert not reasons
+
+
+@pytest.mark.parametrize("name", ["cuda_flash", "cuda_cudnn", "flex"])
+def test_each_cuda_candidate_is_exact_or_set_aside_with_its_reason(name):
+    """Every candidate behind the CUDA default either reproduces the explicit computation or is set aside
+    with a warning naming it and why, in each dtype (flash and cuDNN take half precision only)."""
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available: the candidates are CUDA kernels")
+    import mteb_fairpos.lse_kernels as lse_kernels
+
+    kernel = next(k for k in CANDIDATES["cuda"] if k.__name__ == name)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exact = lse_kernels.reproduces_explicit(kernel, torch.device("cuda"), dtype, 64)
+        assert exact or any(f"fused kernel {name} is not used on cuda" in str(w.message) for w in caught)
+    assert lse_kernels.reproduces_explicit(kernel, torch.device("cuda"), torch.bfloat16, 64), \
+        f"{name} fails its check in bf16, the dtype it is a candidate for"
+
+
+def test_the_flex_adapter_meets_the_check_through_eager_flex(monkeypatch):
+    """The flex candidate's own work (the mask as a score modification, the log-sum-exp through
+    ``return_aux``) checked on the CPU, where compiled flex_attention cannot return the log-sum-exp:
+    its eager form (the same function, unfused) stands in for the compiled one."""
+    import mteb_fairpos.lse_kernels as lse_kernels
+    from torch.nn.attention.flex_attention import flex_attention
+
+    monkeypatch.setattr(lse_kernels, "_compiled_flex", lambda: flex_attention)
+    assert lse_kernels.reproduces_explicit(lse_kernels.flex, torch.device("cpu"), torch.float32, 8)
 
 
 def _off_by_one(query, key, value, bias, scaling):
@@ -129,7 +215,7 @@ def test_the_cuda_kernel_adapter_meets_the_ops_contract(monkeypatch):
     import mteb_fairpos.lse_kernels as lse_kernels
 
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_efficient_attention", _efficient_attention_contract)
-    assert lse_kernels._reproduces_explicit(lse_kernels.cuda_memory_efficient, torch.device("cpu"), torch.float32, 8)
+    assert lse_kernels.reproduces_explicit(lse_kernels.cuda_memory_efficient, torch.device("cpu"), torch.float32, 8)
     q, k, v = _inputs(length=23)
     bias = torch.zeros(3, 1, 1, 23).masked_fill_(_padding(3, 23, (23, 17, 9)).bool()[:, None, None, :] == 0, float("-inf"))
     out, lse = lse_kernels.cuda_memory_efficient(q, k, v, bias, 0.35)
@@ -169,27 +255,27 @@ CASES = [
 
 @pytest.mark.parametrize("kv_heads", [4, 2])
 @pytest.mark.parametrize(("side", "causal", "config"), CASES)
-def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config, kv_heads, combine):
-    q, k, v = _inputs(kv_heads=kv_heads)
-    padding = _padding(3, 23, (23, 17, 9), side)
+def test_grouped_rows_equal_the_explicit_calibrated_softmax(side, causal, config, kv_heads, combine, device):
+    q, k, v = _inputs(kv_heads=kv_heads, device=device)
+    padding = _padding(3, 23, (23, 17, 9), side, device)
     layout = basket_layout(padding, "mean", config.basket_size, config.isolated_tokens("mean"))
     valid = padding.bool()
     mask = valid[:, None, None, :].expand(3, 1, 23, 23)
     if causal:
-        mask = mask & torch.ones(23, 23, dtype=torch.bool).tril()
-    for given in (mask, torch.zeros(mask.shape).masked_fill_(~mask, torch.finfo(torch.float32).min)):
+        mask = mask & torch.ones(23, 23, dtype=torch.bool, device=device).tril()
+    for given in (mask, torch.zeros(mask.shape, device=device).masked_fill_(~mask, torch.finfo(torch.float32).min)):
         grouped = grouped_mean_rows(q, k, v, given, causal, 0.35, layout, config.strength)
         explicit = tiled_mean_rows(q, k, v, given, causal, 0.35, layout, config.strength)
         rows = valid[:, :, None, None]  # padded query rows are never pooled
         assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
 
 
-def test_a_causal_model_without_a_mask(combine):
+def test_a_causal_model_without_a_mask(combine, device):
     """Unpadded causal batches reach attention with no mask at all (transformers leaves it to the kernel's
     causal flag); the rows then see the keys up to their own position."""
-    q, k, v = _inputs(kv_heads=2)
+    q, k, v = _inputs(kv_heads=2, device=device)
     config = CalibrationConfig(basket_size=4, strength=0.7, pooling="mean", isolate_eos=True)
-    layout = basket_layout(torch.ones(3, 23, dtype=torch.long), "mean", 4, config.isolated_tokens("mean"))
+    layout = basket_layout(torch.ones(3, 23, dtype=torch.long, device=device), "mean", 4, config.isolated_tokens("mean"))
     grouped = grouped_mean_rows(q, k, v, None, True, 0.35, layout, 0.7)
     explicit = tiled_mean_rows(q, k, v, None, True, 0.35, layout, 0.7)
     assert torch.allclose(grouped, explicit, atol=1e-5), (grouped - explicit).abs().max()
@@ -237,27 +323,27 @@ def test_wide_logit_gaps_between_baskets(gap, side, causal, combine):
             assert torch.allclose(grouped * rows, explicit * rows, atol=1e-5), (grouped - explicit).abs().max()
 
 
-def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero(combine):
-    q, k, _ = _inputs()
-    ones = torch.ones(3, 4, 23, 8)
-    padding = _padding(3, 23, (23, 17, 9))
+def test_calibrated_rows_stay_distributions_and_masked_rows_are_zero(combine, device):
+    q, k, _ = _inputs(device=device)
+    ones = torch.ones(3, 4, 23, 8, device=device)
+    padding = _padding(3, 23, (23, 17, 9), device=device)
     config = CalibrationConfig(basket_size=4, strength=1.0, pooling="mean", isolate_bos=True, bos_share=0.2)
     layout = basket_layout(padding, "mean", 4, config.isolated_tokens("mean"))
     mask = padding.bool()[:, None, None, :].expand(3, 1, 23, 23).clone()
     mask[0, :, 5] = False  # a query row that sees no key at all
     out = grouped_mean_rows(q, k, ones, mask, False, 0.35, layout, 1.0)  # values of 1: the output is the row sum
     assert not torch.isnan(out).any()
-    assert torch.equal(out[0, 5], torch.zeros(4, 8))
+    assert torch.equal(out[0, 5], torch.zeros(4, 8, device=device))
     rows = padding.bool().clone()
     rows[0, 5] = False
     assert torch.allclose(out[rows], torch.ones_like(out[rows]), atol=1e-6)
 
 
 @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.bfloat16, 3e-2), (torch.float16, 5e-3)])
-def test_half_precision_follows_fp32(dtype, tolerance, combine):
+def test_half_precision_follows_fp32(dtype, tolerance, combine, device):
     """Log-sum-exps and sums are kept in fp32, so half precision differs from fp32 by its rounding only."""
-    q, k, v = _inputs()
-    padding = _padding(3, 23, (23, 17, 9), "left")
+    q, k, v = _inputs(device=device)
+    padding = _padding(3, 23, (23, 17, 9), "left", device)
     config = CalibrationConfig(basket_size=4, strength=0.5, pooling="mean", isolate_eos=True)
     layout = basket_layout(padding, "mean", 4, config.isolated_tokens("mean"))
     mask = padding.bool()[:, None, None, :].expand(3, 1, 23, 23)
@@ -271,16 +357,16 @@ def test_half_precision_follows_fp32(dtype, tolerance, combine):
 
 
 @pytest.mark.parametrize("lengths", [(61, 61), (61, 50)])
-def test_a_short_last_basket_is_widened_to_a_full_key_block(lengths, combine):
+def test_a_short_last_basket_is_widened_to_a_full_key_block(lengths, combine, device):
     """Basket size 32 over 61 keys: the last basket holds 29. Its window takes 32 keys, widened
     backwards over basket 0's last three (the kernel is much slower on odd key counts), which are
     masked out; the rows still equal the explicit ones."""
-    q, k, v = _inputs(n=2, length=61, dim=16)
-    padding = _padding(2, 61, lengths)
+    q, k, v = _inputs(n=2, length=61, dim=16, device=device)
+    padding = _padding(2, 61, lengths, device=device)
     config = CalibrationConfig(basket_size=32, strength=0.8, pooling="mean")
     layout = basket_layout(padding, "mean", 32, config.isolated_tokens("mean"))
     last = list(attention._basket_groups(k, v, layout))[-1]
-    assert last.key.shape[2] == 32 and torch.equal(last.index[0], torch.arange(29, 61))
+    assert last.key.shape[2] == 32 and torch.equal(last.index[0].cpu(), torch.arange(29, 61))
     assert last.present.sum(1).tolist() == [29, lengths[1] - 32]
     mask = padding.bool()[:, None, None, :].expand(2, 1, 61, 61)
     grouped = grouped_mean_rows(q, k, v, mask, False, 0.25, layout, 0.8)

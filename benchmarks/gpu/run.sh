@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Run THERE, on the GPU machine, from the repository root, with benchmarks/gpu/wheels carried (prepare.sh
+# made it here). Installs the carried wheels, then: the environment, the CUDA tests, the kernel
+# micro-benchmark and the calibration benchmark in bf16 and fp32, each step within its own time limit so
+# the whole ends within about 9 minutes; every figure lands as JSON in the output folder, with
+# summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
+#
+#   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
+#   benchmarks/gpu/run.sh --device cpu --quick --out DIR    # the dry run here: short sizes, no install
+#   benchmarks/gpu/run.sh --steps tests,bf16                # some steps only
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16,fp32
+usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16,fp32]"
+while [ $# -gt 0 ]; do
+    case $1 in
+        --device) device=$2; shift 2 ;;
+        --quick) quick=1; shift ;;
+        --out) out=$2; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
+        *) echo "run.sh: unknown argument '$1'; $usage" >&2; exit 2 ;;
+    esac
+done
+[ -n "$out" ] || { echo "run.sh: no output folder: pass --out DIR or set OUT; $usage" >&2; exit 2; }
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+python=${PYTHON:-python3}
+wheels=benchmarks/gpu/wheels
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+[ -d "$wheels/tokenizer" ] && export FAIRPOS_TOKENIZER_DIR=$PWD/$wheels/tokenizer
+exec > >(tee "$out/log.txt") 2>&1
+failed=""
+
+scale=1
+[ "$device" = cpu ] && scale=4  # the limits are sized for the GPU machine; a CPU dry run gets four times as long
+
+wanted() { [[ ",$steps," == *",$1,"* ]]; }
+step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note its outcome, go on either way
+    local name=$1 limit=$(($2 * scale)) start=$SECONDS rc
+    shift 2
+    echo "=== $name (at most ${limit} s): $*"
+    timeout "$limit" "$@"
+    rc=$?
+    echo "=== $name: exit $rc after $((SECONDS - start)) s$([ $rc -eq 124 ] && echo ' (time limit)')"
+    [ $rc -eq 0 ] || failed="$failed $name"
+}
+
+if [ "$quick" = 1 ]; then
+    tests_filter="$device and (kernel or masked or first_use or half or (gte and mean and right))"
+    calibration=(--quick --gte-layers 1 --cases gte-cls-512,gte-mean-512 --all-references)
+    kernels=(--quick)
+else
+    tests_filter=$device
+    calibration=(--gte-layers 12 --reps 5 --all-references
+                 --cases gte-mean-512,gte-cls-512,qwen3-last-2048,gte-mean-2048,gte-cls-2048,gte-mean-8192,gte-cls-8192)
+    kernels=()
+fi
+calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
+
+if wanted install; then
+    if [ "$device" = cpu ]; then
+        echo "=== install: skipped on the CPU dry run (this machine's packages are used)"
+    else  # no index there: the carried wheels, without dependencies (machine.txt lists what is there)
+        step install 120 "$python" -m pip install --quiet --no-index --no-deps --no-cache-dir "$wheels"/*.whl
+    fi
+fi
+wanted environment && step environment 60 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
+wanted tests && step tests 180 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
+    tests/test_equivalence.py tests/test_fused_mean.py tests/test_row_math.py
+wanted kernels && step kernels 75 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+for dtype in bf16 fp32; do
+    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 140 || echo 90) \
+        "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
+done
+"$python" benchmarks/gpu/summarize.py "$out" && cat "$out/summary.md"
+echo "=== done in $SECONDS s; failed steps:${failed:- none}"
+[ -z "$failed" ]

@@ -1,0 +1,90 @@
+"""Gather what run.sh wrote into one Markdown file: environment, tests, kernels, calibration.
+
+    python benchmarks/gpu/summarize.py OUT     # reads OUT/*.json and OUT/tests.xml, writes OUT/summary.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _number(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def environment(out: Path) -> list[str]:
+    data = json.loads((out / "environment.json").read_text())
+    lines = ["## Environment", "", f"- device: {data['device']}"]
+    lines += [f"- {name} {version}" for name, version in data["versions"].items()]
+    lines += [f"- declared range {line}" for line in data["ranges"]]
+    return lines
+
+
+def tests(out: Path) -> list[str]:
+    suite = ElementTree.parse(out / "tests.xml").getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
+    lines = ["## Tests", "", f"{counts['tests']} collected: {counts['tests'] - counts['failures'] - counts['errors'] - counts['skipped']} "
+             f"passed, {counts['failures']} failed, {counts['errors']} errors, {counts['skipped']} skipped", ""]
+    for case in suite.iter("testcase"):
+        for outcome in ("failure", "error"):
+            found = case.find(outcome)
+            if found is not None:
+                message = (found.get("message") or "").splitlines()[0][:200] if found.get("message") else ""
+                lines.append(f"- {outcome}: `{case.get('name')}`: {message}")
+    return lines
+
+
+def kernels(out: Path) -> list[str]:
+    data = json.loads((out / "kernels.json").read_text())
+    rows = [[r["dtype"], r["mask"], f"{r['n']}x{r['length']}", r["kernel"], str(r["exact"]),
+             _number(r.get("ms")), _number(r.get("vs_sdpa"), 2)] for r in data["rows"]]
+    lines = ["## Kernels (one basket of 128 keys; time over plain SDPA on the same keys)", "", f"{data['device']}, torch {data['torch']}", ""]
+    lines += _table(["dtype", "mask", "size", "kernel", "exact", "ms", "x SDPA"], rows)
+    lines += [""] + [f"- fastest exact fused kernel for {key}: {pick['kernel']} ({pick['vs_sdpa']:.2f} x SDPA)"
+                     for key, pick in data["picks"].items()]
+    why = {r["kernel"]: r["why"] for r in data["rows"] if r.get("why")}
+    return lines + [f"- {name} set aside: {reason}" for name, reason in why.items()]
+
+
+def calibration(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
+    lines = [f"## Calibration, {data['dtype']} ({path.name})", "",
+             f"{data['device']}, torch {data['torch']}; random models of {data['gte_layers']} layers; {data['reps']} timed rounds; "
+             f"targets {data['targets']}", ""]
+    rows = []
+    for name, case in data["cases"].items():
+        if "errors" in case:
+            rows.append([name, "failed: " + "; ".join(f"{k}: {v}" for k, v in case["errors"].items())[:300]] + [""] * 7)
+            continue
+        fast, tiled = case["fast_over_plain"], case["tiled_over_plain"]
+        mb = case["tensor_mb"]
+        rows.append([name, str(case["tokens"]), _number(case["plain_docs_per_s"], 2),
+                     f"{fast['median']:.3f} ({fast['min']:.3f}-{fast['max']:.3f})",
+                     f"{tiled['median']:.3f} ({tiled['min']:.3f}-{tiled['max']:.3f})", _number(case["reference_over_fast"], 2),
+                     f"{mb['plain']:.0f} / {mb['fast']:.0f} = {case['memory_fast_over_plain']:.3f}",
+                     _number(case["max_abs_fast_minus_reference"], 6) if case["max_abs_fast_minus_reference"] is not None else "-",
+                     "yes" if case["meets_targets"] else "NO"])
+    return lines + _table(["case", "tokens", "plain docs/s", "fast/plain (min-max)", "tiled/plain", "ref time / fast",
+                           "tensor MB plain / fast", "max abs fast-ref", "targets met"], rows)
+
+
+def main(out: str) -> None:
+    folder = Path(out)
+    parts = [["# GPU run of the calibrated path", ""]]
+    makers = [("environment.json", environment), ("tests.xml", tests), ("kernels.json", kernels)]
+    for name, maker in makers:
+        parts.append(maker(folder) if (folder / name).is_file() else [f"## {name}: not written (see log.txt)"])
+    parts += [calibration(path) for path in sorted(folder.glob("calibration-*.json"))]
+    (folder / "summary.md").write_text("\n\n".join("\n".join(part) for part in parts) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
