@@ -18,7 +18,7 @@ Private ops can change between torch releases, so a kernel is used only after it
 the explicit computation (:func:`explicit_with_lse`) once per device type and dtype, on a small
 problem with the model's head size, a partial mask and a fully masked row (:func:`verified_kernel`).
 A kernel that is missing, raises or disagrees is set aside with a warning and the next candidate
-is checked; where none passes, the exact explicit computation in query tiles runs instead. ``tests/test_fused_mean.py`` also checks the CPU
+is checked; where none passes, the exact explicit computation in query tiles runs instead. ``tests/core/test_fused_mean.py`` also checks the CPU
 kernel's contract directly.
 """
 

@@ -1,7 +1,7 @@
 """Registration of the plugin's models, tasks and the ``FairPos`` benchmark with mteb.
 
 mteb 2.x has no plugin API, so :func:`register` writes into its private registries (mteb's minor
-version is pinned in ``pyproject.toml`` and ``tests/test_mteb_plugin.py`` proves each step):
+version is pinned in ``pyproject.toml`` and ``tests/mteb/test_mteb_plugin.py`` proves each step):
 
 * models: ``mteb.models.model_implementations.MODEL_REGISTRY`` (a dict, name -> ModelMeta);
 * tasks: ``mteb.get_tasks._TASKS_REGISTRY`` (name -> class), ``mteb.get_tasks.TASK_LIST``

@@ -66,7 +66,7 @@ if wanted install; then
 fi
 wanted environment && step environment 60 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
 wanted tests && step tests 180 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
-    tests/test_equivalence.py tests/test_fused_mean.py tests/test_row_math.py
+    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
 wanted kernels && step kernels 75 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 for dtype in bf16 fp32; do
     wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 140 || echo 90) \

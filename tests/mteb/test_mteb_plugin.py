@@ -17,8 +17,8 @@ import pytest
 
 import fairpos_tiny_tasks
 
-REPO = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[1]
 MINILM_REVISION = "8b3219a92973c328a8e22fadcfa821b5dc75636a"  # the weights' commit: the fair/* revision
 PLUGIN_MODELS = [f"{org}/{key}" for key in ("gte-multilingual-base", "bge-m3", "Qwen3-Embedding-0.6B",
                                             "multilingual-e5-base", "all-MiniLM-L6-v2") for org in ("fair", "fair-off")]
