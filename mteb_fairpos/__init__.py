@@ -1,6 +1,6 @@
 """mteb-fairpos: position-fair document embeddings for the MTEB ecosystem.
 
-The calibration math is in :mod:`mteb_fairpos.calibration` (SPEC section 1), the fast attention
+The calibration math is in :mod:`mteb_fairpos.calibration` (docs/method.md#s1), the fast attention
 backend in :mod:`mteb_fairpos.attention`, the model wrapper in :mod:`mteb_fairpos.model`.
 
 Names are imported on first use (PEP 562), so registering the plugin with mteb, which imports

@@ -1,4 +1,4 @@
-"""The fast calibrated attention backend (SPEC 1.5), registered with transformers by name.
+"""The fast calibrated attention backend (docs/method.md#s1-5), registered with transformers by name.
 
 ``attach(model, config, pooling)`` switches a transformers model to the ``"fairpos"`` attention
 implementation and returns a :class:`CalibrationPlan`. Outside ``plan.applied(mask)`` the
@@ -256,7 +256,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     else:
         weighted, summed, ref = _running_sums(attended, lses)
 
-    # SPEC 1.3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
+    # docs/method.md#s1-3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
     # the explicit softmax.
     lse = torch.logsumexp(lses, 0)  # over every key of the row
     if iso.shape[1]:  # (a log-sum-exp over no keys costs more than one over four baskets)

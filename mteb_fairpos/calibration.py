@@ -1,12 +1,12 @@
-"""The calibration math of SPEC section 1.1-1.3, in the order the SPEC states it.
+"""The calibration math of docs/method.md#s1-1 to #s1-3, in the order the method states it.
 
 Pure functions, shared by the fast attention path (:mod:`mteb_fairpos.attention`) and the
 nnsight reference (:mod:`mteb_fairpos.reference`):
 
-* :func:`basket_layout` (SPEC 1.1-1.2) reads a batch's padding mask once and says, for every
+* :func:`basket_layout` (docs/method.md#s1-1 to #s1-2) reads a batch's padding mask once and says, for every
   key, which content basket it belongs to, which tokens are isolated and which query rows
   are calibrated;
-* :func:`calibrate_rows` (SPEC 1.3) rewrites rows of post-softmax attention probabilities.
+* :func:`calibrate_rows` (docs/method.md#s1-3) rewrites rows of post-softmax attention probabilities.
   Its arithmetic needs only each row's basket masses and isolated-token probabilities:
   :func:`basket_targets` (steps 1-4) gives the calibrated mass of a basket, the same for every
   non-empty basket of a row, and step 5 scales every key of a basket by one factor.
@@ -28,7 +28,7 @@ from .config import Pooling, SharePolicy
 
 @dataclass(frozen=True)
 class BasketLayout:
-    """Where every key of a padded batch sits (SPEC 1.2). Shapes use ``N`` = batch, ``K`` = keys."""
+    """Where every key of a padded batch sits (docs/method.md#s1-2). Shapes use ``N`` = batch, ``K`` = keys."""
 
     basket: Tensor
     """(N, K) long: content basket of each key, -1 for isolated and padded keys."""
@@ -37,7 +37,7 @@ class BasketLayout:
     isolated: Tensor
     """(N, n_iso) long: key index of each isolated token, in the order of ``shares``."""
     shares: tuple[SharePolicy, ...]
-    """Share policy of each isolated token (SPEC 1.3 step 2)."""
+    """Share policy of each isolated token (docs/method.md#s1-3 step 2)."""
     active: Tensor
     """(N,) bool: sequences with at least one full basket of content; the rest stay uncalibrated."""
     query_rows: Tensor | None
@@ -72,7 +72,7 @@ def basket_layout(
     basket_size: int,
     isolated: Sequence[tuple[str, SharePolicy]],
 ) -> BasketLayout:
-    """Cut every sequence's content tokens into baskets of ``basket_size`` (SPEC 1.1-1.2).
+    """Cut every sequence's content tokens into baskets of ``basket_size`` (docs/method.md#s1-1 to #s1-2).
 
     ``attention_mask`` is the tokenizer's (N, K) padding mask (1 = valid), with padding on
     either side. ``isolated`` lists ``("bos" | "eos", policy)`` pairs, as produced by
@@ -109,7 +109,7 @@ def content_members(layout: BasketLayout, dtype: torch.dtype) -> Tensor:
 
 
 def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor) -> Tensor:
-    """Calibrate rows of attention probabilities (SPEC 1.3, steps 1-5).
+    """Calibrate rows of attention probabilities (docs/method.md#s1-3, steps 1-5).
 
     Args:
         probs: (N, H, R, K) softmax output; padded keys are 0.
@@ -137,7 +137,7 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
 
 
 def basket_targets(n_filled: Tensor, original_iso: Tensor, layout: BasketLayout) -> tuple[Tensor, Tensor]:
-    """SPEC 1.3 steps 1-4: the calibrated (alpha = 1) mass of each non-empty content basket, the same
+    """docs/method.md#s1-3 steps 1-4: the calibrated (alpha = 1) mass of each non-empty content basket, the same
     for all of them, and the calibrated probability of each isolated token.
 
     They depend only on how many content baskets of the row hold attention (``n_filled``,
@@ -145,7 +145,7 @@ def basket_targets(n_filled: Tensor, original_iso: Tensor, layout: BasketLayout)
     (N, H, R, n_iso)); that is what lets fused kernels compute a calibrated row from per-group
     outputs without the probability matrix.
 
-    SPEC 1.3 leaves one case open: isolated shares that add up to more than 1 (e.g. an
+    docs/method.md#s1-3 leaves one case open: isolated shares that add up to more than 1 (e.g. an
     "original" BOS holding 0.9 of the row plus an "equal" EOS share of 1/3). Content then gets
     nothing and step 4 scales the shares down to sum to 1, so the row stays a distribution.
     """

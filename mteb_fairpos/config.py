@@ -16,10 +16,10 @@ Pooling = Literal["cls", "last", "mean"]
 POOLINGS: tuple[str, ...] = ("cls", "last", "mean")
 
 SharePolicy = Union[Literal["original", "equal"], float]
-"""How much attention an isolated token (BOS/EOS) keeps: see SPEC 1.3 step 2."""
+"""How much attention an isolated token (BOS/EOS) keeps: see docs/method.md#s1-3 step 2."""
 
 LayerSpec = Union[Literal["last_half", "last"], int, float, tuple[int, ...]]
-"""Which layers are calibrated: see SPEC 1.4 and :meth:`CalibrationConfig.resolve_layers`."""
+"""Which layers are calibrated: see docs/method.md#s1-4 and :meth:`CalibrationConfig.resolve_layers`."""
 
 _POLICY_TEXT = {"original": "orig", "equal": "eq"}
 _TEXT_POLICY = {v: k for k, v in _POLICY_TEXT.items()}
@@ -31,7 +31,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class CalibrationConfig:
-    """Settings of inference-time attention calibration (SPEC section 1).
+    """Settings of inference-time attention calibration (docs/method.md#s1).
 
     Args:
         basket_size: tokens per content basket (``B``); inputs with fewer content tokens
@@ -42,7 +42,7 @@ class CalibrationConfig:
         pooling: ``"cls"``, ``"last"`` or ``"mean"``; ``None`` reads it from the
             sentence-transformers Pooling module.
         isolate_bos / isolate_eos: keep the first / last valid token out of the content
-            baskets; ``None`` follows the pooling (SPEC 1.1 table).
+            baskets; ``None`` follows the pooling (docs/method.md#s1-1 table).
         bos_share / eos_share: share policy of an isolated token: ``"original"``,
             ``"equal"`` or a float in [0, 1).
     """

@@ -7,7 +7,7 @@ model card, and ``FairSentenceTransformer(path)`` reads it back exactly. A plain
 silently dropping the calibration.
 
 One model copy serves both sides: ``encode_document`` runs inside the calibration plan,
-``encode_query`` does not (SPEC 1.4: documents only), and plain ``encode`` follows the
+``encode_query`` does not (docs/method.md#s1-4: documents only), and plain ``encode`` follows the
 ``calibrate_encode`` flag (``calibrate_queries`` turns the query side on too, an ablation).
 Everything else is sentence-transformers' own ``encode``. The model pickles like any
 SentenceTransformer, so it can travel to worker processes.

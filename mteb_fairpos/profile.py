@@ -1,4 +1,4 @@
-"""The attention profile of the pooling query (SPEC 1.6): where a model's pooling token looks.
+"""The attention profile of the pooling query (docs/method.md#s1-6): where a model's pooling token looks.
 
 For every text and every chosen layer, the post-softmax attention row of the pooling query is
 averaged over heads and summed per key *position group*: the first valid token, the content
@@ -135,7 +135,7 @@ def attention_profile(
     batch_size: int = 8,
     prompt: str | None = None,
 ) -> AttentionProfile:
-    """The attention profile of the pooling query over ``texts`` (SPEC 1.6).
+    """The attention profile of the pooling query over ``texts`` (docs/method.md#s1-6).
 
     Args:
         model: a ``SentenceTransformer`` (or a model name/path, loaded with sentence-transformers).

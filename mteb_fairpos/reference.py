@@ -1,4 +1,4 @@
-"""The reference implementation of calibration (SPEC 1.5): eager attention, softmax edited by nnsight.
+"""The reference implementation of calibration (docs/method.md#s1-5): eager attention, softmax edited by nnsight.
 
 This is the route the authors' library takes, kept as an *independent* oracle for the fast
 backend in :mod:`mteb_fairpos.attention`: the model runs with transformers' ``"eager"`` attention,

@@ -1,4 +1,4 @@
-"""Segment Embed Average (SEA, SPEC 3.5): a position-agnostic baseline.
+"""Segment Embed Average (SEA, docs/method.md#s3-5): a position-agnostic baseline.
 
 A document is split into chunks, each chunk is embedded on its own by the base model, and the
 document vector is the mean of its chunk vectors (as the base model returns them; a model that

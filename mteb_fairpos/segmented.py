@@ -11,7 +11,7 @@ articles). Everything that turns one into what the package measures or stores li
    left), and the token count. A very long document is tokenized only a little past the maximum
    (`model_text`), so a 3 MB text costs what a 3 kB one does;
 3. one forward pass per document (`encode_segmented`): the document vector and, for mean-pooled
-   models, each segment's late-chunking vector (SPEC 2.3: the normalised mean of its final-layer
+   models, each segment's late-chunking vector (docs/method.md#s2-3: the normalised mean of its final-layer
    token vectors), checked against the layout's token ids so spans and vectors cannot drift apart.
 
 Two callers want two span rules, explicit as parameters: the permutation probe strips whitespace
@@ -74,7 +74,7 @@ def document_prompt(model: Any) -> str:
 
 
 def model_pooling(model: Any) -> Pooling:
-    """The pooling of a sentence-transformers model in SPEC 1.1 terms (``cls``, ``last`` or ``mean``)."""
+    """The pooling of a sentence-transformers model in docs/method.md#s1-1 terms (``cls``, ``last`` or ``mean``)."""
     from sentence_transformers.sentence_transformer.modules import Pooling as PoolingModule
 
     modules = [m for m in model if isinstance(m, PoolingModule)]
@@ -100,12 +100,12 @@ def calibration_pooling(model: Any) -> Pooling:
 
 def require_mean_pooling(model: Any) -> None:
     """Refuse late chunks for a model that does not mean-pool: a segment's late-chunking vector is
-    the mean of its token vectors, an embedding only for a model trained to mean-pool (SPEC 2.3
+    the mean of its token vectors, an embedding only for a model trained to mean-pool (docs/method.md#s2-3
     defines it for those alone)."""
     pooling = calibration_pooling(model)
     if pooling != "mean":
         raise ValueError(
-            f"late-chunking vectors are defined for mean-pooled models only (SPEC 2.3); this model pools with "
+            f"late-chunking vectors are defined for mean-pooled models only (docs/method.md#s2-3); this model pools with "
             f"{pooling!r}. Leave late chunks off."
         )
 

@@ -1,4 +1,4 @@
-"""``mteb-fairpos profile``: where the pooling token's attention goes, per layer (SPEC 1.6).
+"""``mteb-fairpos profile``: where the pooling token's attention goes, per layer (docs/method.md#s1-6).
 
 Prints the attention mass of the pooling query on the first token, on each basket of content
 tokens and on the last token, per layer (averaged over heads and texts), and writes the profile

@@ -1,4 +1,4 @@
-"""The permutation fairness probe of the first paper (SPEC section 2).
+"""The permutation fairness probe of the first paper (docs/method.md#s2).
 
 Documents are built from ``n`` segments on distinct topics in every order; how similar the
 document embedding stays to each segment's standalone embedding (sigma), and for mean-pooled

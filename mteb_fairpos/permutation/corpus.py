@@ -1,4 +1,4 @@
-"""Comparable corpora: the same topics written independently in several languages (SPEC 2.1).
+"""Comparable corpora: the same topics written independently in several languages (docs/method.md#s2-1).
 
 A :class:`ComparableCorpus` is a list of topics, each with one text per language it exists in.
 Three sources:
@@ -46,7 +46,7 @@ HF_DATASET = "impresso-project/wiki_comparable_corpus_en_de_hi_it_ko_zh"
 HF_LANGUAGES = ("en", "de", "hi", "it", "ko", "zh")
 HF_REQUIRED_COLUMNS = ("aligned_id", "text")
 HF_EXPECTED_COLUMNS = ("wiki_pageid", "language", "url", "title", "text", "aligned_id", "id")
-"""The columns the authors' build script writes (SPEC 2.1); only ``aligned_id`` and ``text`` are read."""
+"""The columns the authors' build script writes (docs/method.md#s2-1); only ``aligned_id`` and ``text`` are read."""
 
 MANPAGES_PATH = Path(__file__).resolve().parent.parent / "data" / "manpages_corpus.jsonl"
 """The bundled real-text corpus: 164 pages of the Linux man-pages project (NAME line and leading
@@ -275,7 +275,7 @@ def load_hf_corpus(
     """Read the comparable corpus from the Hugging Face hub (needs network or a local hub cache).
 
     The dataset must have one split per language and the columns ``aligned_id`` and ``text``
-    (SPEC 2.1); anything else is a :class:`CorpusError` listing what was expected and found.
+    (docs/method.md#s2-1); anything else is a :class:`CorpusError` listing what was expected and found.
     """
     from datasets import load_dataset
 
@@ -323,7 +323,7 @@ def corpus_from_splits(
             )
         unexpected = [c for c in HF_EXPECTED_COLUMNS if c not in columns]
         if unexpected:
-            logger.warning("%s: split %r has no column(s) %s (not needed, but the schema differs from SPEC 2.1).",
+            logger.warning("%s: split %r has no column(s) %s (not needed, but the schema differs from docs/method.md#s2-1).",
                            source, lang, unexpected)
         ids = split["aligned_id"]
         texts = split["text"]

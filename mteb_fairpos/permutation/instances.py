@@ -1,4 +1,4 @@
-"""Experiment instances ``(n, L)`` of the permutation probe (SPEC 2.2).
+"""Experiment instances ``(n, L)`` of the permutation probe (docs/method.md#s2-2).
 
 A :class:`LanguageConfig` is ``n`` and a language configuration: monolingual ``(l, ..., l)``
 or mixed ``(l_lead, l_later, ..., l_later)``. Its subset name shows both: ``n3_de`` and

@@ -1,4 +1,4 @@
-"""The permutation fairness probe end to end: select, build, embed, measure, fit (SPEC 2).
+"""The permutation fairness probe end to end: select, build, embed, measure, fit (docs/method.md#s2).
 
 A :class:`ProbeSession` binds one corpus to one model. It measures segments with the model's
 tokenizer once, then runs configurations one by one (as mteb runs subsets): each unique
@@ -39,7 +39,7 @@ class ProbeSettings:
             samples that many distinct orders per set.
         seed: draws the sets (and sampled orders).
         selection: the segment window, maximum document length, +/-70 % rule, mode.
-        separator: joins segments into a document (SPEC: a single space).
+        separator: joins segments into a document (docs/method.md#s2-2: a single space).
     """
 
     num_sets: int | Mapping[int, int] = 10

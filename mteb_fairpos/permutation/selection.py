@@ -1,4 +1,4 @@
-"""Segment selection with the evaluated model's own tokenizer (SPEC 2.1).
+"""Segment selection with the evaluated model's own tokenizer (docs/method.md#s2-1).
 
 A text is usable as a segment when its token count (no special tokens) lies in a window
 ``[low, high]``; by default the window is the paper's 1,000-2,000 tokens of an 8,192-token

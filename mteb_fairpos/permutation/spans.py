@@ -1,4 +1,4 @@
-"""Where each segment's tokens lie inside a probe document (late chunking, SPEC 2.3).
+"""Where each segment's tokens lie inside a probe document (late chunking, docs/method.md#s2-3).
 
 The layout itself is `mteb_fairpos.segmented.token_layouts`, shared with the Qdrant index. The
 probe's rule: a segment is located without its surrounding whitespace, and a token that straddles

@@ -1,4 +1,4 @@
-"""Statistics of the permutation probe (SPEC 2.3), with statsmodels.
+"""Statistics of the permutation probe (docs/method.md#s2-3), with statsmodels.
 
 * :func:`position_model`: OLS ``y ~ beta_0 + sum_{p>=2} beta_p 1[i = p]`` (position 1 the
   baseline) with standard errors clustered by segment set; beta, SE, p-value (H0: beta = 0)

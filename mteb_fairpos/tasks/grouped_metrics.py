@@ -1,4 +1,4 @@
-"""Position-grouped retrieval metrics (SPEC 3.1 and 3.4).
+"""Position-grouped retrieval metrics (docs/method.md#s3-1 and 3.4).
 
 Every figure here starts from mteb's per-query scores: the ``all_scores`` mapping that
 ``pytrec_eval`` returns (``{query_id: {"ndcg_cut_10": ..., ...}}``) and that
@@ -166,7 +166,7 @@ LENGTH_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("Q3", 1024, 1536),
     ("Q4", 1536, math.inf),
 )
-"""PosIR length buckets on ``pos_token_length``, half-open ``[lower, upper)`` (SPEC 3.4)."""
+"""PosIR length buckets on ``pos_token_length``, half-open ``[lower, upper)`` (docs/method.md#s3-4)."""
 
 N_POSITION_BINS = 20
 POSITION_BINS: tuple[str, ...] = tuple(
@@ -234,7 +234,7 @@ def merge_cells(parts: Iterable[Cells]) -> Cells:
 
 
 def cell_figures(cells: Cells) -> dict[str, Any]:
-    """PosIR's positional figures from pooled cells (SPEC 3.4).
+    """PosIR's positional figures from pooled cells (docs/method.md#s3-4).
 
     * per bucket: nDCG@10 = unweighted mean over its non-empty position bins, PSI over them;
     * ``position_<bin>``: mean nDCG@10 of each of the 20 bins pooled across the buckets, with

@@ -1,4 +1,4 @@
-"""The permutation fairness probe (SPEC 2) as mteb tasks with their own evaluation.
+"""The permutation fairness probe (docs/method.md#s2) as mteb tasks with their own evaluation.
 
 Each hf subset is one experiment instance ``(n, L)``, named ``n3_de`` (monolingual) or
 ``n3_en-de`` (lead ``en`` at position 1, ``de`` at positions 2..n). The scores of a subset

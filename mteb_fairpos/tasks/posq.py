@@ -1,4 +1,4 @@
-"""SQuAD-PosQ and FineWeb-PosQ (SPEC 3.2, 3.3) as mteb retrieval tasks with position groups.
+"""SQuAD-PosQ and FineWeb-PosQ (docs/method.md#s3-2, #s3-3) as mteb retrieval tasks with position groups.
 
 Both are full-corpus retrieval: the corpus is every distinct passage of the dataset, a query's
 only relevant passage is the one it was asked about. Scores: mteb's usual retrieval metrics plus
@@ -103,7 +103,7 @@ def _positive(name: str, value: int | None) -> int | None:
 
 
 class SQuADPosQ(PositionGroupedRetrieval):
-    """SQuAD-PosQ: SQuAD v2 questions grouped by where their answer starts (SPEC 3.2)."""
+    """SQuAD-PosQ: SQuAD v2 questions grouped by where their answer starts (docs/method.md#s3-2)."""
 
     hub_id = "rajpurkar/squad_v2"
     position_groups = SQUAD_GROUPS
@@ -183,7 +183,7 @@ def _tags(value: Any) -> list[str]:
 
 
 class FineWebPosQ(PositionGroupedRetrieval):
-    """FineWeb-PosQ: questions about the beginning, middle or end of long web passages (SPEC 3.3)."""
+    """FineWeb-PosQ: questions about the beginning, middle or end of long web passages (docs/method.md#s3-3)."""
 
     hub_id = "NovaSearch/FineWeb-PosQ"
     position_groups = FINEWEB_GROUPS

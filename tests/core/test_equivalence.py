@@ -1,4 +1,4 @@
-"""The fast calibrated backend against the independent nnsight reference (SPEC 1.5).
+"""The fast calibrated backend against the independent nnsight reference (docs/method.md#s1-5).
 
 Tiny randomly initialised models of every supported architecture (hidden 32, 4 layers), saved
 with the offline MiniLM tokenizer and wrapped as sentence-transformers models. The fast path

@@ -289,7 +289,7 @@ def test_wide_logit_gaps_between_baskets(gap, side, causal, combine):
     * 30 and 80: the rows' frame moves (the weighted sum is rescaled); the other baskets keep tiny
       but normal fp32 masses. Both paths agree.
     * 95: those masses are fp32 subnormals, where whether an exp still gives a non-zero value
-      depends on the kernel, and so does whether SPEC 1.3 counts the basket as empty. Both paths
+      depends on the kernel, and so does whether docs/method.md#s1-3 counts the basket as empty. Both paths
       must stay finite (the explicit one divided by such masses and overflowed to NaN before) and
       keep rows that sum to 1.
     * 150: the masses underflow to 0 everywhere and the baskets count as empty, as in the explicit

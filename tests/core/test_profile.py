@@ -1,4 +1,4 @@
-"""`attention_profile` (SPEC 1.6) and `mteb-fairpos profile`."""
+"""`attention_profile` (docs/method.md#s1-6) and `mteb-fairpos profile`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property tests of the row math (SPEC 1.2-1.3) on random batches with left and right padding."""
+"""Property tests of the row math (docs/method.md#s1-2 to #s1-3) on random batches with left and right padding."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def test_documents_calibrated_queries_not(encoders):
     np.testing.assert_allclose(_encode(fair, SHORT, "query"), _encode(twin, SHORT, "query"), atol=1e-5)
     # inputs without a prompt type (STS, clustering, the permutation probe) count as documents
     assert np.abs(_encode(fair, LONG, None) - docs_twin).max() > 1e-3
-    # inputs shorter than a basket are left as they are (SPEC 1.3)
+    # inputs shorter than a basket are left as they are (docs/method.md#s1-3)
     np.testing.assert_allclose(_encode(fair, SHORT, "document"), _encode(twin, SHORT, "document"), atol=1e-5)
 
 

@@ -1,4 +1,4 @@
-"""Qdrant integration: a position-aware index of calibrated document embeddings (SPEC 4).
+"""Qdrant integration: a position-aware index of calibrated document embeddings (docs/method.md#s4).
 
 >>> from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
 >>> from mteb_fairpos.integrations.qdrant import FairQdrantIndex

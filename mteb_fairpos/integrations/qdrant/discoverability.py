@@ -1,4 +1,4 @@
-"""Discoverability by position (SPEC 4): can each segment find its own document?
+"""Discoverability by position (docs/method.md#s4): can each segment find its own document?
 
 Every indexed segment (or a supplied query about it) is used as a query, encoded uncalibrated;
 the rank of its parent document among the document points is recorded, once for the

@@ -1,4 +1,4 @@
-"""`FairQdrantIndex`: multi-segment documents as calibrated vectors with position payloads (SPEC 4).
+"""`FairQdrantIndex`: multi-segment documents as calibrated vectors with position payloads (docs/method.md#s4).
 
 Each document becomes one point (id from collection, document id and position 0) with the
 named vectors ``calibrated`` and, optionally, ``uncalibrated``; its payload lists every

@@ -3,7 +3,7 @@
 A record is a mapping with an ``id`` and its segments in one of two forms:
 
 * an ordered list of segments, each a string or ``{"text", "language"?, "id"?}``; the document
-  text is the segments joined with a single space (SPEC notation);
+  text is the segments joined with a single space (docs/method.md#s2-2);
 * a ``text`` plus segment character spans, either ``"segments": [{"start", "end",
   "language"?, "id"?}]`` or the shorthand ``"spans": [[start, end], ...]``; spans are
   half-open, in document order and must not overlap.

@@ -1,4 +1,4 @@
-"""Searching the index: queries are encoded uncalibrated (SPEC 1.4), filters work on positions.
+"""Searching the index: queries are encoded uncalibrated (docs/method.md#s1-4), filters work on positions.
 
 Document-level search (``level="document"``) ranks document points by their ``calibrated`` or
 ``uncalibrated`` vector; a ``position`` / ``language`` restriction keeps documents that have a

@@ -1,4 +1,4 @@
-"""PosIR (SPEC 3.4): position-aware retrieval in 10 languages (14 selectable) and 31 domains.
+"""PosIR (docs/method.md#s3-4): position-aware retrieval in 10 languages (14 selectable) and 31 domains.
 
 The dataset ``infgrad/PosIR-Benchmark-v1`` is laid out ``{language}/{domain}/`` with
 ``queries.parquet`` (``_id, text, pos_char_span, pos_char_length, pos_token_length``),
@@ -64,7 +64,7 @@ domains and lengths) and `average_over_languages` the final means; `summarize_sc
 and is what ``mteb-fairpos compare`` shows for these tasks.
 
 The PosIR authors' analysis bins with right-closed intervals (``(0,512]``, ``[0,0.05]``,
-``(0.05,0.1]``, ...); SPEC 3.4 asks for the half-open ones above, which differ only for values
+``(0.05,0.1]``, ...); docs/method.md#s3-4 asks for the half-open ones above, which differ only for values
 exactly on a boundary.
 
 The package, by concern: `dataset` (the dataset's identity and subset names), `source` (reading a

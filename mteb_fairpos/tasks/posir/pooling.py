@@ -1,4 +1,4 @@
-"""The PosIR papers' figures from a TaskResult: subsets pooled per query language (SPEC 3.4),
+"""The PosIR papers' figures from a TaskResult: subsets pooled per query language (docs/method.md#s3-4),
 then averaged over languages. What ``mteb-fairpos compare`` shows for the PosIR tasks."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .dataset import split_subset
 
 
 def language_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per query language, its (language, domain) subsets pooled as SPEC 3.4 says.
+    """Per query language, its (language, domain) subsets pooled as docs/method.md#s3-4 says.
 
     ``entries`` are the score entries of a PosIR TaskResult (``result.scores["test"]``). For each
     language: ``ndcg_at_10`` over all its queries (the query-weighted mean over its domains),

@@ -1,5 +1,5 @@
 """The four PosIR tasks: mteb retrieval per (language, domain) subset, read lazily, with each
-subset's scores grouped by where the answer sits in its document (SPEC 3.4)."""
+subset's scores grouped by where the answer sits in its document (docs/method.md#s3-4)."""
 
 from __future__ import annotations
 
