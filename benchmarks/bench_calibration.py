@@ -7,7 +7,7 @@ documents with ``encode_document`` semantics:
 * ``fast``      : ``FairSentenceTransformer.encode_document`` (the ``fairpos`` backend; for mean
   pooling the fused group path, ``mean_kernel("grouped")``);
 * ``tiled``     : the same with the explicit-softmax query tiles (``mean_kernel("tiled")``), the
-  path mean pooling took before #11 and its fallback now (for cls/last pooling it is ``fast``);
+  path mean pooling took before the fused kernels and its fallback now (for cls/last pooling it is ``fast``);
 * ``reference`` : :func:`mteb_fairpos.reference.reference_embeddings` (eager attention, softmax
   edited through nnsight); skipped where it would need the L x L matrix of a long mean-pooled case.
 
@@ -40,7 +40,7 @@ with mean and with cls pooling at 512, 2,048 and 8,192 tokens; a randomly initia
 Qwen3 (hidden 768, 12 heads, 4 KV heads) with last-token pooling at 2,048 tokens. Calibration:
 basket 128, strength 0.5.
 
-Targets (#11): mean pooling >= 0.9 of plain throughput (aim 0.95), cls/last >= 0.97, peak
+Targets: mean pooling >= 0.9 of plain throughput (aim 0.95), cls/last >= 0.97, peak
 tensor memory <= 1.1x everywhere. On CUDA: mean >= 0.95, cls/last >= 0.97, memory <= 1.05x.
 
 On a GPU (``docs/gpu.md``; ``benchmarks/gpu/run.sh`` runs it so): ``--dtype bf16`` loads the models in

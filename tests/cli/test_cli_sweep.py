@@ -37,7 +37,7 @@ def test_sweep_runs_and_resumes(tmp_path, capsys, monkeypatch):
             "--csv", str(tmp_path / "sweep.csv")]
     assert main(args) == 0
     first = capsys.readouterr().out
-    assert "[1/3] fair-off/all-MiniLM-L6-v2: running" in first  # #14: one model name per config
+    assert "[1/3] fair-off/all-MiniLM-L6-v2: running" in first  # one model name per config
     assert "[3/3] fair/all-MiniLM-L6-v2-b64_lhalf_a1: running" in first
     table = first[first.index(f"### {TASK}"):]
     assert "| config | B | layers | alpha | begin | middle | end | main | Δmain | PSI | ΔPSI |" in table

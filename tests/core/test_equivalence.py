@@ -143,7 +143,7 @@ def test_mean_pooling_in_query_tiles(transformers_modules, monkeypatch, architec
     whole = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3).cpu()  # the fused group path
     monkeypatch.setattr(fast_backend, "TILE_ELEMENTS", 3 * 4 * 40 * 5)  # a few query rows per tile
     monkeypatch.setattr(reference_module, "ROW_TILE_ELEMENTS", 3 * 4 * 40 * 3)
-    with fast_backend.mean_kernel("tiled"):  # #11: the fallback path, forced
+    with fast_backend.mean_kernel("tiled"):  # the fallback path, forced
         tiled = fair.encode_document(TEXTS, convert_to_tensor=True, batch_size=3).cpu()
     reference = reference_embeddings(fair, TEXTS, config, batch_size=3)
     assert (tiled - whole).abs().max().item() <= TOLERANCE
@@ -183,7 +183,7 @@ def test_reference_leaves_the_model_as_it_was(transformers_modules):
     before = fair.encode_document(TEXTS, convert_to_tensor=True)
     reference_embeddings(fair, TEXTS, config)
     inner = fair.transformers_model
-    # #14: wrapping leaves the model's own implementation in place (calibrated passes switch and restore)
+    # wrapping leaves the model's own implementation in place (calibrated passes switch and restore)
     assert inner.config._attn_implementation == "sdpa"
     assert not any(STATE in m.__dict__ or "forward" in m.__dict__ for m in inner.modules())
     assert not inner.training
@@ -337,7 +337,7 @@ def test_softmax_changing_arguments_are_refused_not_ignored(argument):
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_a_two_percent_strength_change_is_caught(transformers_modules, pooling):
-    """The 1e-5 tolerance is tight enough to see a wrong strength: the comparison is not vacuous (#11)."""
+    """The 1e-5 tolerance is tight enough to see a wrong strength: the comparison is not vacuous."""
     model = st_model(transformers_modules["bert"], pooling, "right")
     config = CalibrationConfig(basket_size=4, layers="last_half", strength=0.5)
     mutated = FairSentenceTransformer(model, config.replace(strength=0.51))

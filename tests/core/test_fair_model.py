@@ -98,7 +98,7 @@ def test_no_warning_for_inputs_that_fit(fair):
         fair.encode_document([LONG, SHORT])
 
 
-# ---------------------------------------------------------------------------------- like sentence-transformers (#14)
+# ---------------------------------------------------------------------------------- like sentence-transformers
 def test_save_and_load_keep_the_calibration(minilm, tmp_path):
     from sentence_transformers import SentenceTransformer
 

@@ -47,7 +47,7 @@ def _encode(encoder, texts, prompt_type, **kwargs):
 def test_loaded_through_the_same_code_path(encoders):
     fair, twin = encoders
     assert type(fair) is type(twin) and type(fair.model) is type(twin.model)
-    # #14: the config is in the name, the revision is the weights' commit
+    # the config is in the name, the revision is the weights' commit
     assert fair.mteb_model_meta.name == "fair/all-MiniLM-L6-v2" and twin.mteb_model_meta.name == "fair-off/all-MiniLM-L6-v2"
     assert fair.mteb_model_meta.revision == twin.mteb_model_meta.revision == "8b3219a92973c328a8e22fadcfa821b5dc75636a"
     assert str(fair.calibration) == "b128_lhalf_a0.5" and twin.calibration is None

@@ -55,7 +55,7 @@ def test_models_are_registered(registered):
 
     for name in PLUGIN_MODELS:
         assert name in MODEL_REGISTRY, name
-    # #14: a config is a model name of its own; the revision is the weights' commit
+    # a config is a model name of its own; the revision is the weights' commit
     assert mteb.get_model_meta("fair/all-MiniLM-L6-v2").loader_kwargs["calibration"] == "b128_lhalf_a0.5"
     assert mteb.get_model_meta("fair-off/all-MiniLM-L6-v2").loader_kwargs["calibration"] == "off"
     assert mteb.get_model_meta("fair/all-MiniLM-L6-v2").revision == MINILM_REVISION
@@ -94,7 +94,7 @@ def test_benchmark_groups_the_plugin_tasks(registered):
         cache = sys.modules["mteb.benchmarks.get_benchmark"]
         cache._build_registry.cache_clear()
         cache._build_aliases_registry.cache_clear()
-    # #14: FairPos holds each measurement once (no Tiny twin, no second probe); the samples are FairPosSmall
+    # FairPos holds each measurement once (no Tiny twin, no second probe); the samples are FairPosSmall
     assert [t.metadata.name for t in mteb.get_benchmark("FairPos").tasks] == [
         "SQuADPosQ", "FineWebPosQ", "PosIR", "PosIRCrossLingual", "PermutationFairness"]
     assert [t.metadata.name for t in mteb.get_benchmark("FairPosSmall").tasks] == [
@@ -325,7 +325,7 @@ def test_mteb_run_end_to_end_and_results_load_back(tmp_path, registered, monkeyp
     loaded = cache.load_results(models=names, tasks=[task], include_remote=False)
     revisions = {(r["model_name"], r["revision"]) for r in loaded.model_revisions}
     assert revisions == {(name, MINILM_REVISION) for name in names}
-    # mteb's own tables keep every config as a row of its own (they hid one before #14)
+    # mteb's own tables keep every config as a row of its own (configs as revisions hid all but one)
     joined = loaded.join_revisions()
     assert sorted(m.model_name for m in joined) == sorted(names)
     frame = loaded.to_dataframe()

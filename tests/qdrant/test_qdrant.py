@@ -359,7 +359,7 @@ def test_position_filter_shapes():
     assert position_filter() is None
     nested = position_filter(2, "de").must[0]
     assert nested.nested.key == "segments"
-    # #14: by default only segments the model read match (not ones the maximum length cut off)
+    # by default only segments the model read match (not ones the maximum length cut off)
     assert [c.key for c in nested.nested.filter.must] == ["position", "language", "coverage"]
     assert nested.nested.filter.must[2].match.any == ["full", "partial"]
     assert [c.key for c in position_filter(2, "de", coverage=None).must[0].nested.filter.must] == ["position", "language"]
@@ -415,7 +415,7 @@ def test_encode_documents_matches_the_model_input(model):
     assert torch.is_tensor(model.encode_document([docs[1].text], convert_to_tensor=True))
 
 
-# ---------------------------------------------------------------------------- held-out bad input (#12)
+# ---------------------------------------------------------------------------- held-out bad input
 def test_nothing_to_index_creates_no_collection(index):
     with pytest.raises(InputError, match="nothing to index: it holds no record"):
         index.index([], show_progress=False)

@@ -133,7 +133,7 @@ def test_point_ids_are_deterministic_and_distinct():
     assert point_id("c", "doc1", 2) != point_id("c", "doc", 12)
 
 
-# ---------------------------------------------------------------------------- held-out bad input (#12)
+# ---------------------------------------------------------------------------- held-out bad input
 def test_misspelled_keys_are_refused_with_a_suggestion():
     with pytest.raises(InputError, match=r"unknown record key\(s\) 'langauge' \(did you mean 'language'\?\).*metadata"):
         parse_document({"id": "d", "langauge": "de", "segments": ["a", "b"]})

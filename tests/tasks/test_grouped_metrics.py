@@ -111,7 +111,7 @@ def test_cell_figures_by_hand():
     fig = cell_figures(cells)
     assert fig["ndcg_at_10_Q1"] == pytest.approx((0.75 + 0.5) / 2)  # unweighted over non-empty bins
     assert fig["psi_Q1"] == pytest.approx(1 - 0.5 / 0.75)
-    # a single non-empty bin has no spread to measure: PSI is undefined (#12), not a flat 0.0
+    # a single non-empty bin has no spread to measure: PSI is undefined, not a flat 0.0
     assert fig["ndcg_at_10_Q2"] == 1.0 and fig["psi_Q2"] is None
     assert any(note.startswith("psi_Q2:") and "1 non-empty group" in note for note in fig["notes"])
     assert fig["ndcg_at_10_Q3"] is None and fig["psi_Q3"] is None and fig["n_queries_Q3"] == 0

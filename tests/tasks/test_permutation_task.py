@@ -211,9 +211,9 @@ def test_demo_command(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--subsets", "n3_en", "--sets", "2", "--calibration", "none", "b128_lhalf_a1"]) == 0
     out = capsys.readouterr().out
     assert "beta_2" in out and "uncalibrated" in out and "calibrated (b128_lhalf_a1)" in out
-    assert "PermutationFairnessManpages" in out  # #15: the demo is the probe on the bundled real-text corpus
+    assert "PermutationFairnessManpages" in out  # the demo is the probe on the bundled real-text corpus
     assert (tmp_path / "profile.png").stat().st_size > 10_000
-    # #14: mteb's own layout, one model name per config, and compare's view at the end; #15: the max length
+    # mteb's own layout, one model name per config, and compare's view at the end; the max length
     # the demo sets (512, the checkpoint ships 256) is an mteb experiment of the model
     commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
     experiment = tmp_path / "results" / "fair__all-MiniLM-L6-v2-b128_lhalf_a1" / commit / "experiments" / "max_seq_length_512"

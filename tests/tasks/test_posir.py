@@ -234,7 +234,7 @@ def test_language_pooling_by_hand():
     assert deu["position_0.00-0.05"] == pytest.approx(0.75) and deu["position_0.95-1.00"] == pytest.approx(0.4)
     assert deu["psi"] == pytest.approx(1 - 0.4 / 0.75) and deu["psi_Q1"] == pytest.approx(1 - 0.4 / 0.75)
     assert deu["ndcg_at_10_Q1"] == pytest.approx((0.75 + 0.4) / 2) and deu["ndcg_at_10_Q2"] is None
-    # eng has queries in one bin only: PSI is undefined (#12), and the average leaves it out
+    # eng has queries in one bin only: PSI is undefined, and the average leaves it out
     assert figures["eng-Latn"]["n_domains"] == 1 and figures["eng-Latn"]["psi"] is None
 
     summary = summarize_scores(entries)
@@ -284,7 +284,7 @@ def test_a_text_column_of_bytes_is_named_before_anything_is_embedded(tmp_path):
         _loaded(data_dir=copy, languages=["deu"])
 
 
-# ------------------------------------------------------------------ against the real dataset's layout (#12)
+# ------------------------------------------------------------------ against the real dataset's layout
 def test_the_31st_domain_is_fineweb(tmp_path, caplog):
     from mteb_fairpos.tasks.posir import POSIR_DOMAINS
 
