@@ -85,13 +85,15 @@ class BaseModel:
     hub_id: str
     upstream: str
     """mteb's own entry for the same weights: ``adapted_from``, and the source of languages,
-    training data and citation (which mteb curates)."""
+    training data, citation and the sizes mteb measured on the hub (parameters, memory)."""
     weights_revision: str | None
     pooling: str
     embed_dim: int
     max_tokens: int
-    n_parameters: int
-    memory_usage_mb: float
+    vocab_size: int
+    hidden_size: int
+    """``vocab_size`` and ``hidden_size`` of the checkpoint's ``config.json`` at ``weights_revision``:
+    the input embedding table, ``n_embedding_parameters = vocab_size * hidden_size`` (mteb's rule)."""
     license: str
     release_date: str
     languages: tuple[str, ...] | None = None
@@ -106,6 +108,10 @@ class BaseModel:
     """Load from :func:`~mteb_fairpos.offline.minilm_path` (the offline weights) when installed."""
     max_seq_length: int | None = None
     """Input length to load with, where it differs from the checkpoint's own setting."""
+
+    @property
+    def n_embedding_parameters(self) -> int:
+        return self.vocab_size * self.hidden_size
 
     @property
     def reference(self) -> str:
@@ -137,8 +143,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="cls",
         embed_dim=768,
         max_tokens=8192,
-        n_parameters=305_368_320,
-        memory_usage_mb=582,
+        vocab_size=250048,
+        hidden_size=768,
         license="apache-2.0",
         release_date="2024-07-20",
     ),
@@ -150,8 +156,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="cls",
         embed_dim=1024,
         max_tokens=8192,
-        n_parameters=568_000_000,
-        memory_usage_mb=2167,
+        vocab_size=250002,
+        hidden_size=1024,
         license="mit",
         release_date="2024-06-28",
     ),
@@ -163,8 +169,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="last",
         embed_dim=1024,
         max_tokens=32768,
-        n_parameters=595_776_512,
-        memory_usage_mb=1136,
+        vocab_size=151669,
+        hidden_size=1024,
         license="apache-2.0",
         release_date="2025-06-05",
         instructions="qwen3",
@@ -178,8 +184,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="mean",
         embed_dim=768,
         max_tokens=514,
-        n_parameters=278_000_000,
-        memory_usage_mb=1061,
+        vocab_size=250002,
+        hidden_size=768,
         license="mit",
         release_date="2024-02-08",
         prompts={PromptType.query.value: "query: ", PromptType.document.value: "passage: "},
@@ -192,8 +198,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="mean",
         embed_dim=384,
         max_tokens=512,
-        n_parameters=22_713_216,
-        memory_usage_mb=87,
+        vocab_size=30522,
+        hidden_size=384,
         license="apache-2.0",
         release_date="2021-08-30",
         languages=("eng-Latn",),
@@ -473,8 +479,10 @@ def _model_meta(base: BaseModel, calibration: CalibrationConfig | None) -> Model
         revision=base.weights_revision,
         release_date=base.release_date,
         languages=languages,
-        n_parameters=base.n_parameters,
-        memory_usage_mb=base.memory_usage_mb,
+        # mteb measured these from the checkpoint on the hub; the same weights, so the same numbers
+        n_parameters=upstream.n_parameters if upstream is not None else None,
+        memory_usage_mb=upstream.memory_usage_mb if upstream is not None else None,
+        n_embedding_parameters=base.n_embedding_parameters,
         max_tokens=base.max_tokens,
         embed_dim=base.embed_dim,
         license=base.license,
