@@ -6,7 +6,7 @@ same code path:
 * ``fair/<model>``: documents calibrated with the retrieval paper's default
   (``b128_lhalf_a0.5``: basket 128, last half of the layers, strength 0.5); queries are not;
 * ``fair/<model>-<config>``: another config, by its text form (``fair/bge-m3-b256_llast_a1``);
-  the retrieval paper's grid (`PAPER_GRID`) is registered, and so is every config named in
+  the retrieval paper's grid (`mteb_fairpos.grid.PAPER_GRID`) is registered, and so is every config named in
   ``MTEB_FAIRPOS_CALIBRATION`` (comma-separated, read when mteb is imported);
 * ``fair-off/<model>``: the uncalibrated twin (same weights, same pooling, same prompts,
   calibration off), so that a comparison isolates the calibration.
@@ -39,6 +39,7 @@ from mteb.types import PromptType
 
 from .config import CalibrationConfig, ConfigError
 from .offline import minilm_path
+from .grid import PAPER_GRID
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -59,11 +60,6 @@ DEFAULT_CALIBRATION = CalibrationConfig(basket_size=128, layers="last_half", str
 ENV_CALIBRATION = "MTEB_FAIRPOS_CALIBRATION"
 """Further calibration configs (text forms, comma-separated) to register as ``fair/<model>-<config>``."""
 
-PAPER_GRID: tuple[CalibrationConfig, ...] = tuple(
-    CalibrationConfig(basket_size=basket, layers=layers, strength=strength)
-    for basket in (128, 256, 512) for layers in ("last", "last_half") for strength in (0.5, 1.0)
-)
-"""The retrieval paper's sweep: registered as ``fair/<model>-<config>`` (the default as ``fair/<model>``)."""
 ENV_TRUST_REMOTE_CODE = "MTEB_FAIRPOS_TRUST_REMOTE_CODE"
 """Set to 1 to allow loading a model that runs code from its repository."""
 
@@ -262,6 +258,7 @@ class FairEncoder(AbsEncoder):
         max_seq_length: override the checkpoint's maximum input length (e.g. 512 for
             all-MiniLM-L6-v2, whose position table allows 512 though it truncates at 256).
         trust_remote_code: refused unless ``MTEB_FAIRPOS_TRUST_REMOTE_CODE=1``.
+        weights: share loaded checkpoints with the other encoders built with it (see `build_encoder`).
         **kwargs: passed to ``SentenceTransformer``.
     """
 
@@ -283,6 +280,7 @@ class FairEncoder(AbsEncoder):
         calibrate_other: bool = True,
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
+        weights: LoadedWeights | None = None,
         **kwargs: Any,
     ) -> None:
         calibration = _calibration(calibration)
@@ -303,7 +301,8 @@ class FairEncoder(AbsEncoder):
             kwargs.setdefault("revision", weights_revision)
         if trust_remote_code:
             kwargs["trust_remote_code"] = True
-        base = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
+        weights = weights if weights is not None else LoadedWeights()
+        base = weights.get(path, device=device, max_seq_length=max_seq_length, **kwargs)
         from .model import FairSentenceTransformer
 
         self.model = FairSentenceTransformer(base, calibration, calibrate_encode="other" in self.calibrated_sides,
@@ -393,37 +392,54 @@ def _check_remote_code(model_name: str, trust_remote_code: bool, kwargs: Mapping
         )
 
 
+class LoadedWeights:
+    """Checkpoints loaded once and shared by every encoder built with this object.
+
+    A sweep (and each Ray sweep worker) holds one and passes it to `build_encoder` for every grid
+    point: each point wraps the same loaded weights with its own calibration plan instead of
+    loading the checkpoint again. Models loaded with other options (device, maximum length,
+    loader arguments) are kept apart.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[tuple, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def get(self, path: str, *, device: str | None, max_seq_length: int | None, **kwargs: Any) -> Any:
+        key = (path, device, max_seq_length, repr(sorted(kwargs.items())))
+        if key not in self._models:
+            self._models[key] = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
+        return self._models[key]
+
+
 def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
     from sentence_transformers import SentenceTransformer
 
-    key = (path, device, max_seq_length, repr(sorted(kwargs.items())))
-    shared = _SHARED_WEIGHTS[-1] if _SHARED_WEIGHTS else None
-    if shared is not None and key in shared:
-        return shared[key]
     model = SentenceTransformer(path, device=device, **kwargs)
     if max_seq_length is not None:
         model.max_seq_length = int(max_seq_length)
-    if shared is not None:
-        shared[key] = model
     return model
 
 
-_SHARED_WEIGHTS: list[dict[tuple, Any]] = []
+def build_encoder(meta: ModelMeta, *, weights: LoadedWeights | None = None, device: str | None = None) -> AbsEncoder:
+    """The encoder of a plugin model entry (``fair/``, ``fair-off/``, ``sea/``, any config), named after it.
 
-
-class shared_weights:
-    """Within this block, models loaded with the same checkpoint and options share one copy of the weights.
-
-    Used by ``mteb-fairpos sweep``: every grid point wraps the same loaded model with its own
-    calibration plan instead of loading the checkpoint again.
+    What ``mteb.get_model`` does with the entry, plus ``weights``: encoders built with the same
+    `LoadedWeights` share one copy of each checkpoint (``sea/`` entries load their own). The
+    entry's experiment settings are loader arguments, as in mteb.
     """
-
-    def __enter__(self) -> shared_weights:
-        _SHARED_WEIGHTS.append({})
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _SHARED_WEIGHTS.pop()
+    if meta.loader is None:
+        raise ValueError(f"{meta.name} has no loader.")
+    kwargs = {**meta.loader_kwargs, **(meta.experiment_kwargs or {})}
+    if device is not None:
+        kwargs["device"] = device
+    if weights is not None and meta.loader is FairEncoder:
+        kwargs["weights"] = weights
+    encoder = meta.loader(meta.name, meta.revision, **kwargs)
+    encoder.mteb_model_meta = meta
+    return encoder
 
 
 def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
