@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mteb.models.abs_encoder import AbsEncoder, get_prompt_name
 from mteb.models.model_implementations import MODEL_REGISTRY
+from mteb.models.model_implementations.qwen3_models import instruction_template as qwen3_instruction_template
 from mteb.models.model_meta import ModelMeta
 from mteb.types import PromptType
 
@@ -208,19 +210,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
 
 
 # ---------------------------------------------------------------------------------- the encoder
-def _qwen3_instruction(instruction: str | Mapping[str, str], prompt_type: PromptType | None) -> str:
-    """Qwen3-Embedding's query format; documents get no instruction."""
-    if prompt_type == PromptType.document or not instruction:
-        return ""
-    if isinstance(instruction, Mapping):
-        key = prompt_type.value if prompt_type is not None else None
-        instruction = instruction.get(key) or next(iter(instruction.values()), "")
-        if not instruction:
-            return ""
-    return f"Instruct: {instruction}\nQuery:"
-
-
-_INSTRUCTION_STYLES = {"qwen3": _qwen3_instruction}
+_INSTRUCTION_STYLES = {"qwen3": qwen3_instruction_template}
+"""mteb's own instruction templates by style name: Qwen3-Embedding's formats queries, not documents."""
 
 
 def _side(prompt_type: PromptType | None) -> str:
@@ -258,6 +249,7 @@ class FairEncoder(AbsEncoder):
         max_seq_length: override the checkpoint's maximum input length (e.g. 512 for
             all-MiniLM-L6-v2, whose position table allows 512 though it truncates at 256).
         trust_remote_code: refused unless ``MTEB_FAIRPOS_TRUST_REMOTE_CODE=1``.
+        document_prompt: the prompt of documents, over the checkpoint's own (``probe --prompt``).
         weights: share loaded checkpoints with the other encoders built with it (see `build_encoder`).
         **kwargs: passed to ``SentenceTransformer``.
     """
@@ -280,6 +272,7 @@ class FairEncoder(AbsEncoder):
         calibrate_other: bool = True,
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
+        document_prompt: str | None = None,
         weights: LoadedWeights | None = None,
         **kwargs: Any,
     ) -> None:
@@ -318,14 +311,14 @@ class FairEncoder(AbsEncoder):
                 )
         prompts = {k: v for k, v in (self.model.prompts or {}).items() if v is not None}
         prompts.update(model_prompts or {})
+        if document_prompt is not None:
+            prompts[PromptType.document.value] = document_prompt
         self.model_prompts = _valid_prompts(prompts)
 
     # ------------------------------------------------------------------ prompts
     def prompt_for(self, task_metadata: TaskMetadata, prompt_type: PromptType | None) -> str | None:
         """The prompt (prefix) put before every input of this task and side."""
-        if self.instruction_template is not None:
-            if prompt_type == PromptType.document:
-                return ""
+        if self.instruction_template is not None:  # mteb's template leaves documents without one
             return self.get_task_instruction(task_metadata, prompt_type) or ""
         name = get_prompt_name(self.model_prompts, task_metadata, prompt_type)
         return self.model_prompts.get(name) if name and self.model_prompts else None
@@ -408,10 +401,18 @@ class LoadedWeights:
         return len(self._models)
 
     def get(self, path: str, *, device: str | None, max_seq_length: int | None, **kwargs: Any) -> Any:
-        key = (path, device, max_seq_length, repr(sorted(kwargs.items())))
+        key = _weights_key(path, device, max_seq_length, kwargs)
         if key not in self._models:
             self._models[key] = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
         return self._models[key]
+
+    def add(self, model: Any, path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any) -> None:
+        """Hold a model loaded elsewhere (``probe`` loads one to read its settings) under the options it was loaded with."""
+        self._models[_weights_key(path, device, max_seq_length, kwargs)] = model
+
+
+def _weights_key(path: str, device: str | None, max_seq_length: int | None, kwargs: Mapping[str, Any]) -> tuple:
+    return path, device, max_seq_length, repr(sorted(kwargs.items()))
 
 
 def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
@@ -452,6 +453,21 @@ def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
 
 
 # ---------------------------------------------------------------------------------- metadata
+def checkpoint_meta(model: Any, key: str, calibration: CalibrationConfig | None, *, path: str,
+                    device: str | None = None) -> ModelMeta:
+    """The entry of a loaded sentence-transformers checkpoint the registry may not hold (``probe`` on any
+    model): mteb's own description of it, named as the registry names its models (``fair/<key>[-<config>]``,
+    ``fair-off/<key>``) and built by `build_encoder` like every registered entry."""
+    name = twin_name(key) if calibration is None else calibrated_name(key, calibration)
+    loader_kwargs = {"hub_id": path, "calibration": TWIN_CALIBRATION if calibration is None else str(calibration)}
+    if device is not None:
+        loader_kwargs["device"] = device
+    with warnings.catch_warnings():  # mteb reads the embedding size under its older name
+        warnings.simplefilter("ignore", FutureWarning)
+        described = ModelMeta.from_sentence_transformer_model(model)
+    return described.model_copy(update={"name": name, "loader": FairEncoder, "loader_kwargs": loader_kwargs})
+
+
 def calibrated_name(base: BaseModel | str, calibration: CalibrationConfig | str = DEFAULT_CALIBRATION) -> str:
     """``fair/<key>`` for the default config, ``fair/<key>-<config text>`` for any other."""
     key = base if isinstance(base, str) else base.key
