@@ -18,9 +18,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import CalibrationConfig
+
+if TYPE_CHECKING:
+    from .mteb_models import LoadedWeights
 
 OVERWRITE_STRATEGIES = ("only-missing", "always", "never")
 """mteb's overwrite strategies a sweep accepts."""
@@ -145,7 +148,7 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
-def run_sweep(plan: SweepPlan, cache: Any, *, weights: Any = None, encode_kwargs: dict[str, Any] | None = None,
+def run_sweep(plan: SweepPlan, cache: Any, *, weights: LoadedWeights | None = None, encode_kwargs: dict[str, Any] | None = None,
               overwrite_strategy: str = "only-missing", show_progress: bool = True,
               on_point: Callable[[int, SweepPoint, bool], None] | None = None) -> list[Failure]:
     """Evaluate the plan's units in this process; returns the failures (each unit's own).

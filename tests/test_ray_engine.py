@@ -139,19 +139,19 @@ def test_distributed_sweep_equals_the_sequential_one(tmp_path, capsys):
     assert not (tmp_path / "ray" / UNITS_FOLDER).exists()
     points = [SweepPoint("fair/all-MiniLM-L6-v2", None, "cpu")]
 
-    def run_sweep(points, tasks, folder, show_progress):
+    def sweep_on_ray(points, tasks, folder, show_progress):
         plan = plan_sweep(points, mteb.get_tasks(tasks=tasks), ResultCache(folder))
         done, failures = run_on_ray(plan, folder, show_progress=show_progress)
         assert failures == []
         return done
 
-    assert run_sweep(points, tasks, tmp_path / "ray", show_progress=False) == []  # nothing missing, nothing run
+    assert sweep_on_ray(points, tasks, tmp_path / "ray", show_progress=False) == []  # nothing missing, nothing run
     # a result that lost one subset: only that subset is sent out, and merged back in
     twin = next(p for p in (tmp_path / "ray").rglob("FairPosTinyTwoSubsets.json") if "fair-off" in str(p))
     complete = json.loads(twin.read_text())
     partial = dict(complete, scores={"test": [s for s in complete["scores"]["test"] if s["hf_subset"] == "early"]})
     twin.write_text(json.dumps(partial))
-    assert run_sweep(points, tasks, tmp_path / "ray", show_progress=False) == [
+    assert sweep_on_ray(points, tasks, tmp_path / "ray", show_progress=False) == [
         ("fair-off/all-MiniLM-L6-v2", "FairPosTinyTwoSubsets", "late")]
     restored = json.loads(twin.read_text())["scores"]["test"]
     assert sorted(s["hf_subset"] for s in restored) == ["early", "late"]
