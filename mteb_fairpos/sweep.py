@@ -109,7 +109,7 @@ def plan_sweep(points: Sequence[SweepPoint], tasks: Sequence[Any], cache: Any,
         name = task.metadata.name
         declared = list(task.hf_subsets)
         wanted = {point: _wanted_subsets(cache, point, task, overwrite_strategy) for point in points}
-        plan.templates[name] = copy.deepcopy(task)
+        plan.templates[name] = task if task.data_loaded else copy.deepcopy(task)  # never copy loaded data
         plan.tasks[name] = task
         if not any(wanted.values()):
             continue

@@ -94,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
                                address=args.address, batch_size=args.batch_size,
                                overwrite_strategy=args.overwrite_strategy, show_progress=not args.quiet)
         failures += failed
-        written = plan_sweep(points, plan.tasks.values(), cache)  # what the workers left missing
         for number, point in enumerate(points, start=1):
-            print(f"[{number}/{len(points)}] {point.meta().name}: {'incomplete' if written.pending(point) else 'cached'}")
+            name = point.meta().name
+            print(f"[{number}/{len(points)}] {name}: {'incomplete' if any(f.model == name for f in failed) else 'cached'}")
     else:
         failures += run_sweep(plan, cache, weights=LoadedWeights(), encode_kwargs=encode_kwargs,
                               overwrite_strategy=args.overwrite_strategy, show_progress=not args.quiet, on_point=announce)
