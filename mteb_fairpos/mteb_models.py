@@ -6,7 +6,7 @@ same code path:
 * ``fair/<model>``: documents calibrated with the retrieval paper's default
   (``b128_lhalf_a0.5``: basket 128, last half of the layers, strength 0.5); queries are not;
 * ``fair/<model>-<config>``: another config, by its text form (``fair/bge-m3-b256_llast_a1``);
-  the retrieval paper's grid (`PAPER_GRID`) is registered, and so is every config named in
+  the retrieval paper's grid (`mteb_fairpos.grid.PAPER_GRID`) is registered, and so is every config named in
   ``MTEB_FAIRPOS_CALIBRATION`` (comma-separated, read when mteb is imported);
 * ``fair-off/<model>``: the uncalibrated twin (same weights, same pooling, same prompts,
   calibration off), so that a comparison isolates the calibration.
@@ -28,17 +28,20 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mteb.models.abs_encoder import AbsEncoder, get_prompt_name
 from mteb.models.model_implementations import MODEL_REGISTRY
+from mteb.models.model_implementations.qwen3_models import instruction_template as qwen3_instruction_template
 from mteb.models.model_meta import ModelMeta
 from mteb.types import PromptType
 
 from .config import CalibrationConfig, ConfigError
 from .offline import minilm_path
+from .grid import PAPER_GRID
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -59,11 +62,6 @@ DEFAULT_CALIBRATION = CalibrationConfig(basket_size=128, layers="last_half", str
 ENV_CALIBRATION = "MTEB_FAIRPOS_CALIBRATION"
 """Further calibration configs (text forms, comma-separated) to register as ``fair/<model>-<config>``."""
 
-PAPER_GRID: tuple[CalibrationConfig, ...] = tuple(
-    CalibrationConfig(basket_size=basket, layers=layers, strength=strength)
-    for basket in (128, 256, 512) for layers in ("last", "last_half") for strength in (0.5, 1.0)
-)
-"""The retrieval paper's sweep: registered as ``fair/<model>-<config>`` (the default as ``fair/<model>``)."""
 ENV_TRUST_REMOTE_CODE = "MTEB_FAIRPOS_TRUST_REMOTE_CODE"
 """Set to 1 to allow loading a model that runs code from its repository."""
 
@@ -85,13 +83,15 @@ class BaseModel:
     hub_id: str
     upstream: str
     """mteb's own entry for the same weights: ``adapted_from``, and the source of languages,
-    training data and citation (which mteb curates)."""
+    training data, citation and the sizes mteb measured on the hub (parameters, memory)."""
     weights_revision: str | None
     pooling: str
     embed_dim: int
     max_tokens: int
-    n_parameters: int
-    memory_usage_mb: float
+    vocab_size: int
+    hidden_size: int
+    """``vocab_size`` and ``hidden_size`` of the checkpoint's ``config.json`` at ``weights_revision``:
+    the input embedding table, ``n_embedding_parameters = vocab_size * hidden_size`` (mteb's rule)."""
     license: str
     release_date: str
     languages: tuple[str, ...] | None = None
@@ -106,6 +106,10 @@ class BaseModel:
     """Load from :func:`~mteb_fairpos.offline.minilm_path` (the offline weights) when installed."""
     max_seq_length: int | None = None
     """Input length to load with, where it differs from the checkpoint's own setting."""
+
+    @property
+    def n_embedding_parameters(self) -> int:
+        return self.vocab_size * self.hidden_size
 
     @property
     def reference(self) -> str:
@@ -137,8 +141,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="cls",
         embed_dim=768,
         max_tokens=8192,
-        n_parameters=305_368_320,
-        memory_usage_mb=582,
+        vocab_size=250048,
+        hidden_size=768,
         license="apache-2.0",
         release_date="2024-07-20",
     ),
@@ -150,8 +154,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="cls",
         embed_dim=1024,
         max_tokens=8192,
-        n_parameters=568_000_000,
-        memory_usage_mb=2167,
+        vocab_size=250002,
+        hidden_size=1024,
         license="mit",
         release_date="2024-06-28",
     ),
@@ -163,8 +167,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="last",
         embed_dim=1024,
         max_tokens=32768,
-        n_parameters=595_776_512,
-        memory_usage_mb=1136,
+        vocab_size=151669,
+        hidden_size=1024,
         license="apache-2.0",
         release_date="2025-06-05",
         instructions="qwen3",
@@ -178,8 +182,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="mean",
         embed_dim=768,
         max_tokens=514,
-        n_parameters=278_000_000,
-        memory_usage_mb=1061,
+        vocab_size=250002,
+        hidden_size=768,
         license="mit",
         release_date="2024-02-08",
         prompts={PromptType.query.value: "query: ", PromptType.document.value: "passage: "},
@@ -192,8 +196,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
         pooling="mean",
         embed_dim=384,
         max_tokens=512,
-        n_parameters=22_713_216,
-        memory_usage_mb=87,
+        vocab_size=30522,
+        hidden_size=384,
         license="apache-2.0",
         release_date="2021-08-30",
         languages=("eng-Latn",),
@@ -206,19 +210,8 @@ BASE_MODELS: tuple[BaseModel, ...] = (
 
 
 # ---------------------------------------------------------------------------------- the encoder
-def _qwen3_instruction(instruction: str | Mapping[str, str], prompt_type: PromptType | None) -> str:
-    """Qwen3-Embedding's query format; documents get no instruction."""
-    if prompt_type == PromptType.document or not instruction:
-        return ""
-    if isinstance(instruction, Mapping):
-        key = prompt_type.value if prompt_type is not None else None
-        instruction = instruction.get(key) or next(iter(instruction.values()), "")
-        if not instruction:
-            return ""
-    return f"Instruct: {instruction}\nQuery:"
-
-
-_INSTRUCTION_STYLES = {"qwen3": _qwen3_instruction}
+_INSTRUCTION_STYLES = {"qwen3": qwen3_instruction_template}
+"""mteb's own instruction templates by style name: Qwen3-Embedding's formats queries, not documents."""
 
 
 def _side(prompt_type: PromptType | None) -> str:
@@ -256,6 +249,8 @@ class FairEncoder(AbsEncoder):
         max_seq_length: override the checkpoint's maximum input length (e.g. 512 for
             all-MiniLM-L6-v2, whose position table allows 512 though it truncates at 256).
         trust_remote_code: refused unless ``MTEB_FAIRPOS_TRUST_REMOTE_CODE=1``.
+        document_prompt: the prompt of documents, over the checkpoint's own (``probe --prompt``).
+        weights: share loaded checkpoints with the other encoders built with it (see `build_encoder`).
         **kwargs: passed to ``SentenceTransformer``.
     """
 
@@ -277,6 +272,8 @@ class FairEncoder(AbsEncoder):
         calibrate_other: bool = True,
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
+        document_prompt: str | None = None,
+        weights: LoadedWeights | None = None,
         **kwargs: Any,
     ) -> None:
         calibration = _calibration(calibration)
@@ -297,7 +294,8 @@ class FairEncoder(AbsEncoder):
             kwargs.setdefault("revision", weights_revision)
         if trust_remote_code:
             kwargs["trust_remote_code"] = True
-        base = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
+        weights = weights if weights is not None else LoadedWeights()
+        base = weights.get(path, device=device, max_seq_length=max_seq_length, **kwargs)
         from .model import FairSentenceTransformer
 
         self.model = FairSentenceTransformer(base, calibration, calibrate_encode="other" in self.calibrated_sides,
@@ -313,14 +311,14 @@ class FairEncoder(AbsEncoder):
                 )
         prompts = {k: v for k, v in (self.model.prompts or {}).items() if v is not None}
         prompts.update(model_prompts or {})
+        if document_prompt is not None:
+            prompts[PromptType.document.value] = document_prompt
         self.model_prompts = _valid_prompts(prompts)
 
     # ------------------------------------------------------------------ prompts
     def prompt_for(self, task_metadata: TaskMetadata, prompt_type: PromptType | None) -> str | None:
         """The prompt (prefix) put before every input of this task and side."""
-        if self.instruction_template is not None:
-            if prompt_type == PromptType.document:
-                return ""
+        if self.instruction_template is not None:  # mteb's template leaves documents without one
             return self.get_task_instruction(task_metadata, prompt_type) or ""
         name = get_prompt_name(self.model_prompts, task_metadata, prompt_type)
         return self.model_prompts.get(name) if name and self.model_prompts else None
@@ -387,37 +385,62 @@ def _check_remote_code(model_name: str, trust_remote_code: bool, kwargs: Mapping
         )
 
 
+class LoadedWeights:
+    """Checkpoints loaded once and shared by every encoder built with this object.
+
+    A sweep (and each Ray sweep worker) holds one and passes it to `build_encoder` for every grid
+    point: each point wraps the same loaded weights with its own calibration plan instead of
+    loading the checkpoint again. Models loaded with other options (device, maximum length,
+    loader arguments) are kept apart.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[tuple, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def get(self, path: str, *, device: str | None, max_seq_length: int | None, **kwargs: Any) -> Any:
+        key = _weights_key(path, device, max_seq_length, kwargs)
+        if key not in self._models:
+            self._models[key] = _load_sentence_transformer(path, device=device, max_seq_length=max_seq_length, **kwargs)
+        return self._models[key]
+
+    def add(self, model: Any, path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any) -> None:
+        """Hold a model loaded elsewhere (``probe`` loads one to read its settings) under the options it was loaded with."""
+        self._models[_weights_key(path, device, max_seq_length, kwargs)] = model
+
+
+def _weights_key(path: str, device: str | None, max_seq_length: int | None, kwargs: Mapping[str, Any]) -> tuple:
+    return path, device, max_seq_length, repr(sorted(kwargs.items()))
+
+
 def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
     from sentence_transformers import SentenceTransformer
 
-    key = (path, device, max_seq_length, repr(sorted(kwargs.items())))
-    shared = _SHARED_WEIGHTS[-1] if _SHARED_WEIGHTS else None
-    if shared is not None and key in shared:
-        return shared[key]
     model = SentenceTransformer(path, device=device, **kwargs)
     if max_seq_length is not None:
         model.max_seq_length = int(max_seq_length)
-    if shared is not None:
-        shared[key] = model
     return model
 
 
-_SHARED_WEIGHTS: list[dict[tuple, Any]] = []
+def build_encoder(meta: ModelMeta, *, weights: LoadedWeights | None = None, device: str | None = None) -> AbsEncoder:
+    """The encoder of a plugin model entry (``fair/``, ``fair-off/``, ``sea/``, any config), named after it.
 
-
-class shared_weights:
-    """Within this block, models loaded with the same checkpoint and options share one copy of the weights.
-
-    Used by ``mteb-fairpos sweep``: every grid point wraps the same loaded model with its own
-    calibration plan instead of loading the checkpoint again.
+    What ``mteb.get_model`` does with the entry, plus ``weights``: encoders built with the same
+    `LoadedWeights` share one copy of each checkpoint (``sea/`` entries load their own). The
+    entry's experiment settings are loader arguments, as in mteb.
     """
-
-    def __enter__(self) -> shared_weights:
-        _SHARED_WEIGHTS.append({})
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _SHARED_WEIGHTS.pop()
+    if meta.loader is None:
+        raise ValueError(f"{meta.name} has no loader.")
+    kwargs = {**meta.loader_kwargs, **(meta.experiment_kwargs or {})}
+    if device is not None:
+        kwargs["device"] = device
+    if weights is not None and meta.loader is FairEncoder:
+        kwargs["weights"] = weights
+    encoder = meta.loader(meta.name, meta.revision, **kwargs)
+    encoder.mteb_model_meta = meta
+    return encoder
 
 
 def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
@@ -430,6 +453,21 @@ def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
 
 
 # ---------------------------------------------------------------------------------- metadata
+def checkpoint_meta(model: Any, key: str, calibration: CalibrationConfig | None, *, path: str,
+                    device: str | None = None) -> ModelMeta:
+    """The entry of a loaded sentence-transformers checkpoint the registry may not hold (``probe`` on any
+    model): mteb's own description of it, named as the registry names its models (``fair/<key>[-<config>]``,
+    ``fair-off/<key>``) and built by `build_encoder` like every registered entry."""
+    name = twin_name(key) if calibration is None else calibrated_name(key, calibration)
+    loader_kwargs = {"hub_id": path, "calibration": TWIN_CALIBRATION if calibration is None else str(calibration)}
+    if device is not None:
+        loader_kwargs["device"] = device
+    with warnings.catch_warnings():  # mteb reads the embedding size under its older name
+        warnings.simplefilter("ignore", FutureWarning)
+        described = ModelMeta.from_sentence_transformer_model(model)
+    return described.model_copy(update={"name": name, "loader": FairEncoder, "loader_kwargs": loader_kwargs})
+
+
 def calibrated_name(base: BaseModel | str, calibration: CalibrationConfig | str = DEFAULT_CALIBRATION) -> str:
     """``fair/<key>`` for the default config, ``fair/<key>-<config text>`` for any other."""
     key = base if isinstance(base, str) else base.key
@@ -473,8 +511,10 @@ def _model_meta(base: BaseModel, calibration: CalibrationConfig | None) -> Model
         revision=base.weights_revision,
         release_date=base.release_date,
         languages=languages,
-        n_parameters=base.n_parameters,
-        memory_usage_mb=base.memory_usage_mb,
+        # mteb measured these from the checkpoint on the hub; the same weights, so the same numbers
+        n_parameters=upstream.n_parameters if upstream is not None else None,
+        memory_usage_mb=upstream.memory_usage_mb if upstream is not None else None,
+        n_embedding_parameters=base.n_embedding_parameters,
         max_tokens=base.max_tokens,
         embed_dim=base.embed_dim,
         license=base.license,

@@ -1,27 +1,32 @@
-"""A sweep: one model evaluated over a grid of calibration configs, each grid point an mteb model.
+"""A sweep: one model evaluated on some tasks over a grid of calibration configs.
 
-`grid` builds the configs (the retrieval paper's grid by default, in the CLI); a `SweepPoint` is
+The configs come from `mteb_fairpos.grid` (the retrieval paper's by default); a `SweepPoint` is
 one of them (or the uncalibrated twin) as the mteb ``ModelMeta`` that `mteb.evaluate` runs and
-names its results after. The sequential sweep (``mteb-fairpos sweep``) and the distributed one
-(`mteb_fairpos.integrations.ray.sweep`) build the same points, so they write the same result files.
+names its results after.
+
+`plan_sweep` turns points and task objects into units of work, (point, task, subsets), from what
+the results folder lacks and what the data holds: a task's ``load_data`` is asked once which of its
+declared subsets exist (a local copy of PosIR that holds some languages and domains lists only
+those), and the subsets it lacks are named in the plan instead of being sent out to fail. Both
+engines run the same plan: `run_sweep` here (in this process, the checkpoint loaded once for all
+points through one `LoadedWeights`), and `mteb_fairpos.integrations.ray.sweep` (one Ray task per
+unit subset). A unit that fails is named in one line (`Failure`) and the others' results still land.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from .config import CalibrationConfig, parse_layers
+from .config import CalibrationConfig
 
+if TYPE_CHECKING:
+    from .mteb_models import LoadedWeights
 
-def grid(baskets: Iterable[int], layers: Iterable[str], strengths: Iterable[float]) -> list[CalibrationConfig]:
-    """Every combination, in basket, layer set, strength order; duplicates removed."""
-    configs = []
-    for basket, layer_text, strength in itertools.product(baskets, layers, strengths):
-        configs.append(CalibrationConfig(basket_size=int(basket), layers=parse_layers(layer_text), strength=float(strength)))
-    return list(dict.fromkeys(configs))
+OVERWRITE_STRATEGIES = ("only-missing", "always", "never")
+"""mteb's overwrite strategies a sweep accepts."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,147 @@ class SweepPoint:
         return meta
 
 
-def is_cached(cache: Any, point: SweepPoint, task_name: str) -> bool:
-    """Whether mteb's results folder already holds this point's result for the task."""
-    return cache.get_task_result_path(task_name, point.meta()).is_file()
+@dataclass(frozen=True)
+class Unit:
+    """Work for one grid point on one task: the subsets to evaluate."""
+
+    point: SweepPoint
+    task: str
+    subsets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A unit (or a task's data) that could not be evaluated, and why, in one line."""
+
+    task: str
+    error: str
+    model: str | None = None
+    """The grid point's model name; ``None`` when the task's data could not be read at all."""
+    subsets: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        where = f"{self.model} on {self.task}" if self.model else self.task
+        if self.subsets:
+            where += f" ({', '.join(self.subsets)})"
+        return f"{where}: {self.error}"
+
+
+@dataclass
+class SweepPlan:
+    """The units of a sweep, from its points, its task objects and a results folder."""
+
+    points: list[SweepPoint]
+    tasks: dict[str, Any]
+    """Task objects by name, their data listed (`absent` subsets removed)."""
+    templates: dict[str, Any]
+    """The same task objects before loading, as a worker elsewhere rebuilds them (no data inside)."""
+    units: list[Unit] = field(default_factory=list)
+    absent: dict[str, list[str]] = field(default_factory=dict)
+    """Per task, the declared subsets its data lacks: named, never evaluated."""
+    failures: list[Failure] = field(default_factory=list)
+
+    def pending(self, point: SweepPoint) -> list[Unit]:
+        return [unit for unit in self.units if unit.point == point]
+
+
+def plan_sweep(points: Sequence[SweepPoint], tasks: Sequence[Any], cache: Any,
+               overwrite_strategy: str = "only-missing") -> SweepPlan:
+    """The units of work the results folder behind ``cache`` lacks, for every point and task.
+
+    A task with work left is asked once (``load_data``) which of its subsets its data holds; a
+    task whose data cannot be read becomes a `Failure` and the other tasks are planned as usual.
+    """
+    if overwrite_strategy not in OVERWRITE_STRATEGIES:
+        raise ValueError(f"overwrite_strategy must be one of {OVERWRITE_STRATEGIES}, got {overwrite_strategy!r}.")
+    plan = SweepPlan(list(points), {}, {})
+    for task in tasks:
+        name = task.metadata.name
+        declared = list(task.hf_subsets)
+        wanted = {point: _wanted_subsets(cache, point, task, overwrite_strategy) for point in points}
+        plan.templates[name] = task if task.data_loaded else copy.deepcopy(task)  # never copy loaded data
+        plan.tasks[name] = task
+        if not any(wanted.values()):
+            continue
+        try:
+            task.load_data()
+        except Exception as err:  # noqa: BLE001 -- named in one line; the other tasks go on
+            plan.failures.append(Failure(name, one_line(err)))
+            continue
+        present = set(task.hf_subsets)
+        absent = [subset for subset in declared if subset not in present]
+        if absent:
+            plan.absent[name] = absent
+        for point in points:
+            subsets = tuple(subset for subset in wanted[point] if subset in present)
+            if subsets:
+                plan.units.append(Unit(point, name, subsets))
+    return plan
+
+
+def _wanted_subsets(cache: Any, point: SweepPoint, task: Any, overwrite_strategy: str) -> list[str]:
+    """The task's subsets to evaluate for this point under mteb's overwrite strategy."""
+    from mteb.results import TaskResult
+
+    path = cache.get_task_result_path(task.metadata.name, point.meta())
+    if overwrite_strategy == "always" or not path.is_file():
+        return list(task.hf_subsets)
+    if overwrite_strategy == "never":
+        return []
+    missing = TaskResult.from_disk(path).get_missing_evaluations(task)
+    return [subset for subset in task.hf_subsets if any(subset in subsets for subsets in missing.values())]
+
+
+def one_line(err: BaseException) -> str:
+    """``Type: first line of the message``: how a failed unit is named."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def run_sweep(plan: SweepPlan, cache: Any, *, weights: LoadedWeights | None = None, encode_kwargs: dict[str, Any] | None = None,
+              overwrite_strategy: str = "only-missing", show_progress: bool = True,
+              on_point: Callable[[int, SweepPoint, bool], None] | None = None) -> list[Failure]:
+    """Evaluate the plan's units in this process; returns the failures (each unit's own).
+
+    The checkpoint is loaded once (``weights``, a `LoadedWeights`; a new one by default) and only
+    for a point with work left. ``on_point(number, point, has_work)`` is called before each point.
+    """
+    import mteb
+
+    from .mteb_models import LoadedWeights, build_encoder
+
+    weights = weights if weights is not None else LoadedWeights()
+    failures: list[Failure] = []
+    for number, point in enumerate(plan.points, start=1):
+        units = plan.pending(point)
+        if on_point is not None:
+            on_point(number, point, bool(units))
+        if not units:
+            continue
+        meta = point.meta()
+        try:
+            encoder = build_encoder(meta, weights=weights)
+        except Exception as err:  # noqa: BLE001 -- the point fails, the others go on
+            failures += [Failure(unit.task, one_line(err), meta.name, unit.subsets) for unit in units]
+            continue
+        for unit in units:
+            try:
+                mteb.evaluate(encoder, plan.tasks[unit.task], cache=cache, overwrite_strategy=overwrite_strategy,
+                              encode_kwargs=dict(encode_kwargs or {}), show_progress_bar=show_progress)
+            except Exception as err:  # noqa: BLE001 -- the unit fails, the others go on
+                failures.append(Failure(unit.task, one_line(err), meta.name, unit.subsets))
+    return failures
+
+
+def read_results(plan: SweepPlan, cache: Any) -> list[tuple[SweepPoint, Any]]:
+    """Every (point, mteb ``TaskResult``) the results folder holds for the plan, in plan order."""
+    from mteb.results import TaskResult
+
+    found = []
+    for point in plan.points:
+        meta = point.meta()
+        for name in plan.tasks:
+            path = cache.get_task_result_path(name, meta)
+            if path.is_file():
+                found.append((point, TaskResult.from_disk(path)))
+    return found

@@ -139,3 +139,15 @@ def register() -> None:
     from mteb_fairpos.mteb_plugin import register_tasks
 
     register_tasks(TASKS)
+
+
+class FairPosTinyBroken(FairPosTinyRetrieval):
+    """The tiny task with an evaluation that always fails: for code that must go on past a failed unit."""
+
+    metadata = FairPosTinyRetrieval.metadata.model_copy(update={
+        "name": "FairPosTinyBroken",
+        "description": "The tiny position-aware retrieval task, failing in evaluation.",
+    })
+
+    def _evaluate_subset(self, *args, **kwargs):
+        raise RuntimeError("the tiny broken task fails on purpose\n(a second line that a one-line report leaves out)")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from mteb.cache import ResultCache
     from sentence_transformers import SentenceTransformer
 
+    from ..mteb_models import LoadedWeights
     from ..results import collect
     from ..results.tables import effect_tables, main_table, profile_tables
     from ..permutation.plot import plot_profiles
@@ -89,8 +89,11 @@ def run(args: argparse.Namespace) -> int:
     calibrations = _calibrations(args.calibration)
     subsets = _ordered(_readable(args.subsets))
     model_name = args.model or minilm_path()
-    base = SentenceTransformer(model_name, device=args.device or ("cpu" if args.model is None else None))
+    device = args.device or ("cpu" if args.model is None else None)
+    base = SentenceTransformer(model_name, device=device)
     experiment = _model_settings(base, args)
+    weights = LoadedWeights()  # every config wraps this one loaded copy
+    weights.add(base, model_name, device=device, max_seq_length=experiment.get("max_seq_length"))
     task_class, corpus = _task_and_corpus(args)
     settings = {"seed": args.seed, "corpus": corpus, "num_sets": args.sets, "segment_mode": args.mode,
                 "segment_window": tuple(args.window) if args.window else None}
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         task = task_class(**settings)
         task.filter_languages(None, hf_subsets=subsets)
         tick = time.perf_counter()
-        encoder = _encoder(base, calibration, key, experiment, revision_known=args.model is None)
+        encoder = _encoder(weights, base, model_name, device, calibration, key, experiment, revision_known=args.model is None)
         result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
                                encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
         runs[name] = {s["hf_subset"]: s for s in result.task_results[0].scores["test"]}
@@ -211,23 +214,16 @@ def _check_subsets(task: Any, subsets: list[str]) -> None:
         raise ValueError(f"subset(s) {unknown} cannot be built: {have}valid: {' '.join(valid)}.")
 
 
-def _encoder(base: Any, calibration: Any, key: str, experiment: Mapping[str, Any], *, revision_known: bool) -> Any:
-    """mteb's wrapper around the model, named as the registered models are (fair/..., fair-off/...)."""
-    from mteb.models import SentenceTransformerEncoderWrapper
+def _encoder(weights: Any, base: Any, path: str, device: str | None, calibration: Any, key: str,
+             experiment: Mapping[str, Any], *, revision_known: bool) -> Any:
+    """The plugin's encoder of ``base`` (held in ``weights``), named as the registered models are."""
+    from ..mteb_models import base_model, build_encoder, checkpoint_meta
 
-    from ..model import FairSentenceTransformer
-    from ..mteb_models import base_model, calibrated_name, twin_name
-
-    model = FairSentenceTransformer(base, calibration=calibration)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        encoder = SentenceTransformerEncoderWrapper(model)
-    update: dict[str, Any] = {"name": twin_name(key) if calibration is None else calibrated_name(key, calibration),
-                              "experiment_kwargs": dict(experiment) or None}
+    meta = checkpoint_meta(base, key, calibration, path=path, device=device)
+    update: dict[str, Any] = {"experiment_kwargs": dict(experiment) or None}
     if revision_known:
         update["revision"] = base_model(key).weights_revision
-    encoder.mteb_model_meta = encoder.mteb_model_meta.model_copy(update=update)
-    return encoder
+    return build_encoder(meta.model_copy(update=update), weights=weights)
 
 
 def _show_prompt(base: Any) -> str:

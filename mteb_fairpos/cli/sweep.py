@@ -2,9 +2,13 @@
 
 The grid defaults to the retrieval paper's: basket size {128, 256, 512} x layer set
 {last, last_half} x strength {0.5, 1.0}, plus the uncalibrated twin as the reference row. Every
-grid point is an ordinary mteb evaluation of the model ``fair/<model>-<config text>``, written to the mteb results folder (``--output-folder``), so an interrupted sweep resumes
-where it stopped (mteb's cache skips what is there) and ``mteb-fairpos compare`` reads the same
-folder. The checkpoint is loaded once and shared by all grid points.
+grid point is an ordinary mteb evaluation of the model ``fair/<model>-<config text>``, written to
+the mteb results folder (``--output-folder``), so an interrupted sweep resumes where it stopped
+(mteb's cache skips what is there) and ``mteb-fairpos compare`` reads the same folder. The
+checkpoint is loaded once and shared by all grid points. Subsets a task's data lacks (a partial
+local copy) are named and skipped; a unit that fails is named in one line, the others' results
+still land, and the exit status is 1. The work is planned by `mteb_fairpos.sweep`, the same for
+``--engine local`` and ``--engine ray``.
 
 Prints one trade-off table per task (the layout of the retrieval paper's Table 1): the
 per-position scores, the main score and PSI of each config, with the change against the twin.
@@ -18,16 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LAYER_GRAMMAR, CalibrationConfig
+from ..grid import PAPER_BASKETS, PAPER_LAYERS, PAPER_STRENGTHS, grid
 from ..results import TaskScores, summarize
-from ..sweep import SweepPoint, grid, is_cached
+from ..sweep import OVERWRITE_STRATEGIES, SweepPoint, plan_sweep, read_results, run_sweep
 from .common import add_engine_arguments, add_max_length
 from ..results.tables import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
-DEFAULT_BASKETS = (128, 256, 512)
-DEFAULT_LAYERS = ("last", "last_half")
-DEFAULT_STRENGTHS = (0.5, 1.0)
-OVERWRITE_STRATEGIES = ("only-missing", "always", "never")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -35,12 +36,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a plugin model, fair/<name> (default: {DEFAULT_MODEL})")
     parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
-    parser.add_argument("--baskets", nargs="+", type=int, default=list(DEFAULT_BASKETS), metavar="B",
-                        help=f"basket sizes of the grid (default: {' '.join(map(str, DEFAULT_BASKETS))})")
-    parser.add_argument("--layers", nargs="+", default=list(DEFAULT_LAYERS), metavar="SET",
+    parser.add_argument("--baskets", nargs="+", type=int, default=list(PAPER_BASKETS), metavar="B",
+                        help=f"basket sizes of the grid (default: {' '.join(map(str, PAPER_BASKETS))})")
+    parser.add_argument("--layers", nargs="+", default=list(PAPER_LAYERS), metavar="SET",
                         help=f"layer sets, each {LAYER_GRAMMAR}")
-    parser.add_argument("--strengths", nargs="+", type=float, default=list(DEFAULT_STRENGTHS), metavar="ALPHA",
-                        help=f"strengths of the grid (default: {' '.join(map(str, DEFAULT_STRENGTHS))})")
+    parser.add_argument("--strengths", nargs="+", type=float, default=list(PAPER_STRENGTHS), metavar="ALPHA",
+                        help=f"strengths of the grid (default: {' '.join(map(str, PAPER_STRENGTHS))})")
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
                         help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
     parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
@@ -60,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..mteb_models import base_model, shared_weights
+    from ..mteb_models import LoadedWeights, base_model
     from ..mteb_plugin import register
 
     register()
@@ -74,29 +75,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"mteb-fairpos sweep: error: {err.args[0] if err.args else err}", file=sys.stderr)
         return 2
     configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(args.baskets, args.layers, args.strengths)
-    points: list[CalibrationConfig | None] = ([] if args.no_twin else [None]) + configs
+    points = [SweepPoint(args.model, config, args.device, args.max_length)
+              for config in ([] if args.no_twin else [None]) + configs]
     cache = ResultCache(args.output_folder)
     encode_kwargs: dict[str, Any] = {"batch_size": args.batch_size} if args.batch_size else {}
-    rows: list[dict[str, Any]] = []
-    grid_points = [SweepPoint(args.model, config, args.device, args.max_length) for config in points]
-    strategy = args.overwrite_strategy
-    if args.engine == "ray" and strategy != "never":  # Ray workers fill the results folder; the loop below reads it
-        from ..integrations.ray.sweep import run_sweep
+    plan = plan_sweep(points, tasks, cache, args.overwrite_strategy)
+    for task, subsets in plan.absent.items():
+        print(f"{task}: the data lacks {len(subsets)} of its subsets, not evaluated: {', '.join(subsets)}", flush=True)
 
-        run_sweep(grid_points, [t.metadata.name for t in tasks], args.output_folder, actors=args.actors,
-                  gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
-                  overwrite_strategy=strategy, show_progress=not args.quiet)
-        strategy = "only-missing"
-    with shared_weights():
-        for number, point in enumerate(grid_points, start=1):
-            meta = point.meta()
-            cached = all(is_cached(cache, point, t.metadata.name) for t in tasks)
-            state = "cached" if cached and strategy != "always" else "running"
-            print(f"[{number}/{len(points)}] {meta.name}: {state}", flush=True)
-            result = mteb.evaluate(meta, tasks, cache=cache, overwrite_strategy=strategy,
-                                   encode_kwargs=dict(encode_kwargs), show_progress_bar=not args.quiet)
-            for task_result in result.task_results:
-                rows.append(_row(point.calibration, meta, summarize(task_result)))
+    def announce(number: int, point: SweepPoint, has_work: bool) -> None:
+        print(f"[{number}/{len(points)}] {point.meta().name}: {'running' if has_work else 'cached'}", flush=True)
+
+    failures = list(plan.failures)
+    if args.engine == "ray" and args.overwrite_strategy != "never":
+        from ..integrations.ray.sweep import run_on_ray
+
+        _, failed = run_on_ray(plan, args.output_folder, actors=args.actors, gpus_per_actor=args.gpus_per_actor,
+                               address=args.address, batch_size=args.batch_size,
+                               overwrite_strategy=args.overwrite_strategy, show_progress=not args.quiet)
+        failures += failed
+        for number, point in enumerate(points, start=1):
+            name = point.meta().name
+            print(f"[{number}/{len(points)}] {name}: {'incomplete' if any(f.model == name for f in failed) else 'cached'}")
+    else:
+        failures += run_sweep(plan, cache, weights=LoadedWeights(), encode_kwargs=encode_kwargs,
+                              overwrite_strategy=args.overwrite_strategy, show_progress=not args.quiet, on_point=announce)
+    rows = [_row(point.calibration, point.meta(), summarize(result)) for point, result in read_results(plan, cache)]
     print()
     print(tradeoff_tables(rows))
     if args.csv:
@@ -107,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
         write_csv(flat, args.csv, ["task", "model", "config", "revision", "basket", "layers", "strength", "main_score", "delta_main",
                                     "psi", "delta_psi", *[f"position_{label}" for label in labels]])
         print(f"\nwritten to {args.csv}")
-    return 0
+    for failure in failures:
+        print(f"mteb-fairpos sweep: failed: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _row(config: CalibrationConfig | None, meta, scores: TaskScores) -> dict[str, Any]:

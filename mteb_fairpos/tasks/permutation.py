@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mteb.abstasks.abstask import AbsTask
-from mteb.abstasks.task_metadata import TaskMetadata
 
 from ..permutation.corpus import (
     HF_DATASET,
@@ -53,6 +52,7 @@ from ..permutation.instances import LanguageConfig
 from ..permutation.languages import LanguageTagError, mteb_language
 from ..permutation.probe import ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
+from .metadata import FairPosTaskMetadata
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ def _quiet_beta_notice() -> Iterator[None]:
 
 
 def _metadata(name: str, description: str, dataset: dict[str, str], names: Sequence[str], *, sample: bool,
-              **overrides: Any) -> TaskMetadata:
+              **overrides: Any) -> FairPosTaskMetadata:
     fields: dict[str, Any] = dict(
         name=name,
         description=description,
@@ -338,16 +338,17 @@ def _metadata(name: str, description: str, dataset: dict[str, str], names: Seque
         eval_splits=["test"],
         eval_langs=eval_langs(names),
         main_score="position_fairness",
-        date=("2026-01-01", "2026-06-30") if sample else None,
+        # Wikipedia articles: written between Wikipedia's launch and the corpus' release with the paper.
+        date=("2026-01-01", "2026-06-30") if sample else ("2001-01-15", "2026-01-31"),
         domains=["Encyclopaedic", "Written"],
-        task_subtypes=None,
+        task_subtypes=[],  # none of mteb's subtypes describes a probe of positions
         license="apache-2.0" if sample else "not specified",
         annotations_creators="derived",
         dialect=[],
         sample_creation="created" if sample else "found",
         bibtex_citation=PAPER_BIBTEX,
     )
-    return TaskMetadata(**(fields | overrides))
+    return FairPosTaskMetadata(**(fields | overrides))
 
 
 WIKI_LANGUAGES = ("en", "de", "hi", "it", "ko", "zh")

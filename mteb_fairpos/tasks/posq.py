@@ -22,10 +22,10 @@ import random
 from typing import Any
 
 from datasets import load_dataset
-from mteb.abstasks.task_metadata import TaskMetadata
 
 from ._base import DatasetSchemaError, PositionGroupedRetrieval, check_columns, retrieval_split, unique_passages
 from .grouped_metrics import bin_index, bin_label
+from .metadata import FairPosTaskMetadata
 
 TINY_SEED = 42
 
@@ -68,8 +68,8 @@ def _take_seeded(items: list[Any], n: int | None, seed: int = TINY_SEED) -> list
 
 
 def _metadata(name: str, path: str, description: str, reference: str, *, license: str, domains: list[str],
-              date: tuple[str, str], annotations: str, creation: str) -> TaskMetadata:
-    return TaskMetadata(
+              date: tuple[str, str], annotations: str, creation: str) -> FairPosTaskMetadata:
+    return FairPosTaskMetadata(
         name=name,
         description=description,
         reference=reference,
@@ -91,7 +91,7 @@ def _metadata(name: str, path: str, description: str, reference: str, *, license
     )
 
 
-def _variant(metadata: TaskMetadata, name: str, description: str) -> TaskMetadata:
+def _variant(metadata: FairPosTaskMetadata, name: str, description: str) -> FairPosTaskMetadata:
     """A sampled variant of a task: the same dataset and metadata under its own name."""
     return metadata.model_copy(update={"name": name, "description": description})
 

@@ -16,14 +16,14 @@ pytestmark = pytest.mark.usefixtures("minilm_dir")  # every model here is all-Mi
 def encoders():
     import mteb
 
-    from mteb_fairpos.mteb_models import shared_weights
+    from mteb_fairpos.mteb_models import LoadedWeights, build_encoder
     from mteb_fairpos.mteb_plugin import register
 
     register()
     fairpos_tiny_tasks.register()
-    with shared_weights():  # one copy of the weights for both
-        fair = mteb.get_model("fair/all-MiniLM-L6-v2", device="cpu")
-        twin = mteb.get_model("fair-off/all-MiniLM-L6-v2", device="cpu")
+    weights = LoadedWeights()  # one copy of the weights for both
+    fair = build_encoder(mteb.get_model_meta("fair/all-MiniLM-L6-v2"), weights=weights, device="cpu")
+    twin = build_encoder(mteb.get_model_meta("fair-off/all-MiniLM-L6-v2"), weights=weights, device="cpu")
     return fair, twin
 
 
@@ -72,11 +72,8 @@ def test_documents_calibrated_queries_not(encoders):
 def test_calibrated_sides_are_configurable():
     import mteb
 
-    from mteb_fairpos.mteb_models import shared_weights
-
-    with shared_weights():
-        twin = mteb.get_model("fair-off/all-MiniLM-L6-v2", device="cpu")
-        queries_too = mteb.get_model("fair/all-MiniLM-L6-v2", device="cpu", calibrate_queries=True, calibrate_other=False)
+    twin = mteb.get_model("fair-off/all-MiniLM-L6-v2", device="cpu")
+    queries_too = mteb.get_model("fair/all-MiniLM-L6-v2", device="cpu", calibrate_queries=True, calibrate_other=False)
     assert queries_too.calibrated_sides == {"document", "query"}
     assert queries_too.mteb_model_meta.experiment_kwargs == {"calibrate_queries": True, "calibrate_other": False}
     assert np.abs(_encode(queries_too, LONG, "query") - _encode(twin, LONG, "query")).max() > 1e-3
@@ -127,16 +124,20 @@ def test_remote_code_needs_explicit_opt_in(monkeypatch):
 
 
 def test_shared_weights_share_one_model():
-    from mteb_fairpos.mteb_models import FairEncoder, shared_weights
+    from mteb_fairpos.mteb_models import FairEncoder, LoadedWeights
 
-    with shared_weights():
-        a = FairEncoder("fair/test", calibration="b64_llast_a1", device="cpu", offline_weights=True)
-        b = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True)
-        longer = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True, max_seq_length=512)
+    weights = LoadedWeights()
+    a = FairEncoder("fair/test", calibration="b64_llast_a1", device="cpu", offline_weights=True, weights=weights)
+    b = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True, weights=weights)
+    longer = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True, max_seq_length=512,
+                         weights=weights)
     assert a.model[0] is b.model[0]
     assert a.model.plan is not None and b.model.plan is None
     assert longer.model[0] is not a.model[0]  # a different maximum length is a different model
     assert (a.model.max_seq_length, longer.model.max_seq_length) == (256, 512)
+    assert len(weights) == 2
+    alone = FairEncoder("fair/test", calibration="off", device="cpu", offline_weights=True)
+    assert alone.model[0] is not a.model[0]  # without the object, nothing is shared
 
 
 def test_a_fair_model_pickles_with_its_calibration():

@@ -110,9 +110,12 @@ def test_distributed_sweep_equals_the_sequential_one(tmp_path, capsys):
     """One Ray task per (config, task, subset), merged per (config, task) with mteb's TaskResult.merge:
     the same result files and the same table as the sequential sweep; a rerun sends nothing out."""
     import fairpos_tiny_tasks
-    from mteb_fairpos.integrations.ray.sweep import UNITS_FOLDER, run_sweep
+    import mteb
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.integrations.ray.sweep import UNITS_FOLDER, run_on_ray
     from mteb_fairpos.mteb_plugin import register
-    from mteb_fairpos.sweep import SweepPoint
+    from mteb_fairpos.sweep import SweepPoint, plan_sweep
 
     register()
     fairpos_tiny_tasks.register()
@@ -135,13 +138,20 @@ def test_distributed_sweep_equals_the_sequential_one(tmp_path, capsys):
     assert sorted(s["hf_subset"] for s in merged["scores"]["test"]) == ["early", "late"]
     assert not (tmp_path / "ray" / UNITS_FOLDER).exists()
     points = [SweepPoint("fair/all-MiniLM-L6-v2", None, "cpu")]
-    assert run_sweep(points, tasks, tmp_path / "ray", show_progress=False) == []  # nothing missing, nothing run
+
+    def sweep_on_ray(points, tasks, folder, show_progress):
+        plan = plan_sweep(points, mteb.get_tasks(tasks=tasks), ResultCache(folder))
+        done, failures = run_on_ray(plan, folder, show_progress=show_progress)
+        assert failures == []
+        return done
+
+    assert sweep_on_ray(points, tasks, tmp_path / "ray", show_progress=False) == []  # nothing missing, nothing run
     # a result that lost one subset: only that subset is sent out, and merged back in
     twin = next(p for p in (tmp_path / "ray").rglob("FairPosTinyTwoSubsets.json") if "fair-off" in str(p))
     complete = json.loads(twin.read_text())
     partial = dict(complete, scores={"test": [s for s in complete["scores"]["test"] if s["hf_subset"] == "early"]})
     twin.write_text(json.dumps(partial))
-    assert run_sweep(points, tasks, tmp_path / "ray", show_progress=False) == [
+    assert sweep_on_ray(points, tasks, tmp_path / "ray", show_progress=False) == [
         ("fair-off/all-MiniLM-L6-v2", "FairPosTinyTwoSubsets", "late")]
     restored = json.loads(twin.read_text())["scores"]["test"]
     assert sorted(s["hf_subset"] for s in restored) == ["early", "late"]

@@ -1,27 +1,29 @@
-"""A sweep fanned out over Ray: one task per (grid point, mteb task, subset) on a pool of workers.
+"""A sweep fanned out over Ray: one Ray task per (grid point, mteb task, subset) of a sweep plan.
 
-mteb keeps all subsets of a task in one result file per model, so two workers must never write
-one file. Each unit therefore evaluates its one subset into a results folder of its own
-(``<results>/.fairpos-units/...``, on a cluster storage every node mounts); when every subset of
-a (grid point, task) is done, the driver merges them with mteb's own ``TaskResult.merge`` (onto
-what the main folder already held) and saves the result where a sequential sweep would have.
-Subsets the main folder already has are not sent out again, a unit that finished before a
-crash is read back rather than recomputed, and a worker that dies is restarted by Ray.
+The plan is `mteb_fairpos.sweep.plan_sweep`'s, the same the sequential sweep runs: only subsets
+the results folder lacks and the task's data holds are sent out. mteb keeps all subsets of a task
+in one result file per model, so two workers must never write one file: each unit evaluates its one
+subset into a results folder of its own (``<results>/.fairpos-units/...``, on storage every node
+mounts); the driver then merges each (grid point, task)'s finished units with mteb's own
+``TaskResult.merge`` (onto what the main folder already held) and saves the result where a
+sequential sweep would have. A unit that fails comes back as a `Failure` (one line) while the
+others still land; a unit that finished before a crash is read back rather than recomputed, and a
+worker that dies is restarted by Ray.
 
-Each worker registers the plugin and keeps the checkpoint loaded once for every grid point it
-evaluates (`shared_weights`). The sweep's table and ``mteb-fairpos compare`` read the folder back.
+Each worker registers the plugin and holds one `LoadedWeights`: the checkpoint is loaded once for
+every grid point it evaluates. The sweep's table and ``mteb-fairpos compare`` read the folder back.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shutil
 from collections import defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...sweep import SweepPoint
+from ...sweep import Failure, SweepPlan, SweepPoint, one_line
 from . import runtime
 
 UNITS_FOLDER = ".fairpos-units"
@@ -31,29 +33,36 @@ class SweepWorker:
     """Evaluates (grid point, task, subset) units; the checkpoint is loaded once per worker."""
 
     def __init__(self, batch_size: int | None) -> None:
-        from ...mteb_models import shared_weights
+        from ...mteb_models import LoadedWeights
         from ...mteb_plugin import register
 
         register()
-        self._shared = shared_weights()
-        self._shared.__enter__()  # for the worker's life: every grid point reuses the loaded checkpoint
+        self.weights = LoadedWeights()  # for the worker's life: every grid point reuses the loaded checkpoint
         self.encode_kwargs = {"batch_size": batch_size} if batch_size else {}
 
-    def evaluate(self, point: SweepPoint, task_name: str, subset: str, folder: str) -> tuple[str, str, str]:
+    def evaluate(self, point: SweepPoint, template: Any, subset: str, folder: str) -> tuple[str, str, str, str | None]:
+        """Evaluate one subset of a task (rebuilt from its unloaded ``template``) into ``folder``;
+        returns (model, task, subset, error line or None)."""
         import mteb
         from mteb.cache import ResultCache
 
-        mteb.evaluate(point.meta(), [mteb.get_task(task_name, hf_subsets=[subset])], cache=ResultCache(folder),
-                      overwrite_strategy="only-missing", encode_kwargs=dict(self.encode_kwargs),
-                      show_progress_bar=False)
-        return point.meta().name, task_name, subset
+        from ...mteb_models import build_encoder
+
+        meta = point.meta()
+        task = copy.deepcopy(template).filter_languages(None, hf_subsets=[subset])
+        try:
+            mteb.evaluate(build_encoder(meta, weights=self.weights), task, cache=ResultCache(folder),
+                          overwrite_strategy="only-missing", encode_kwargs=dict(self.encode_kwargs), show_progress_bar=False)
+        except Exception as err:  # noqa: BLE001 -- reported to the driver in one line
+            return meta.name, template.metadata.name, subset, one_line(err)
+        return meta.name, template.metadata.name, subset, None
 
 
-def run_sweep(points: Sequence[SweepPoint], task_names: Sequence[str], output_folder: str | Path, *, actors: int = 1,
-              gpus_per_actor: float | None = None, address: str | None = None, batch_size: int | None = None,
-              overwrite_strategy: str = "only-missing", show_progress: bool = True) -> list[tuple[str, str, str]]:
-    """Evaluate every (point, task, subset) missing from ``output_folder`` on Ray; returns the units run."""
-    import mteb
+def run_on_ray(plan: SweepPlan, output_folder: str | Path, *, actors: int = 1, gpus_per_actor: float | None = None,
+               address: str | None = None, batch_size: int | None = None, overwrite_strategy: str = "only-missing",
+               show_progress: bool = True) -> tuple[list[tuple[str, str, str]], list[Failure]]:
+    """Evaluate the plan's units on Ray into ``output_folder``; returns the (model, task, subset)
+    units that landed and the failures."""
     from mteb.cache import ResultCache
     from tqdm.auto import tqdm
 
@@ -63,15 +72,10 @@ def run_sweep(points: Sequence[SweepPoint], task_names: Sequence[str], output_fo
     units_root = Path(output_folder) / UNITS_FOLDER
     if overwrite_strategy == "always":
         shutil.rmtree(units_root, ignore_errors=True)
-    units: dict[tuple[SweepPoint, str], list[tuple[str, str]]] = defaultdict(list)
-    for point in points:
-        for name in task_names:
-            task = mteb.get_task(name)
-            for subset in _missing_subsets(cache, point, task, overwrite_strategy):
-                units[(point, name)].append((subset, str(_unit_folder(units_root, point, name, subset))))
-    flat = [(point, name, subset, folder) for (point, name), items in units.items() for subset, folder in items]
+    flat = [(unit.point, unit.task, subset, str(_unit_folder(units_root, unit.point, unit.task, subset)))
+            for unit in plan.units for subset in unit.subsets]
     if not flat:
-        return []
+        return [], []
     runtime.init(address)
     ray = runtime.require_ray()
     if gpus_per_actor is None:
@@ -79,25 +83,26 @@ def run_sweep(points: Sequence[SweepPoint], task_names: Sequence[str], output_fo
     worker = ray.remote(SweepWorker).options(num_cpus=1, num_gpus=gpus_per_actor, max_restarts=-1, max_task_retries=-1)
     pool = ray.util.ActorPool([worker.remote(batch_size) for _ in range(min(actors, len(flat)))])
     done: list[tuple[str, str, str]] = []
+    failures: list[Failure] = []
+    landed: dict[tuple[SweepPoint, str], list[str]] = defaultdict(list)
+    folders = {(point.meta().name, task, subset): (point, folder) for point, task, subset, folder in flat}
     with tqdm(total=len(flat), desc="sweep on ray", unit="subset", disable=not show_progress) as bar:
-        for result in pool.map_unordered(lambda actor, unit: actor.evaluate.remote(*unit), flat):
-            done.append(result)
+        units = [(point, plan.templates[task], subset, folder) for point, task, subset, folder in flat]
+        for model, task, subset, error in pool.map_unordered(lambda actor, unit: actor.evaluate.remote(*unit), units):
+            point, folder = folders[(model, task, subset)]
+            if error is None:
+                done.append((model, task, subset))
+                landed[(point, task)].append(folder)
+            else:
+                failures.append(Failure(task, error, model, (subset,)))
             bar.update(1)
-    for (point, name), items in units.items():
-        _merge_into(cache, point, mteb.get_task(name), [folder for _, folder in items], overwrite_strategy)
-    shutil.rmtree(units_root, ignore_errors=True)
-    return done
-
-
-def _missing_subsets(cache: Any, point: SweepPoint, task: Any, overwrite_strategy: str) -> list[str]:
-    """The task's subsets the results folder lacks for this point (all of them with ``always``)."""
-    from mteb.results import TaskResult
-
-    path = cache.get_task_result_path(task.metadata.name, point.meta())
-    if overwrite_strategy == "always" or not path.is_file():
-        return list(task.hf_subsets)
-    missing = TaskResult.from_disk(path).get_missing_evaluations(task)
-    return sorted({subset for subsets in missing.values() for subset in subsets})
+    for (point, task), unit_folders in landed.items():
+        _merge_into(cache, point, task, unit_folders, overwrite_strategy)
+        for folder in unit_folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    if not failures:
+        shutil.rmtree(units_root, ignore_errors=True)
+    return done, failures
 
 
 def _unit_folder(root: Path, point: SweepPoint, task_name: str, subset: str) -> Path:
@@ -105,16 +110,16 @@ def _unit_folder(root: Path, point: SweepPoint, task_name: str, subset: str) -> 
     return root / key
 
 
-def _merge_into(cache: Any, point: SweepPoint, task: Any, folders: list[str], overwrite_strategy: str) -> None:
+def _merge_into(cache: Any, point: SweepPoint, task_name: str, folders: list[str], overwrite_strategy: str) -> None:
     """Merge the units' one-subset results (onto the stored result) with mteb's ``TaskResult.merge``."""
     from mteb.cache import ResultCache
     from mteb.results import TaskResult
 
     meta = point.meta()
-    path = cache.get_task_result_path(task.metadata.name, meta)
+    path = cache.get_task_result_path(task_name, meta)
     merged = TaskResult.from_disk(path) if path.is_file() and overwrite_strategy != "always" else None
     for folder in folders:
-        part = TaskResult.from_disk(ResultCache(folder).get_task_result_path(task.metadata.name, meta))
+        part = TaskResult.from_disk(ResultCache(folder).get_task_result_path(task_name, meta))
         merged = part if merged is None else merged.merge(part)
     if merged is not None:
         cache.save_to_cache(merged, meta)

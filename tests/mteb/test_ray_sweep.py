@@ -1,0 +1,76 @@
+"""The Ray sweep runs the sequential sweep's plan: on a partial local copy of PosIR and with a task
+that fails, it writes the same result files as the sequential sweep, names the same missing
+subsets and the same failed units, and lands everything else.
+
+On a real local Ray runtime (``ray.init(num_cpus=2)``), so marked ``slow``: CI runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason='the Ray engine is an extra: pip install "mteb-fairpos[ray]"')
+
+import fairpos_tiny_tasks  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("minilm_dir")]
+TESTS = Path(__file__).resolve().parents[1]
+POSIR = TESTS / "fixtures" / "posir"
+MODEL = "fair/all-MiniLM-L6-v2"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    fairpos_tiny_tasks.register()
+    # the workers unpickle the task objects: the tiny tasks' module must be importable there
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": env})
+    yield
+    ray.shutdown()
+
+
+def _plan(folder):
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.config import CalibrationConfig
+    from mteb_fairpos.sweep import SweepPoint, plan_sweep
+    from mteb_fairpos.tasks.posir import PosIR
+
+    points = [SweepPoint(MODEL, None, "cpu"), SweepPoint(MODEL, CalibrationConfig.parse("b64_lhalf_a1"), "cpu")]
+    tasks = [PosIR(data_dir=POSIR, languages=["deu"]), fairpos_tiny_tasks.FairPosTinyBroken(),
+             fairpos_tiny_tasks.FairPosTinyRetrieval()]
+    return plan_sweep(points, tasks, ResultCache(folder)), ResultCache(folder)
+
+
+def _scores(folder: Path) -> dict[str, list]:
+    found = {}
+    for path in sorted(folder.rglob("*.json")):
+        if path.name != "model_meta.json":
+            found[str(path.relative_to(folder))] = sorted(
+                ((s["hf_subset"], s["main_score"]) for s in json.loads(path.read_text())["scores"]["test"]))
+    return found
+
+
+def test_the_ray_sweep_runs_the_sequential_plan(tmp_path):
+    from mteb_fairpos.integrations.ray.sweep import UNITS_FOLDER, run_on_ray
+    from mteb_fairpos.sweep import run_sweep
+
+    sequential, cache = _plan(tmp_path / "sequential")
+    local_failures = run_sweep(sequential, cache, show_progress=False)
+    distributed, _ = _plan(tmp_path / "ray")
+    assert distributed.units == sequential.units and distributed.absent == sequential.absent
+    done, ray_failures = run_on_ray(distributed, tmp_path / "ray", actors=2, show_progress=False)
+
+    assert sorted(map(str, ray_failures)) == sorted(map(str, local_failures)) and len(ray_failures) == 2
+    assert all(f.task == "FairPosTinyBroken" for f in ray_failures)
+    assert len(done) == 2 * 3  # per point: PosIR's two subsets the copy holds, and the tiny task
+    assert _scores(tmp_path / "ray") == _scores(tmp_path / "sequential") != {}
+    assert not any((tmp_path / "ray" / UNITS_FOLDER).glob("*/**/PosIR.json"))  # landed units are merged and removed
