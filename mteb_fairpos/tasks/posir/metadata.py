@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mteb.abstasks.task_metadata import TaskMetadata
+from ..metadata import FairPosTaskMetadata
 
 from .dataset import ENGLISH, LAST_KNOWN_REVISION, POSIR_CITATION, POSIR_DOMAINS, POSIR_HUB_ID, SPLIT, subset_name
 
 
-def task_metadata(name: str, languages: Sequence[str], cross: bool, *, instructed: bool = False) -> TaskMetadata:
+def task_metadata(name: str, languages: Sequence[str], cross: bool, *, instructed: bool = False) -> FairPosTaskMetadata:
     setting = "queries in each language, English corpus of the same domain" if cross else "queries and corpus in the same language"
     instruction = " Every query carries the authors' instruction, as in the paper." if instructed else ""
     # cross-lingual subsets run domain by domain, so each English corpus is embedded once and reused
     pairs = ([(lang, domain) for domain in POSIR_DOMAINS for lang in languages] if cross
              else [(lang, domain) for lang in languages for domain in POSIR_DOMAINS])
-    return TaskMetadata(
+    return FairPosTaskMetadata(
         name=name,
         description=(
             f"PosIR position-aware retrieval ({setting}); one subset per (language, domain), each with its "
