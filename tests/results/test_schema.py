@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mteb_fairpos.results import Estimate, Profile, ScoreEntry, collect, dump, load
+from mteb_fairpos.results import Counts, Estimate, Profile, ScoreEntry, Settings, collect, dump, load
 from mteb_fairpos.results.schema import reported
 
 EARLIER = Path(__file__).resolve().parents[1] / "fixtures" / "earlier_release"
@@ -23,7 +23,9 @@ def test_an_entry_round_trips_through_the_stored_form():
                   "tau": Profile(fairness=math.nan)},
         terms={"beta_2": Estimate(-0.2, 0.01, 0.0004, -0.22, -0.18), "language_effect": Estimate(None)},
         psi=reported(None),
-        details={"n": 2, "tau_status": "n/a: CLS pooling", "excluded_topics": {"too_short": 3}, "notes": ["a"]},
+        counts=Counts(documents=4, excluded={"too_short": 3}),
+        settings=Settings(corpus="manpages", hash="1a2b3c4d5e6f", seed=42),
+        details={"n": 2, "tau_status": "n/a: CLS pooling", "notes": ["a"]},
     )
     stored = dump(entry)
     assert stored["position_2_se"] is None and stored["tau_position_fairness"] is None and stored["psi"] is None
@@ -36,6 +38,8 @@ def test_an_entry_round_trips_through_the_stored_form():
     assert math.isnan(back.profiles["tau"].fairness) and back.profiles["tau"].points == {}
     assert back.terms["beta_2"] == Estimate(-0.2, 0.01, 0.0004, -0.22, -0.18) and math.isnan(back.psi)
     assert back.details == entry.details
+    assert back.counts == entry.counts and back.settings == entry.settings
+    assert stored["excluded_topics"] == {"too_short": 3} and stored["corpus_fingerprint"] == "1a2b3c4d5e6f"
 
 
 def test_the_labels_that_are_not_positions_do_not_collide():
