@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COMMIT, MINILM, POSIR, PROBE, RETRIEVAL, write_result, retrieval_entry
+from conftest import COMMIT, MINILM, POSIR, PROBE, RETRIEVAL
+from results_folders import retrieval_entry, write_result
 from mteb_fairpos.leaderboard import build
 
 
