@@ -8,7 +8,6 @@ the page and its charts only lay this data out.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +16,6 @@ from typing import Any
 
 from .. import fairness
 from ..results import Collection, Issue, ModelKey, TaskScores, collect, plugin_base
-
-SETTINGS = ("corpus", "corpus_fingerprint", "num_segment_sets", "seed", "model_max_length", "max_document_tokens",
-            "segment_mode", "segment_window_low", "segment_window_high")
-"""The settings a result entry records that change its numbers (the permutation probe writes them)."""
-
 
 @dataclass(frozen=True)
 class Column:
@@ -289,18 +283,6 @@ def _task_scores(found: Collection, task: str) -> list[TaskScores]:
     return [s for m in found.models if (s := found.get(m, task)) is not None]
 
 
-def language_pools(task: str, entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The per-language figures of a task that pools its subsets per language, by the task's own
-    ``summarize_scores`` (empty for other tasks, or when its entries cannot be pooled)."""
-    pool = getattr(_task_class(task), "summarize_scores", None)
-    if pool is None or not entries:
-        return {}
-    try:
-        return dict(pool(entries).get("languages", {}))
-    except (ValueError, KeyError, TypeError):  # the reader has noted why it could not pool them
-        return {}
-
-
 @functools.lru_cache(maxsize=None)
 def _task_class(task: str) -> type | None:
     try:
@@ -313,46 +295,17 @@ def _task_class(task: str) -> type | None:
 
 # ---------------------------------------------------------------------------------- provenance
 def read_source(found: Collection, model: ModelKey, task: str, *, site: Path) -> Source:
-    """The result file of (model, task) in mteb's layout, with the versions and settings it records and,
-    for a task that pools per language, its per-language figures (read here, once, beside the reader's
-    ``TaskScores``, which keeps only the pooled profile)."""
-    path = result_path(found.root, model, task)
-    if path is None:
+    """Where (model, task) came from and what it records, as the reader read it (the file is not opened
+    again): its path, versions, settings and, for a task that pools per language, its per-language figures."""
+    scores = found.get(model, task)
+    if scores is None or scores.path is None:
         return Source(None, "")
-    source = Source(path, os.path.relpath(path.resolve(), site.resolve()).replace(os.sep, "/"))
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        meta_file = path.parent / "model_meta.json"
-        meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.is_file() else {}
-    except (OSError, ValueError):
-        return source  # the reader has already reported it
-    source.mteb_version = str(raw.get("mteb_version") or "")
-    source.dataset_revision = str(raw.get("dataset_revision") or "")
-    entries = [e for split in (raw.get("scores") or {}).values() if isinstance(split, list) for e in split if isinstance(e, dict)]
-    for key in SETTINGS:
-        values = dict.fromkeys(str(e[key]) for e in entries if e.get(key) is not None)
-        if values:
-            source.settings[key] = ", ".join(values)
-    if isinstance(meta, dict) and isinstance(meta.get("experiment_kwargs"), dict):
-        source.experiment = dict(meta["experiment_kwargs"])
-    source.pools = language_pools(task, entries)
-    return source
-
-
-def result_path(root: Path, model: ModelKey, task: str) -> Path | None:
-    """``<model>/<revision>/[experiments/<name>/]<task>.json``, the layout ``collect`` reads; the model
-    folder is the name's unless a ``model_meta.json`` names the model otherwise."""
-    own = model.name.replace("/", "__")
-    for folder in (own, *sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != own)):
-        base = root / folder / model.revision
-        path = (base / "experiments" / model.experiment if model.experiment else base) / f"{task}.json"
-        if path.is_file() and (folder == own or _meta_name(path.parent) == model.name):
-            return path
-    return None
-
-
-def _meta_name(folder: Path) -> str | None:
-    try:
-        return json.loads((folder / "model_meta.json").read_text(encoding="utf-8")).get("name")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return Source(
+        scores.path,
+        os.path.relpath(scores.path.resolve(), site.resolve()).replace(os.sep, "/"),
+        mteb_version=scores.mteb_version,
+        dataset_revision=scores.dataset_revision,
+        settings={key: ", ".join(map(str, values)) for key, values in scores.settings.items()},
+        experiment=dict(found.experiments.get(model, {})),
+        pools=scores.pools,
+    )

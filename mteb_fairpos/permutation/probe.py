@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..results.schema import Estimate, ScoreEntry, dump
+from ..results.schema import Counts, Estimate, ScoreEntry, Settings, dump
 from .access import ModelAccess
 from .corpus import ComparableCorpus, CorpusError
 from .instances import MAX_ORDERS, Instance, LanguageConfig, SegmentKey, build_instance
@@ -244,31 +244,35 @@ class ProbeSession:
             "lead_language": config.lead,
             "later_language": config.later,
             "mixed": config.mixed,
-            "num_segment_sets": len(instance.sets),
-            "orders_per_set": instance.orders_per_set,
             "all_orders": instance.orders_per_set == math.factorial(n),
-            "num_documents": len(instance.documents),
-            "num_unique_segments": len(instance.segment_keys),
             "num_observations": int(len(obs.sigma)),
             "num_clusters": int(len(set(obs.cluster.tolist()))),
-            "num_distinct_topics": len({t for topics in instance.sets for t in topics}),
-            "num_truncated_segments": truncated,
             "num_tau_unmeasured": int((~measured).sum()) if self.access.tau_status is None else None,
             "num_tau_unaligned_documents": unaligned,
             "usable_topics": usable,
-            "excluded_topics": excluded,
-            "segment_window_low": window[0],
-            "segment_window_high": window[1],
-            "segment_mode": self.settings.selection.mode,
-            "length_tolerance": self.settings.selection.length_tolerance,
-            "corpus": self.corpus.source,
-            "corpus_fingerprint": self.corpus.fingerprint(),
-            "max_document_tokens": self.pool.max_document_tokens,
-            "model_max_length": self.access.max_length,
-            "seed": self.settings.seed,
             "route": self.access.route,
             "notes": list(instance.notes) + _shared_topic_notes(instance),
         })
+        entry.counts = Counts(
+            documents=len(instance.documents),
+            segments=len(instance.segment_keys),
+            topics=len({t for topics in instance.sets for t in topics}),
+            truncated=truncated,
+            excluded=excluded,
+        )
+        entry.settings = Settings(
+            corpus=self.corpus.source,
+            hash=self.corpus.fingerprint(),
+            sets=len(instance.sets),
+            orders=instance.orders_per_set,
+            window_low=window[0],
+            window_high=window[1],
+            mode=self.settings.selection.mode,
+            tolerance=self.settings.selection.length_tolerance,
+            document_tokens=self.pool.max_document_tokens,
+            model_length=self.access.max_length,
+            seed=self.settings.seed,
+        )
         return dump(entry)
 
     def _add_mixed_terms(self, config: LanguageConfig, obs: Observations, entry: ScoreEntry) -> None:

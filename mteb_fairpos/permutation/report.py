@@ -40,7 +40,7 @@ def format_profiles(runs: Runs, subsets: list[str], measure: str) -> str:
                     continue
                 half = (point.ci_high - point.ci_low) / 2
                 cells.append(f"{point.value:.3f} (+-{half:.3f})".rjust(15))
-            lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {entry.details['num_documents']:>5}  " + "  ".join(cells)
+            lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {entry.counts.documents:>5}  " + "  ".join(cells)
                          + f"  {profile.fairness:>8.3f}")
     return "\n".join(lines) + "\n"
 

@@ -20,15 +20,17 @@ from .reader import (
     results_root,
     summarize,
 )
-from .schema import Estimate, Profile, ScoreEntry, dump, load
+from .schema import Counts, Estimate, Profile, ScoreEntry, Settings, dump, load
 
 __all__ = [
     "Collection",
+    "Counts",
     "Estimate",
     "Issue",
     "ModelKey",
     "Profile",
     "ScoreEntry",
+    "Settings",
     "TaskScores",
     "collect",
     "dump",

@@ -66,6 +66,16 @@ class TaskScores:
     effects: dict[str, dict[str, tuple[float, float | None, float | None]]] = field(default_factory=dict)
     """subset -> fitted effect (``beta_2``, ``tau_beta_3``, ``lead_vs_later``, ``language_effect``) ->
     (estimate, standard error, p-value), for entries that report regression results."""
+    settings: dict[str, list[Any]] = field(default_factory=dict)
+    """Stored setting key (``corpus``, ``corpus_fingerprint``, ``seed`` ...) -> its distinct values over the
+    entries, in order (:class:`~.schema.Settings`)."""
+    pools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Language -> the task's own per-language figures, for a task that pools its subsets per language
+    (PosIR: ``position_<bin>`` and, per length bucket, ``ndcg_at_10_<bucket>``)."""
+    path: Path | None = None
+    """The result file."""
+    mteb_version: str = ""
+    dataset_revision: str = ""
 
     @property
     def profile(self) -> dict[str, float | None]:
@@ -90,6 +100,8 @@ class Collection:
     root: Path
     scores: dict[tuple[ModelKey, str], TaskScores] = field(default_factory=dict)
     issues: list[Issue] = field(default_factory=list)
+    experiments: dict[ModelKey, dict[str, Any]] = field(default_factory=dict)
+    """The ``experiment_kwargs`` a model's ``model_meta.json`` records, where it records any."""
 
     @property
     def models(self) -> list[ModelKey]:
@@ -178,30 +190,74 @@ def _model_key(found: Collection, root: Path, model_dir: Path, revision_dir: Pat
             revision = meta.get("revision") or revision
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
             found.issues.append(Issue("corrupt", _rel(meta_file, root), f"unreadable ({err}); model name taken from the folder."))
+        else:
+            if isinstance(meta.get("experiment_kwargs"), dict):
+                found.experiments[ModelKey(name, revision, experiment)] = dict(meta["experiment_kwargs"])
     else:
         found.issues.append(Issue("no-meta", _rel(folder, root), "no model_meta.json; model name and revision taken from the folders."))
     return ModelKey(name, revision, experiment)
 
 
 def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | None = None) -> TaskScores | None:
-    """One mteb result file as :class:`TaskScores`; ``None`` (with an issue) when it is not one."""
-    from mteb.results.task_result import TaskResult
+    """One mteb result file as :class:`TaskScores`; ``None`` (with an issue) when it is not one.
 
+    The file is read and parsed once: mteb's ``TaskResult`` validates the text itself (pydantic's JSON
+    parser, the fastest route for PosIR's large entries); only a file it rejects is parsed again, to say
+    why or to convert a result of mteb before 1.11 as ``TaskResult.from_disk`` does.
+    """
     where = where or str(file)
     try:
-        raw = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
         _add(issues, Issue("corrupt", where, f"not valid JSON ({err}); skipped."))
         return None
-    if not isinstance(raw, dict) or "task_name" not in raw or "scores" not in raw:
-        _add(issues, Issue("foreign", where, "not an mteb task result (no task_name/scores); skipped."))
-        return None
     try:
-        result = TaskResult.from_disk(file)
-    except Exception as err:  # mteb's parser: pydantic validation and format conversions
-        _add(issues, Issue("foreign", where, f"mteb cannot read it ({type(err).__name__}: {_first_line(err)}); skipped."))
+        result = _task_result(text)
+    except Exception as err:  # noqa: BLE001 - mteb's parser: pydantic validation and format conversions
+        _add(issues, _rejected(text, where, err))
         return None
-    return summarize(result)
+    scores = summarize(result)
+    scores.path = file
+    scores.mteb_version = str(result.mteb_version or "")
+    scores.dataset_revision = str(result.dataset_revision or "")
+    return scores
+
+
+def _task_result(text: str):
+    """``TaskResult.from_disk`` on text already read: validated from the text, with mteb's own conversions
+    for results written before mteb 1.11 (another layout) and 1.12.48 (pair-classification scores)."""
+    from mteb.results.task_result import TaskResult
+
+    try:
+        result = TaskResult.model_validate_json(text)
+    except ValueError:
+        data = json.loads(text)
+        if not isinstance(data, dict) or ("mteb_version" in data and not _before(data["mteb_version"], "1.11.0")):
+            raise
+        result = TaskResult._convert_from_before_v1_11_0(data)
+    if _before(result.mteb_version, "1.12.48"):
+        TaskResult._fix_pair_classification_scores(result)
+    return result
+
+
+def _before(version: str | None, release: str) -> bool:
+    """Whether a stored ``mteb_version`` (or the start of a range of them) is older than ``release``."""
+    from mteb.results.task_result import TaskResult
+    from packaging.version import Version
+
+    found = TaskResult._parse_mteb_version_min(version)
+    return found is not None and found < Version(release)
+
+
+def _rejected(text: str, where: str, err: Exception) -> Issue:
+    """Why mteb rejected a file: not JSON, not a task result, or a result mteb cannot read."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as bad:
+        return Issue("corrupt", where, f"not valid JSON ({bad}); skipped.")
+    if not isinstance(data, dict) or "task_name" not in data or "scores" not in data:
+        return Issue("foreign", where, "not an mteb task result (no task_name/scores); skipped.")
+    return Issue("foreign", where, f"mteb cannot read it ({type(err).__name__}: {_first_line(err)}); skipped.")
 
 
 def summarize(result) -> TaskScores:
@@ -213,6 +269,7 @@ def summarize(result) -> TaskScores:
     notes: list[tuple[str, str]] = []
     intervals: dict[str, dict[str, tuple[float, float]]] = {}
     effects: dict[str, dict[str, tuple[float, float | None, float | None]]] = {}
+    settings: dict[str, list[Any]] = {}
     entries = 0
     for split, split_scores in result.scores.items():
         for raw in split_scores:
@@ -224,6 +281,9 @@ def summarize(result) -> TaskScores:
             else:
                 mains.append(main)
             entry = load(raw)
+            for key, value in entry.settings.stored().items():
+                if value not in (seen := settings.setdefault(key, [])):
+                    seen.append(value)
             profiles = _values(entry)
             psi = entry_psi(entry)
             if psi is not None:
@@ -263,6 +323,7 @@ def summarize(result) -> TaskScores:
         task = None
         notes.append(("unchecked", f"task {result.task_name} is not registered with mteb; completeness not checked."))
     pool = getattr(task, "summarize_scores", None)
+    pools: dict[str, dict[str, Any]] = {}
     if pool is not None:
         try:
             pooled = pool([entry for split_scores in result.scores.values() for entry in split_scores])
@@ -272,6 +333,7 @@ def summarize(result) -> TaskScores:
         else:
             main_score, psi = pooled["main_score"], pooled["psi"]
             averaged[""] = dict(pooled["positions"])
+            pools = dict(pooled.get("languages", {}))
     return TaskScores(
         task=result.task_name,
         task_type=task_type,
@@ -283,6 +345,8 @@ def summarize(result) -> TaskScores:
         notes=notes,
         intervals=intervals,
         effects={subset: found for subset, found in effects.items() if found},
+        settings=settings,
+        pools=pools,
     )
 
 

@@ -17,7 +17,9 @@ files written by earlier releases read unchanged:
 * ``psi``: the Position Sensitivity Index;
 * a mapping ``[<family>_]positions`` (``{label: value}``) is read as a profile too (an earlier
   convention; nothing writes it now);
-* every other key (main scores, counts, settings, notes) is kept as it is in ``details``.
+* counts and settings under the keys :class:`Counts` and :class:`Settings` name (``num_documents``,
+  ``corpus_fingerprint``, ``skipped_queries`` ...), read into those types;
+* every other key (main scores, statuses, notes) is kept as it is in ``details``.
 
 A statistic (an estimate's ``se`` ..., a profile's ``fairness``, the entry's ``psi``) is ``None``
 when the entry does not report it and ``nan`` when it reports it as undefined (stored as
@@ -27,10 +29,11 @@ position's value is ``None`` for an empty group (stored as ``null`` too).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 STATISTICS = ("se", "pvalue", "ci_low", "ci_high", "n")
@@ -77,6 +80,71 @@ class Profile:
         return {label: ci for label, point in self.points.items() if (ci := point.interval) is not None}
 
 
+def _key(stored: str, default: Any = None) -> Any:
+    """A typed field stored under the mteb score key ``stored``."""
+    return field(default=default, metadata={"key": stored})
+
+
+@dataclass
+class Counts:
+    """What an entry counted: the probe's documents, segments, topics and exclusions; a retrieval task's
+    empty position groups and the queries it skipped (by reason). ``None``: not recorded."""
+
+    documents: int | None = _key("num_documents")
+    segments: int | None = _key("num_unique_segments")
+    topics: int | None = _key("num_distinct_topics")
+    truncated: int | None = _key("num_truncated_segments")
+    excluded: dict[str, int] | None = _key("excluded_topics")
+    """topics left out, by reason."""
+    empty: list[str] | None = _key("empty_groups")
+    """position groups no query falls in."""
+    skipped: dict[str, int] | None = _key("skipped_queries")
+    """queries left out, by reason."""
+
+
+@dataclass
+class Settings:
+    """The settings an entry records that change its numbers (the permutation probe writes them), so that a
+    reader can tell two results apart. ``None``: not recorded."""
+
+    corpus: str | None = _key("corpus")
+    hash: str | None = _key("corpus_fingerprint")
+    sets: int | None = _key("num_segment_sets")
+    orders: int | None = _key("orders_per_set")
+    window_low: int | None = _key("segment_window_low")
+    window_high: int | None = _key("segment_window_high")
+    mode: str | None = _key("segment_mode")
+    tolerance: float | None = _key("length_tolerance")
+    document_tokens: int | None = _key("max_document_tokens")
+    model_length: int | None = _key("model_max_length")
+    seed: int | None = _key("seed")
+
+    def stored(self) -> dict[str, Any]:
+        """The recorded settings under their stored keys (what a page shows)."""
+        return _stored(self)
+
+
+def _stored(record: Counts | Settings) -> dict[str, Any]:
+    return {key: value for name, key in _keys(type(record)) if (value := getattr(record, name)) is not None}
+
+
+def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> set[str]:
+    """Fill ``record`` from the stored keys it defines; the keys it took (a stored ``null`` stays in
+    ``details``, so that it is written back as it was)."""
+    taken = set()
+    for name, key in _keys(type(record)):
+        if scores.get(key) is not None:
+            setattr(record, name, scores[key])
+            taken.add(key)
+    return taken
+
+
+@functools.cache
+def _keys(kind: type) -> tuple[tuple[str, str], ...]:
+    """(field, stored key) of a typed record, looked up once per type (a sweep loads ~40,000 entries)."""
+    return tuple((f.name, f.metadata["key"]) for f in fields(kind))
+
+
 @dataclass
 class ScoreEntry:
     """The position part of one score entry (one split x subset) and everything else beside it."""
@@ -86,8 +154,10 @@ class ScoreEntry:
     terms: dict[str, Estimate] = field(default_factory=dict)
     """``beta_0``, ``beta_<p>``, ``tau_beta_<p>``, ``lead_vs_later``, ``language_effect``."""
     psi: float | None = None
+    counts: Counts = field(default_factory=Counts)
+    settings: Settings = field(default_factory=Settings)
     details: dict[str, Any] = field(default_factory=dict)
-    """Main scores, counts, settings, statuses and notes, under the names the task gives them."""
+    """Main scores, statuses and notes, under the names the task gives them."""
 
     def profile(self, family: str = "") -> Profile:
         """The profile ``family``, created empty when absent."""
@@ -98,6 +168,10 @@ class ScoreEntry:
         self.profiles.update(other.profiles)
         self.terms.update(other.terms)
         self.details.update(other.details)
+        for mine, theirs in ((self.counts, other.counts), (self.settings, other.settings)):
+            for name, value in vars(theirs).items():
+                if value is not None:
+                    setattr(mine, name, value)
         if other.psi is not None:
             self.psi = other.psi
 
@@ -118,14 +192,17 @@ def dump(entry: ScoreEntry) -> dict[str, Any]:
     if entry.psi is not None:
         out["psi"] = _defined(entry.psi)
     out.update(entry.details)
+    out.update(_stored(entry.counts))
+    out.update(_stored(entry.settings))
     return out
 
 
 def load(scores: Mapping[str, Any]) -> ScoreEntry:
     """A stored score entry (of this or an earlier release) as a :class:`ScoreEntry`."""
     entry = ScoreEntry()
+    typed = _typed(entry.counts, scores) | _typed(entry.settings, scores)
     for key, raw in scores.items():
-        if not _read_key(entry, key, raw):
+        if key not in typed and not _read_key(entry, key, raw):
             entry.details[key] = raw
     return entry
 

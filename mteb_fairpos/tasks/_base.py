@@ -26,6 +26,7 @@ from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.timing import TimingStack
 
 from ..hub import hub_access
+from ..results.schema import Counts, ScoreEntry, dump
 from .grouped_metrics import per_query_scores, summarize_groups
 
 logger = logging.getLogger(__name__)
@@ -196,5 +197,5 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
             summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
         out = summary.to_scores()
         out["n_queries"] = len(query_scores)
-        out["skipped_queries"] = dict(self._skipped.get((hf_subset, hf_split), {}))
+        out.update(dump(ScoreEntry(counts=Counts(skipped=dict(self._skipped.get((hf_subset, hf_split), {}))))))
         return out

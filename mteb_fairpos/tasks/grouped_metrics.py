@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..fairness import psi, undefined_reason
-from ..results.schema import Estimate, Profile, ScoreEntry, dump, reported
+from ..results.schema import Counts, Estimate, Profile, ScoreEntry, dump, reported
 
 METRIC = "ndcg_cut_10"
 """The pytrec_eval measure the groups are scored with (nDCG@10, binary relevance)."""
@@ -116,8 +116,8 @@ class GroupSummary:
     def to_scores(self) -> dict[str, Any]:
         """The mteb score entries, stored through `mteb_fairpos.results.schema` (keys: module docstring)."""
         profile = Profile({g: Estimate(self.scores[g]) for g in self.groups}, counts=dict(self.counts))
-        details = {"harmonic_mean": self.harmonic_mean, "empty_groups": self.empty_groups, "notes": list(self.notes)}
-        return dump(ScoreEntry({"": profile}, psi=reported(self.psi), details=details))
+        details = {"harmonic_mean": self.harmonic_mean, "notes": list(self.notes)}
+        return dump(ScoreEntry({"": profile}, psi=reported(self.psi), counts=Counts(empty=self.empty_groups), details=details))
 
 
 def summarize_groups(

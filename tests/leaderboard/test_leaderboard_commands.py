@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from conftest import COMMIT, RETRIEVAL, retrieval_entry, write_result
+from conftest import COMMIT, RETRIEVAL
+from results_folders import retrieval_entry, write_result
 from mteb_fairpos.cli import main
 from mteb_fairpos.permutation import sample_corpus
 

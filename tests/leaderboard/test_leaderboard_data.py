@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COMMIT, MINILM, POSIR, PROBE, RETRIEVAL, write_result, retrieval_entry
+from conftest import COMMIT, MINILM, POSIR, PROBE, RETRIEVAL
+from results_folders import retrieval_entry, write_result
 from mteb_fairpos.leaderboard import build
 
 
@@ -102,3 +103,23 @@ def test_an_empty_folder_gives_an_empty_board(tmp_path):
     (tmp_path / "empty").mkdir()
     board = build([Path(tmp_path / "empty")], tmp_path / "site")
     assert board.rows == [] and board.columns == []
+
+
+def test_the_page_reads_each_result_file_once(results, tmp_path, monkeypatch):
+    """Provenance comes from the reader's record of each file: no result file is opened a second time."""
+    opened = []
+    original = Path.read_text
+
+    def counting(self, *args, **kwargs):
+        opened.append(Path(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    board = build([results], tmp_path / "site")
+    files = sorted(p for p in (results / "results").rglob("*.json") if p.name != "model_meta.json")
+    assert sorted(p for p in opened if p.name != "model_meta.json" and results in p.parents) == files  # each once
+    twin = board.rows[0].model
+    scores, source = board.scores[(twin, PROBE)], board.sources[(twin, PROBE)]
+    assert source.path == scores.path and source.mteb_version == scores.mteb_version == "2.26.24"
+    assert source.dataset_revision == scores.dataset_revision == "1" and scores.settings["seed"] == [42]
+    assert source.pools == {} and board.sources[(twin, POSIR)].pools is board.scores[(twin, POSIR)].pools

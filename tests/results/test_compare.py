@@ -3,43 +3,25 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import pytest
 
-import fairpos_tiny_tasks
 from mteb_fairpos.cli import main
 from mteb_fairpos.results import collect, position_profiles, profile_psi
+from results_folders import add_unreadable, posir_entry, probe_entry, register_tasks, retrieval_entry, write_result
 
 TASK = "FairPosTinyRetrieval"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _entry(main_score, profile=None, **extra):
-    entry = {"hf_subset": "default", "languages": ["eng-Latn"], "main_score": main_score, "ndcg_at_10": main_score}
-    entry.update({f"position_{k}": v for k, v in (profile or {}).items()})
-    entry.update(extra)
-    return entry
-
-
 def _write(root: Path, model: str, revision: str, task: str, scores: dict, *, meta: bool = True) -> Path:
-    folder = root / "results" / model.replace("/", "__") / revision
-    folder.mkdir(parents=True, exist_ok=True)
-    if meta:
-        (folder / "model_meta.json").write_text(json.dumps({"name": model, "revision": revision, "loader": "FairEncoder"}))
-    path = folder / f"{task}.json"
-    path.write_text(json.dumps({"dataset_revision": "1", "task_name": task, "mteb_version": "2.26.24",
-                                "scores": scores, "evaluation_time": 1.0, "kg_co2_emissions": None}))
-    return path
+    return write_result(root / "results", model, revision, task, scores, meta=meta)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _tasks():
-    from mteb_fairpos.mteb_plugin import register
-
-    register()
-    fairpos_tiny_tasks.register()
+    register_tasks()
 
 
 @pytest.fixture
@@ -47,17 +29,14 @@ def results(tmp_path):
     root = tmp_path / "run"
     off = {"begin": 0.9, "middle": 0.7, "end": 0.6}
     fair = {"begin": 0.85, "middle": 0.8, "end": 0.78}
-    _write(root, "fair-off/all-MiniLM-L6-v2", "off", TASK, {"test": [_entry(0.72, off, psi=0.3333)]})
-    _write(root, "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", TASK, {"test": [_entry(0.81, fair, psi=0.0824)]})
+    _write(root, "fair-off/all-MiniLM-L6-v2", "off", TASK, {"test": [retrieval_entry(0.72, off, psi=0.3333)]})
+    _write(root, "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", TASK, {"test": [retrieval_entry(0.81, fair, psi=0.0824)]})
     # a task mteb does not know, for the calibrated model only (the twin then misses it)
-    _write(root, "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", "PrivateTask", {"test": [_entry(0.5)]})
+    _write(root, "fair/all-MiniLM-L6-v2", "b128_lhalf_a0.5", "PrivateTask", {"test": [retrieval_entry(0.5)]})
     # partial: the task's split "test" is absent
-    _write(root, "fair/bge-m3", "b128_lhalf_a0.5", TASK, {"dev": [_entry(0.6, {"begin": 0.7, "end": 0.5})]}, meta=False)
+    _write(root, "fair/bge-m3", "b128_lhalf_a0.5", TASK, {"dev": [retrieval_entry(0.6, {"begin": 0.7, "end": 0.5})]}, meta=False)
     # foreign and corrupt files
-    folder = root / "results" / "fair__all-MiniLM-L6-v2" / "b128_lhalf_a0.5"
-    (folder / "Notes.json").write_text(json.dumps({"hello": "world"}))
-    (folder / "Broken.json").write_text('{"task_name": "Broken", "scores": ')
-    (root / "results" / "README.txt").write_text("not results")
+    add_unreadable(root / "results", root / "results" / "fair__all-MiniLM-L6-v2" / "b128_lhalf_a0.5")
     return root
 
 
@@ -129,11 +108,6 @@ def test_posir_subsets_are_pooled_per_language_as_the_papers_do(tmp_path):
     from mteb_fairpos.tasks.grouped_metrics import empty_cells
     from mteb_fairpos.tasks.posir import summarize_scores
 
-    def posir_entry(subset, ndcg, cells):
-        n = sum(count for bins in cells.values() for count, _ in bins.values())
-        return {"hf_subset": subset, "languages": [subset.split(".")[0]], "main_score": ndcg, "ndcg_at_10": ndcg,
-                "n_queries": n, "cells": cells, "psi": 0.0, "position_0.00-0.05": ndcg}
-
     cells_a, cells_b = empty_cells(), empty_cells()
     cells_a["Q1"] = {"0.00-0.05": [3, 3.0]}  # 3 queries, all at 1.0
     cells_b["Q1"] = {"0.95-1.00": [1, 0.2]}  # 1 query at 0.2
@@ -163,10 +137,10 @@ def test_one_name_per_config_next_to_the_old_revision_layout(tmp_path, capsys):
     """configs are model names and revisions are weights' commits; old config-in-revision folders still read."""
     root = tmp_path / "run"
     commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
-    _write(root, "fair-off/all-MiniLM-L6-v2", commit, TASK, {"test": [_entry(0.72, {"begin": 0.9, "end": 0.6})]})
-    _write(root, "fair/all-MiniLM-L6-v2", commit, TASK, {"test": [_entry(0.8, {"begin": 0.85, "end": 0.8})]})
-    _write(root, "fair/all-MiniLM-L6-v2-b64_llast_a1", commit, TASK, {"test": [_entry(0.78, {"begin": 0.8, "end": 0.8})]})
-    _write(root, "fair/bge-m3", "b128_lhalf_a0.5", TASK, {"test": [_entry(0.6, {"begin": 0.7, "end": 0.5})]})  # old form
+    _write(root, "fair-off/all-MiniLM-L6-v2", commit, TASK, {"test": [retrieval_entry(0.72, {"begin": 0.9, "end": 0.6})]})
+    _write(root, "fair/all-MiniLM-L6-v2", commit, TASK, {"test": [retrieval_entry(0.8, {"begin": 0.85, "end": 0.8})]})
+    _write(root, "fair/all-MiniLM-L6-v2-b64_llast_a1", commit, TASK, {"test": [retrieval_entry(0.78, {"begin": 0.8, "end": 0.8})]})
+    _write(root, "fair/bge-m3", "b128_lhalf_a0.5", TASK, {"test": [retrieval_entry(0.6, {"begin": 0.7, "end": 0.5})]})  # old form
     found = collect(root)
     labels = [m.label for m in found.models]
     assert labels == ["fair-off/all-MiniLM-L6-v2 [8b3219a]", "fair/all-MiniLM-L6-v2 [8b3219a]",
@@ -189,7 +163,7 @@ def test_sweep_plots_tell_configs_apart_and_name_their_metric(tmp_path):
     commit = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
     for name, main_score in (("fair-off/all-MiniLM-L6-v2", 0.800), ("fair/all-MiniLM-L6-v2", 0.802),
                              ("fair/all-MiniLM-L6-v2-b64_llast_a1", 0.803)):
-        _write(root, name, commit, TASK, {"test": [_entry(main_score, {"begin": 0.8, "end": 0.79}, psi=0.01)]})
+        _write(root, name, commit, TASK, {"test": [retrieval_entry(main_score, {"begin": 0.8, "end": 0.79}, psi=0.01)]})
     found = collect(root)
     styles = style(found)
     configs = [styles[m] for m in found.models if not m.name.startswith("fair-off/")]
@@ -204,15 +178,6 @@ def test_sweep_plots_tell_configs_apart_and_name_their_metric(tmp_path):
 
 def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
     """n=3 and n=4 subsets are not averaged into one profile ("position 4" exists only for n=4)."""
-    def probe_entry(subset, means):
-        entry = {"hf_subset": subset, "languages": ["eng-Latn"], "main_score": min(means) / max(means),
-                 "position_fairness": min(means) / max(means)}
-        for p, mean in enumerate(means, start=1):
-            entry.update({f"position_{p}": mean, f"position_{p}_ci_low": mean - 0.02, f"position_{p}_ci_high": mean + 0.02})
-            if p > 1:
-                entry.update({f"beta_{p}": mean - means[0], f"beta_{p}_se": 0.01, f"beta_{p}_pvalue": 0.0004})
-        return entry
-
     root = tmp_path / "run"
     _write(root, "fair-off/all-MiniLM-L6-v2", "8b3219a92973c328a8e22fadcfa821b5dc75636a", "PermutationFairnessSample",
            {"test": [probe_entry("n3_en", [0.6, 0.6, 0.55]), probe_entry("n4_en", [0.5, 0.5, 0.5, 0.42])]})

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mteb_fairpos.results import Estimate, Profile, ScoreEntry, collect, dump, load
+from mteb_fairpos.results import Counts, Estimate, ModelKey, Profile, ScoreEntry, Settings, collect, dump, load
 from mteb_fairpos.results.schema import reported
 
 EARLIER = Path(__file__).resolve().parents[1] / "fixtures" / "earlier_release"
@@ -23,7 +23,9 @@ def test_an_entry_round_trips_through_the_stored_form():
                   "tau": Profile(fairness=math.nan)},
         terms={"beta_2": Estimate(-0.2, 0.01, 0.0004, -0.22, -0.18), "language_effect": Estimate(None)},
         psi=reported(None),
-        details={"n": 2, "tau_status": "n/a: CLS pooling", "excluded_topics": {"too_short": 3}, "notes": ["a"]},
+        counts=Counts(documents=4, excluded={"too_short": 3}),
+        settings=Settings(corpus="manpages", hash="1a2b3c4d5e6f", seed=42),
+        details={"n": 2, "tau_status": "n/a: CLS pooling", "notes": ["a"]},
     )
     stored = dump(entry)
     assert stored["position_2_se"] is None and stored["tau_position_fairness"] is None and stored["psi"] is None
@@ -36,6 +38,8 @@ def test_an_entry_round_trips_through_the_stored_form():
     assert math.isnan(back.profiles["tau"].fairness) and back.profiles["tau"].points == {}
     assert back.terms["beta_2"] == Estimate(-0.2, 0.01, 0.0004, -0.22, -0.18) and math.isnan(back.psi)
     assert back.details == entry.details
+    assert back.counts == entry.counts and back.settings == entry.settings
+    assert stored["excluded_topics"] == {"too_short": 3} and stored["corpus_fingerprint"] == "1a2b3c4d5e6f"
 
 
 def test_the_labels_that_are_not_positions_do_not_collide():
@@ -82,6 +86,27 @@ def test_result_files_of_an_earlier_release_still_read():
     [mapped] = _entries(fair, "SQuADPosQ")  # the earlier "positions" mapping is stored as today's keys
     assert {k: v for k, v in dump(load(mapped)).items() if k.startswith("position_")} == {
         "position_begin": 0.6, "position_middle": 0.5, "position_end": 0.42, "position_counts": {"begin": 4, "middle": 3, "end": 2}}
+
+
+def test_counts_and_settings_of_an_earlier_release_read_typed():
+    [probe_entry] = _entries(ModelKey("fair-off/all-MiniLM-L6-v2", "off"), "PermutationFairnessSample")
+    entry = load(probe_entry)
+    assert entry.counts == Counts(documents=60, excluded={"too_short": 2})
+    assert entry.settings == Settings(sets=10, window_low=100, window_high=200)
+    assert entry.settings.stored() == {"num_segment_sets": 10, "segment_window_low": 100, "segment_window_high": 200}
+    assert "num_documents" not in entry.details and entry.details["n"] == 3  # untyped keys stay details
+    found = collect(EARLIER)
+    probe = found.get(found.models[0], "PermutationFairnessSample")
+    assert probe.settings == {"num_segment_sets": [10], "segment_window_low": [100], "segment_window_high": [200]}
+
+
+def test_a_stored_null_count_stays_as_it_was():
+    """A ``null`` under a typed key is not a count: it stays in details and is written back as ``null``."""
+    stored = {"main_score": 0.5, "skipped_queries": None, "empty_groups": ["end"], "seed": 7}
+    entry = load(stored)
+    assert entry.counts.skipped is None and entry.details == {"main_score": 0.5, "skipped_queries": None}
+    assert entry.counts.empty == ["end"] and entry.settings.seed == 7
+    assert dump(entry) == stored
 
 
 def _entries(model, task: str) -> list[dict]:

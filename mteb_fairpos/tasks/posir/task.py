@@ -11,6 +11,7 @@ from typing import Any
 from mteb.timing import TimingStack
 
 from .._base import DatasetSchemaError, PositionGroupedRetrieval, resolve_data_dir
+from ...results.schema import Counts, ScoreEntry, dump
 from ..grouped_metrics import add_to_cells, cell_figures, empty_cells, per_query_scores
 from .corpus_cache import CorpusCache
 from .dataset import (
@@ -197,7 +198,7 @@ class PosIR(PositionGroupedRetrieval):
                                                   data_split.corpus_folder))
         scores = super()._evaluate_subset(encoder, data.split, hf_split=hf_split, hf_subset=hf_subset, **kwargs)
         scores.update(position_scores(scores.pop(QUERY_SCORES), data.positions))
-        scores["skipped_queries"] = data.skipped
+        scores.update(dump(ScoreEntry(counts=Counts(skipped=data.skipped))))
         scores["query_instruction"] = self.query_instruction
         scores.update(where)
         return scores

@@ -1,0 +1,63 @@
+"""Results folders written as mteb writes them, for the tests of the reader, ``compare`` and the leaderboard:
+one writer and one entry builder per task family, and the unreadable files a folder may hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def register_tasks() -> None:
+    """The plugin's tasks and the tiny in-memory retrieval task, so that mteb knows every result's task."""
+    import fairpos_tiny_tasks
+    from mteb_fairpos.mteb_plugin import register
+
+    register()
+    fairpos_tiny_tasks.register()
+
+
+def write_result(root: Path, model: str, revision: str, task: str, scores: dict, *, meta: bool = True) -> Path:
+    """``<root>/<model>/<revision>/<task>.json`` (and its ``model_meta.json`` unless ``meta`` is False)."""
+    folder = root / model.replace("/", "__") / revision
+    folder.mkdir(parents=True, exist_ok=True)
+    if meta:
+        (folder / "model_meta.json").write_text(json.dumps({"name": model, "revision": revision, "loader": "FairEncoder"}))
+    path = folder / f"{task}.json"
+    path.write_text(json.dumps({"dataset_revision": "1", "task_name": task, "mteb_version": "2.26.24",
+                                "scores": scores, "evaluation_time": 1.0, "kg_co2_emissions": None}))
+    return path
+
+
+def retrieval_entry(main: float, profile: dict[str, float] | None = None, psi: float | None = None) -> dict:
+    """A position-grouped retrieval entry: nDCG@10, ``position_<group>`` and, where given, PSI."""
+    entry = {"hf_subset": "default", "languages": ["eng-Latn"], "main_score": main, "ndcg_at_10": main}
+    entry.update({f"position_{k}": v for k, v in (profile or {}).items()})
+    if psi is not None:
+        entry["psi"] = psi
+    return entry
+
+
+def probe_entry(subset: str, means: list[float], seed: int = 42) -> dict:
+    """A permutation-probe subset: its profile with 95 % intervals, its betas and the settings it records."""
+    entry = {"hf_subset": subset, "languages": ["eng-Latn"], "main_score": min(means) / max(means),
+             "position_fairness": min(means) / max(means), "corpus": "manpages", "corpus_fingerprint": "1a2b3c4d5e6f",
+             "num_segment_sets": 10, "seed": seed, "model_max_length": 512}
+    for p, mean in enumerate(means, start=1):
+        entry.update({f"position_{p}": mean, f"position_{p}_ci_low": mean - 0.02, f"position_{p}_ci_high": mean + 0.02})
+        if p > 1:
+            entry.update({f"beta_{p}": mean - means[0], f"beta_{p}_se": 0.01, f"beta_{p}_pvalue": 0.0004})
+    return entry
+
+
+def posir_entry(subset: str, ndcg: float, cells: dict) -> dict:
+    """A PosIR (language, domain) subset with the per-cell counts its per-language pooling needs."""
+    n = sum(count for bins in cells.values() for count, _ in bins.values())
+    return {"hf_subset": subset, "languages": [subset.split(".")[0]], "main_score": ndcg, "ndcg_at_10": ndcg,
+            "n_queries": n, "cells": cells, "psi": 0.0, "position_0.00-0.05": ndcg}
+
+
+def add_unreadable(root: Path, folder: Path) -> None:
+    """A foreign JSON file and a corrupt one in ``folder``, and a stray text file in ``root``."""
+    (folder / "Notes.json").write_text(json.dumps({"hello": "world"}))
+    (folder / "Broken.json").write_text('{"task_name": "Broken", "scores": ')
+    (root / "README.txt").write_text("not results")
