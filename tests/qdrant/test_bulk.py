@@ -428,13 +428,13 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
     client = store.connect(str(tmp_path / "qdrant"), backend="local")  # on disk: SQLite, bound to this thread
     index = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID)
     client_threads = set()
-    original_upsert = client.upsert
+    original_upsert = client.upload_points
 
     def recording(*args, **kwargs):
         client_threads.add(threading.current_thread().name)
         return original_upsert(*args, **kwargs)
 
-    monkeypatch.setattr(client, "upsert", recording)
+    monkeypatch.setattr(client, "upload_points", recording)
     reads = []
     from mteb_fairpos.integrations.qdrant import index as index_module
 

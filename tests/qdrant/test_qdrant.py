@@ -61,13 +61,13 @@ def index(model):
 
 def _count_upserts(client, monkeypatch):
     calls = []
-    original = client.upsert
+    original = client.upload_points
 
     def counting(*args, **kwargs):
         calls.append(len(kwargs.get("points", args[1] if len(args) > 1 else [])))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(client, "upsert", counting)
+    monkeypatch.setattr(client, "upload_points", counting)
     return calls
 
 
@@ -163,7 +163,7 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, m
                          for i in range(3)]
     path = str(tmp_path / "qdrant")
     with FairQdrantIndex(model, "news", path=path) as first:
-        original = first.client.upsert
+        original = first.client.upload_points
         calls = []
 
         def dies_on_sixth_call(*args, **kwargs):
@@ -174,7 +174,7 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, m
 
         # 2 documents per batch, 2 points per upsert: city and science complete, then the two
         # segment points of "markets" are written but the run dies before its document point
-        monkeypatch.setattr(first.client, "upsert", dies_on_sixth_call)
+        monkeypatch.setattr(first.client, "upload_points", dies_on_sixth_call)
         with pytest.raises(KeyboardInterrupt):
             first.index(records, late_chunks=True, batch_size=2, upsert_batch_size=2, show_progress=False)
         done_before = first.count("document")
@@ -197,7 +197,7 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, m
 def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(index, monkeypatch):
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    original = index.client.upsert
+    original = index.client.upload_points
     failures = iter([ResponseHandlingException(ConnectionError("reset")), TimeoutError("slow")])
 
     def flaky(*args, **kwargs):
@@ -206,14 +206,14 @@ def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(index, monkeypa
             raise err
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(index.client, "upsert", flaky)
+    monkeypatch.setattr(index.client, "upload_points", flaky)
     report = index.index(RECORDS, backoff=0, show_progress=False)
     assert report.written == 3 and index.count() == 3
 
     def down(*args, **kwargs):
         raise ResponseHandlingException(ConnectionError("connection refused"))
 
-    monkeypatch.setattr(index.client, "upsert", down)
+    monkeypatch.setattr(index.client, "upload_points", down)
     more = [{"id": "late", "segments": ["A late story about trains."]}]
     with pytest.raises(UpsertFailedError, match="Re-run the same command to resume"):
         index.index(more, retries=2, backoff=0, show_progress=False)
