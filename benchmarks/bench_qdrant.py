@@ -40,7 +40,6 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 from qdrant_client import models  # noqa: E402
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path  # noqa: E402
