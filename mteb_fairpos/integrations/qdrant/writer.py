@@ -156,7 +156,7 @@ class Writer:
 
     def read_back(self, points: Sequence[models.PointStruct], chunk: int = 1000) -> tuple[int, int]:
         """``(documents, points)`` of ``points`` that the store holds."""
-        documents = {str(p.id) for p in points if p.payload["kind"] == store.KIND_DOCUMENT}
+        documents = {str(p.id) for p in points if (p.payload or {}).get("kind") == store.KIND_DOCUMENT}
         found_documents = found = 0
         for begin in range(0, len(points), chunk):
             ids = [p.id for p in points[begin:begin + chunk]]
@@ -171,7 +171,7 @@ class Writer:
         all segment points go in one call before all document points."""
         if self.parallel > 1:
             for phase in (store.KIND_SEGMENT, store.KIND_DOCUMENT):
-                batch = [p for p in points if p.payload["kind"] == phase]
+                batch = [p for p in points if (p.payload or {}).get("kind", store.KIND_DOCUMENT) == phase]
                 if batch:
                     yield batch
             return
