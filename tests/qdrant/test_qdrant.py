@@ -207,6 +207,15 @@ def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(stored, monkeyp
     assert stored.count() == 3
 
 
+def test_index_counts_what_it_reads_back(stored, monkeypatch):
+    """The report's numbers are points found in the store: a store that loses a point fails the run."""
+    real = stored.client.upload_points
+    monkeypatch.setattr(stored.client, "upload_points", lambda name, points, **kw: real(name, points[1:], **kw))
+    with pytest.raises(UpsertFailedError, match=r"1 of its 3 point\(s\) are missing"):
+        stored.index(RECORDS, show_progress=False)
+    assert stored.count("document") == 2
+
+
 def test_truncation_is_reported_with_the_segments_it_cut(model):
     long = {"id": "long", "segments": [
         "Opening paragraph about the harbour and the ships that arrive every morning at dawn.",
