@@ -40,12 +40,11 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 from qdrant_client import models  # noqa: E402
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path  # noqa: E402
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, connect, encode_documents, parse_documents  # noqa: E402
-from mteb_fairpos.integrations.qdrant.index import _Writer  # noqa: E402
+from mteb_fairpos.integrations.qdrant.points import document_points  # noqa: E402
 
 WORDS = ("market city council river science football election weather school music health energy village "
          "museum railway harbour festival research budget court police theatre farm bridge storm library "
@@ -70,12 +69,8 @@ def plain_points(index: FairQdrantIndex, encoded, spec) -> list[tuple[str, dict,
     Vectors are handed over as the float32 arrays a model returns (both sides convert them to
     lists inside their timer); ids and payload dicts are ready-made.
     """
-    writer = _Writer(index, spec, store_text=True, upsert_batch_size=1, retries=0, backoff=0)
-    out = []
-    for enc in encoded:
-        for p in writer.points(enc):
-            out.append((p.id, {k: np.asarray(v, dtype=np.float32) for k, v in p.vector.items()}, p.payload))
-    return out
+    return [(p.id, dict(p.vectors), p.payload) for enc in encoded
+            for p in document_points(enc, spec, index.collection, store_text=True)]
 
 
 def run_fairpos(index: FairQdrantIndex, encoded, batch: int) -> float:

@@ -63,6 +63,42 @@ def timed(action) -> float:
     return time.perf_counter() - start
 
 
+def print_loads(shards: str, work: str, repeats: int) -> None:
+    """`load_shards` against a plain `upload_points` of the same points already in memory, per embedded store."""
+    points = [p.to_point() for f in shard_files(shards) for p in read_points(f)]
+    stores = {"local mode, in memory": lambda n: store.connect(":memory:"),
+              "Qdrant Edge (the embedded default)": lambda n: store.connect(os.path.join(work, f"edge-{n}"))}
+    load_times: dict[str, list[float]] = {name: [] for name in stores}
+    plain_times: dict[str, list[float]] = {name: [] for name in stores}
+    for repeat in range(repeats):
+        for name, connect in stores.items():
+            client = connect(f"load-{repeat}")
+            load_times[name].append(timed(lambda: load_shards(shards, client, show_progress=False)))
+            spec = store.read_spec(client, "bench")
+            client.close()
+            plain = connect(f"plain-{repeat}")
+            store.create_collection(plain, "bench", spec)  # the same collection: vectors, payload indexes
+
+            def upload() -> None:  # the same end state as the load: points written, indexes built
+                plain.upload_points("bench", points, batch_size=256, wait=True)
+                store.build_indexes(plain, "bench")
+
+            plain_times[name].append(timed(upload))
+            plain.close()
+
+    def rate(values: list[float], n: int) -> tuple[float, float, float]:
+        rates = [n / v for v in values]
+        return statistics.median(rates), min(rates), max(rates)
+
+    print(f"\n| load of {len(points)} points | points/s median | min-max | vs plain upload_points (target >= 0.8) |")
+    print("|---|---:|---:|---:|")
+    for name in stores:
+        load, plain = rate(load_times[name], len(points)), rate(plain_times[name], len(points))
+        print(f"| {name}: load_shards (checks, read Parquet, upload, read back) | {load[0]:.0f} | "
+              f"{load[1]:.0f}-{load[2]:.0f} | {load[0] / plain[0]:.2f} |")
+        print(f"| {name}: plain upload_points of ready points | {plain[0]:.0f} | {plain[1]:.0f}-{plain[2]:.0f} | 1.00 |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=600)
@@ -70,13 +106,19 @@ def main() -> None:
     parser.add_argument("--shard-size", type=int, default=100)
     parser.add_argument("--calibration", default="b128_lhalf_a0.5")
     parser.add_argument("--no-ray", action="store_true", help="leave out the Ray routes (index vs encode and the load only)")
+    parser.add_argument("--shards", help="time only the load, of this finished encode folder (e.g. a larger one)")
     args = parser.parse_args()
+
+    work = tempfile.mkdtemp(prefix="bench-scale-")
+    if args.shards:
+        print_loads(args.shards, work, args.repeats)
+        shutil.rmtree(work, ignore_errors=True)
+        return
 
     import ray
 
     from mteb_fairpos.integrations.ray import runtime
 
-    work = tempfile.mkdtemp(prefix="bench-scale-")
     source = os.path.join(work, "docs.jsonl")
     write_input(source, args.docs)
     loader = ModelLoader(MINILM_HUB_ID, args.calibration)
@@ -104,29 +146,9 @@ def main() -> None:
         for name, action in modes.items():
             times[name].append(timed(action))
 
-    shards = os.path.join(work, "out-local-1")
-    points = [p.to_point() for f in shard_files(shards) for p in read_points(f)]
-    stores = {"local mode, in memory": lambda n: store.connect(":memory:"),
-              "Qdrant Edge (the embedded default)": lambda n: store.connect(os.path.join(work, f"edge-{n}"))}
-    load_times: dict[str, list[float]] = {name: [] for name in stores}
-    plain_times: dict[str, list[float]] = {name: [] for name in stores}
-    for repeat in range(args.repeats):
-        for name, connect in stores.items():
-            client = connect(f"load-{repeat}")
-            load_times[name].append(timed(lambda: load_shards(shards, client, show_progress=False)))
-            spec = store.read_spec(client, "bench")
-            client.close()
-            plain = connect(f"plain-{repeat}")
-            store.create_collection(plain, "bench", spec)  # the same collection: vectors, payload indexes
-
-            def upload() -> None:  # the same end state as the load: points written, indexes built
-                plain.upload_points("bench", points, batch_size=256, wait=True)
-                store.build_indexes(plain, "bench")
-
-            plain_times[name].append(timed(upload))
-            plain.close()
     if not args.no_ray:
         ray.shutdown()
+    print_loads(os.path.join(work, "out-local-1"), work, args.repeats)
     shutil.rmtree(work, ignore_errors=True)
 
     def rate(values: list[float], n: int) -> tuple[float, float, float]:
@@ -141,13 +163,7 @@ def main() -> None:
     for name, values in times.items():
         median, low, high = rate(values, args.docs)
         print(f"| {name} | {median:.1f} | {low:.1f}-{high:.1f} | {median / base:.2f} |")
-    print(f"\n| load of {len(points)} points | points/s median | min-max | vs plain upload_points (target >= 0.8) |")
-    print("|---|---:|---:|---:|")
-    for name in stores:
-        load, plain = rate(load_times[name], len(points)), rate(plain_times[name], len(points))
-        print(f"| {name}: load_shards (checks, read Parquet, upload, read back) | {load[0]:.0f} | "
-              f"{load[1]:.0f}-{load[2]:.0f} | {load[0] / plain[0]:.2f} |")
-        print(f"| {name}: plain upload_points of ready points | {plain[0]:.0f} | {plain[1]:.0f}-{plain[2]:.0f} | 1.00 |")
+
 
 if __name__ == "__main__":
     main()

@@ -30,36 +30,8 @@ from mteb_fairpos.integrations.qdrant.input import read_range, scan_file, scan_i
 from mteb_fairpos.integrations.qdrant.shards import ShardError, read_points, shard_files
 from mteb_fairpos.offline import MINILM_HUB_ID
 
+from corpus import CALIBRATION, assert_same_points, points_of, records, write_jsonl
 from fake_qdrant_server import FakeServer
-
-CALIBRATION = "b8_lhalf_a0.5"
-WORDS = ("council budget river mountain market bank election music film science comet frog forest school "
-         "train harbour museum bridge harvest festival").split()
-LANGUAGES = ("en", "de", "fr")
-
-
-def records(n: int, *, seed: int = 0, prefix: str = "d") -> list[dict]:
-    """Multi-segment documents of 2-4 segments, with languages, both record forms, and metadata."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        segments = [{"text": " ".join(rng.choice(WORDS, size=int(rng.integers(4, 25)))).capitalize() + ".",
-                     "language": str(rng.choice(LANGUAGES))} for _ in range(int(rng.integers(2, 5)))]
-        record = {"id": f"{prefix}{i}", "segments": segments}
-        if i % 5 == 0:
-            record["metadata"] = {"page": i, "tags": ["a", None]}
-        out.append(record)
-    return out
-
-
-def write_jsonl(path, items, blank_after=()):
-    with open(path, "w", encoding="utf-8") as handle:
-        for i, item in enumerate(items):
-            handle.write(json.dumps(item) + "\n")
-            if i in blank_after:
-                handle.write("\n")
-    return path
-
 
 @pytest.fixture(scope="module")
 def loader(minilm_dir):
@@ -69,21 +41,6 @@ def loader(minilm_dir):
 @pytest.fixture(scope="module")
 def model(loader):
     return loader()
-
-
-def points_of(client, collection):
-    points, _ = client.scroll(collection, limit=10_000, with_vectors=True, with_payload=True)
-    return {str(p.id): p for p in points}
-
-
-def assert_same_points(expected: dict, actual: dict) -> None:
-    assert expected.keys() == actual.keys()
-    for pid, point in expected.items():
-        assert actual[pid].payload == point.payload
-        assert actual[pid].vector.keys() == point.vector.keys()
-        for name, vector in point.vector.items():
-            a, b = np.asarray(vector), np.asarray(actual[pid].vector[name])
-            assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= 0.99999
 
 
 # ---------------------------------------------------------------------------- the input scan
@@ -145,7 +102,7 @@ def test_a_changed_input_is_refused_by_the_worker(tmp_path):
 
 
 # ---------------------------------------------------------------------------- encode + load
-def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model):
+def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model, new_store):
     """The shard route gives the same points as `index`: ids, payloads, vectors (cosine >= 0.99999)."""
     items = records(30, seed=3)
     items[7]["segments"][0]["text"] = " ".join(["budget"] * 300)  # truncated: the payload says which segments
@@ -154,10 +111,10 @@ def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model)
                               show_progress=False)
     assert (report.documents, report.shards, report.shards_encoded, report.truncated) == (30, 4, 4, 1)
     assert report.forward_passes > 0
-    client = store.connect(":memory:")
+    client = new_store()
     loaded = load_shards(tmp_path / "shards", client, show_progress=False)
     assert loaded.documents == 30 and loaded.created_collection and loaded.points == report.points
-    with FairQdrantIndex(model, "pages", model_name=MINILM_HUB_ID) as index:
+    with FairQdrantIndex(model, "pages", new_store(), model_name=MINILM_HUB_ID) as index:
         index.index_file(path, late_chunks=True, show_progress=False)
         expected = points_of(index.client, "pages")
     assert len(expected) == report.points > 30
@@ -428,13 +385,13 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
     client = store.connect(str(tmp_path / "qdrant"), backend="local")  # on disk: SQLite, bound to this thread
     index = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID)
     client_threads = set()
-    original_upsert = client.upsert
+    original_upsert = client.upload_points
 
     def recording(*args, **kwargs):
         client_threads.add(threading.current_thread().name)
         return original_upsert(*args, **kwargs)
 
-    monkeypatch.setattr(client, "upsert", recording)
+    monkeypatch.setattr(client, "upload_points", recording)
     reads = []
     from mteb_fairpos.integrations.qdrant import index as index_module
 

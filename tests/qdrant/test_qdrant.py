@@ -29,28 +29,9 @@ from mteb_fairpos.integrations.qdrant import (
 from mteb_fairpos.integrations.qdrant import store
 from mteb_fairpos.offline import MINILM_HUB_ID
 
+from corpus import RECORDS
+
 CALIBRATION = CalibrationConfig(basket_size=8)
-
-RECORDS = [
-    {"id": "city", "language": "en", "segments": [
-        {"text": "The city council approved a new budget for public parks, libraries and swimming pools.", "id": "c1"},
-        {"text": "The regional football club won the championship after a dramatic penalty shootout.", "id": "c2"},
-        {"text": "Der Wetterdienst warnt vor starkem Schneefall in den Alpen am kommenden Wochenende.", "language": "de"},
-    ]},
-    {"id": "science", "text": "Astronomers observed a distant comet passing close to the sun last night. "
-                              "A new species of tree frog was discovered in the Amazon rainforest by biologists.",
-     "segments": [{"start": 0, "end": 73, "language": "en", "id": "s1"}, {"start": 74, "end": 155, "language": "en"}]},
-    {"id": "markets", "segments": [
-        "Stock markets rallied on Monday as investors welcomed lower inflation figures.",
-        "La banque centrale a maintenu ses taux d'intérêt inchangés pour le troisième mois.",
-    ], "language": "fr"},
-]
-RECORDS[2]["segments"][0] = {"text": RECORDS[2]["segments"][0], "language": "en"}
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir):
-    return FairSentenceTransformer(minilm_dir, CALIBRATION, device="cpu")
 
 
 @pytest.fixture()
@@ -59,15 +40,21 @@ def index(model):
         yield idx
 
 
+@pytest.fixture()
+def stored(model, new_store):
+    """An index on an empty store of each embedded backend (the writer's checks hold on both)."""
+    return FairQdrantIndex(model, "news", new_store())
+
+
 def _count_upserts(client, monkeypatch):
     calls = []
-    original = client.upsert
+    original = client.upload_points
 
     def counting(*args, **kwargs):
         calls.append(len(kwargs.get("points", args[1] if len(args) > 1 else [])))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(client, "upsert", counting)
+    monkeypatch.setattr(client, "upload_points", counting)
     return calls
 
 
@@ -136,34 +123,33 @@ def test_vectors_calibrated_uncalibrated_and_late_chunks(index, model):
         assert np.allclose(late, expected, atol=1e-5)
 
 
-def test_reindexing_writes_nothing_new(index, monkeypatch):
-    index.index(RECORDS, late_chunks=True, show_progress=False)
-    ids_before = sorted(str(p.id) for p in index.client.scroll("news", limit=100)[0])
-    calls = _count_upserts(index.client, monkeypatch)
-    report = index.index(RECORDS, show_progress=False)  # options follow the existing collection
+def test_reindexing_writes_nothing_new(stored, monkeypatch):
+    stored.index(RECORDS, late_chunks=True, show_progress=False)
+    ids_before = sorted(str(p.id) for p in stored.client.scroll("news", limit=100)[0])
+    calls = _count_upserts(stored.client, monkeypatch)
+    report = stored.index(RECORDS, show_progress=False)  # options follow the existing collection
     assert (report.written, report.unchanged, report.points_written) == (0, 3, 0)
     assert calls == []
-    assert sorted(str(p.id) for p in index.client.scroll("news", limit=100)[0]) == ids_before
+    assert sorted(str(p.id) for p in stored.client.scroll("news", limit=100)[0]) == ids_before
     expected = {point_id("news", r["id"], p) for r in RECORDS for p in range(len(r["segments"]) + 1)}
     assert set(ids_before) == expected
 
 
-def test_changed_document_is_rewritten_and_stale_segment_points_removed(index):
-    index.index(RECORDS, late_chunks=True, show_progress=False)
+def test_changed_document_is_rewritten_and_stale_segment_points_removed(stored):
+    stored.index(RECORDS, late_chunks=True, show_progress=False)
     changed = [dict(RECORDS[0], segments=RECORDS[0]["segments"][:1])] + RECORDS[1:]
-    report = index.index(changed, show_progress=False)
+    report = stored.index(changed, show_progress=False)
     assert (report.written, report.unchanged, report.stale_points_deleted) == (1, 2, 2)
-    assert index.get_document("city")["n_segments"] == 1
-    assert index.count("segment") == 5 and index.count() == 8
+    assert stored.get_document("city")["n_segments"] == 1
+    assert stored.count("segment") == 5 and stored.count() == 8
 
 
-def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, monkeypatch):
+def test_killed_run_resumes_with_exactly_one_point_per_record(model, open_store, monkeypatch):
     records = RECORDS + [{"id": f"extra{i}", "segments": [f"Extra story number {i} about trains and buses.",
                                                           f"A second part of story {i} on harbours and ships."]}
                          for i in range(3)]
-    path = str(tmp_path / "qdrant")
-    with FairQdrantIndex(model, "news", path=path) as first:
-        original = first.client.upsert
+    with FairQdrantIndex(model, "news", open_store("qdrant")) as first:
+        original = first.client.upload_points
         calls = []
 
         def dies_on_sixth_call(*args, **kwargs):
@@ -174,14 +160,15 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, m
 
         # 2 documents per batch, 2 points per upsert: city and science complete, then the two
         # segment points of "markets" are written but the run dies before its document point
-        monkeypatch.setattr(first.client, "upsert", dies_on_sixth_call)
+        monkeypatch.setattr(first.client, "upload_points", dies_on_sixth_call)
         with pytest.raises(KeyboardInterrupt):
             first.index(records, late_chunks=True, batch_size=2, upsert_batch_size=2, show_progress=False)
         done_before = first.count("document")
         half_written = first.count("segment")
+        first.client.close()
     assert done_before == 2 and half_written == 3 + 2 + 2
 
-    with FairQdrantIndex(model, "news", path=path) as second:  # a new process on the same folder
+    with FairQdrantIndex(model, "news", open_store("qdrant")) as second:  # a new process on the same folder
         report = second.index(records, batch_size=2, show_progress=False)
         assert report.unchanged == done_before and report.written == len(records) - done_before
         n_points = sum(len(r["segments"]) + 1 for r in records)
@@ -194,10 +181,10 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, m
         assert again.written == 0 and second.count() == n_points
 
 
-def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(index, monkeypatch):
+def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(stored, monkeypatch):
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    original = index.client.upsert
+    original = stored.client.upload_points
     failures = iter([ResponseHandlingException(ConnectionError("reset")), TimeoutError("slow")])
 
     def flaky(*args, **kwargs):
@@ -206,18 +193,27 @@ def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(index, monkeypa
             raise err
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(index.client, "upsert", flaky)
-    report = index.index(RECORDS, backoff=0, show_progress=False)
-    assert report.written == 3 and index.count() == 3
+    monkeypatch.setattr(stored.client, "upload_points", flaky)
+    report = stored.index(RECORDS, backoff=0, show_progress=False)
+    assert report.written == 3 and stored.count() == 3
 
     def down(*args, **kwargs):
         raise ResponseHandlingException(ConnectionError("connection refused"))
 
-    monkeypatch.setattr(index.client, "upsert", down)
+    monkeypatch.setattr(stored.client, "upload_points", down)
     more = [{"id": "late", "segments": ["A late story about trains."]}]
     with pytest.raises(UpsertFailedError, match="Re-run the same command to resume"):
-        index.index(more, retries=2, backoff=0, show_progress=False)
-    assert index.count() == 3
+        stored.index(more, retries=2, backoff=0, show_progress=False)
+    assert stored.count() == 3
+
+
+def test_index_counts_what_it_reads_back(stored, monkeypatch):
+    """The report's numbers are points found in the store: a store that loses a point fails the run."""
+    real = stored.client.upload_points
+    monkeypatch.setattr(stored.client, "upload_points", lambda name, points, **kw: real(name, points[1:], **kw))
+    with pytest.raises(UpsertFailedError, match=r"1 of its 3 point\(s\) are missing"):
+        stored.index(RECORDS, show_progress=False)
+    assert stored.count("document") == 2
 
 
 def test_truncation_is_reported_with_the_segments_it_cut(model):
@@ -247,36 +243,36 @@ def test_truncation_is_reported_with_the_segments_it_cut(model):
 
 
 # ---------------------------------------------------------------------------- refusals
-def test_mismatched_collection_is_refused_before_anything_is_written(index, model, monkeypatch):
-    index.index(RECORDS, show_progress=False)
-    calls = _count_upserts(index.client, monkeypatch)
+def test_mismatched_collection_is_refused_before_anything_is_written(stored, model, monkeypatch):
+    stored.index(RECORDS, show_progress=False)
+    calls = _count_upserts(stored.client, monkeypatch)
 
     other = FairSentenceTransformer(model, CalibrationConfig(basket_size=16))
     with pytest.raises(CollectionMismatchError, match=r"calibration: collection has 'b8_lhalf_a0.5', this run uses 'b16_lhalf_a0.5'"):
-        FairQdrantIndex(other, "news", index.client).index([{"id": "x", "segments": ["new text"]}], show_progress=False)
+        FairQdrantIndex(other, "news", stored.client).index([{"id": "x", "segments": ["new text"]}], show_progress=False)
     with pytest.raises(CollectionMismatchError, match="model: collection has"):
-        FairQdrantIndex(model, "news", index.client, model_name="someone/else").index(RECORDS, show_progress=False)
+        FairQdrantIndex(model, "news", stored.client, model_name="someone/else").index(RECORDS, show_progress=False)
     with pytest.raises(CollectionMismatchError, match="named vectors"):
-        index.index(RECORDS, late_chunks=True, show_progress=False)
+        stored.index(RECORDS, late_chunks=True, show_progress=False)
     with pytest.raises(CollectionMismatchError, match="named vectors"):
-        index.index(RECORDS, uncalibrated=False, show_progress=False)
-    assert calls == [] and index.count() == 3
+        stored.index(RECORDS, uncalibrated=False, show_progress=False)
+    assert calls == [] and stored.count() == 3
 
     from qdrant_client import models
 
-    index.client.create_collection("foreign", vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE))
+    stored.client.create_collection("foreign", vectors_config={"v": models.VectorParams(size=384, distance=models.Distance.COSINE)})
     with pytest.raises(CollectionMismatchError, match="not created by mteb-fairpos"):
-        FairQdrantIndex(model, "foreign", index.client).index(RECORDS, show_progress=False)
-    assert index.client.count("foreign").count == 0
+        FairQdrantIndex(model, "foreign", stored.client).index(RECORDS, show_progress=False)
+    assert stored.client.count("foreign").count == 0
 
 
-def test_bad_records_are_refused_before_the_collection_is_touched(index):
+def test_bad_records_are_refused_before_the_collection_is_touched(stored):
     with pytest.raises(InputError, match=r"record 2 \(document 'b'\) segment 1: .*outside the text"):
-        index.index([{"id": "a", "segments": ["fine"]}, {"id": "b", "text": "tiny", "spans": [[0, 50]]}], show_progress=False)
+        stored.index([{"id": "a", "segments": ["fine"]}, {"id": "b", "text": "tiny", "spans": [[0, 50]]}], show_progress=False)
     with pytest.raises(InputError, match="no segments"):
-        index.index([{"id": "a", "segments": []}], show_progress=False)
-    assert not index.client.collection_exists("news")
-    report = index.index([{"id": "a", "segments": ["fine words here"]}, {"id": "b", "segments": []}],
+        stored.index([{"id": "a", "segments": []}], show_progress=False)
+    assert not stored.client.collection_exists("news")
+    report = stored.index([{"id": "a", "segments": ["fine words here"]}, {"id": "b", "segments": []}],
                          on_error="skip", show_progress=False)
     assert report.written == 1 and len(report.invalid) == 1 and "no segments" in report.summary()
 
@@ -416,14 +412,14 @@ def test_encode_documents_matches_the_model_input(model):
 
 
 # ---------------------------------------------------------------------------- held-out bad input
-def test_nothing_to_index_creates_no_collection(index):
+def test_nothing_to_index_creates_no_collection(stored):
     with pytest.raises(InputError, match="nothing to index: it holds no record"):
-        index.index([], show_progress=False)
+        stored.index([], show_progress=False)
     with pytest.raises(InputError, match=r"nothing to index: all 1 record\(s\) are invalid"):
-        index.index([{"id": "x", "segments": []}], on_error="skip", show_progress=False)
+        stored.index([{"id": "x", "segments": []}], on_error="skip", show_progress=False)
     with pytest.raises(TypeError, match="to index a file, use index_file"):
-        index.index("pages.jsonl", show_progress=False)
-    assert index.stored_spec() is None  # no empty collection pinned to the model was left behind
+        stored.index("pages.jsonl", show_progress=False)
+    assert stored.stored_spec() is None  # no empty collection pinned to the model was left behind
 
 
 def test_queries_naming_unknown_documents_or_positions_are_refused(index):

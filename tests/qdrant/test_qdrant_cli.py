@@ -23,11 +23,6 @@ DOCS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model(minilm_dir):
-    return FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8), device="cpu")
-
-
 @pytest.fixture()
 def reuse_model(model, monkeypatch):
     """Hand the CLI the already loaded model (after checking what it asked for) to keep tests fast."""

@@ -1,5 +1,5 @@
 """The Qdrant Edge backend against local mode: the same points, the same search results, and the
-reliability checks local mode passes (kill and resume, refusal of a mismatch, filters, reopening
+reliability checks local mode passes (refusal of a mismatch, filters, reopening
 after a crash, one client per store). Real qdrant-edge-py, real MiniLM weights, no mocks."""
 
 from __future__ import annotations
@@ -28,13 +28,7 @@ from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
-from test_bulk import assert_same_points, points_of, records, write_jsonl  # noqa: E402
-from test_qdrant import RECORDS  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def model(minilm_dir):
-    return FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8), device="cpu")
+from corpus import RECORDS, assert_same_points, points_of, records, write_jsonl  # noqa: E402
 
 
 def both(tmp_path):
@@ -61,39 +55,6 @@ def test_edge_stores_and_finds_what_local_mode_does(tmp_path, model):
     assert {"doc_id", "segments[].position", "position"} <= set(edge.get_collection("news").payload_schema)
     local.close()
     edge.close()
-
-
-def test_killed_run_resumes_with_exactly_one_point_per_record(model, tmp_path, monkeypatch):
-    """The local-mode scenario of test_qdrant.py, on Edge: die on the sixth upsert, resume in a new client."""
-    more = RECORDS + [{"id": f"extra{i}", "segments": [f"Extra story number {i} about trains and buses.",
-                                                       f"A second part of story {i} on harbours and ships."]}
-                      for i in range(3)]
-    path = str(tmp_path / "edge")
-    with FairQdrantIndex(model, "news", store.connect(path, backend="edge")) as first:
-        original = first.client.upsert
-        calls = []
-
-        def dies_on_sixth_call(*args, **kwargs):
-            calls.append(1)
-            if len(calls) == 6:
-                raise KeyboardInterrupt("killed")
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(first.client, "upsert", dies_on_sixth_call)
-        with pytest.raises(KeyboardInterrupt):
-            first.index(more, late_chunks=True, batch_size=2, upsert_batch_size=2, show_progress=False)
-        assert first.count("document") == 2 and first.count("segment") == 3 + 2 + 2
-        first.client.close()
-    client = store.connect(path, backend="edge")
-    second = FairQdrantIndex(model, "news", client)
-    report = second.index(more, batch_size=2, show_progress=False)
-    assert report.unchanged == 2 and report.written == len(more) - 2
-    n_points = sum(len(r["segments"]) + 1 for r in more)
-    assert second.count() == n_points and second.count("document") == len(more)
-    assert {(p.payload["doc_id"], p.payload.get("position", 0)) for p in client.scroll("news", limit=1000)[0]} == {
-        (r["id"], pos) for r in more for pos in range(len(r["segments"]) + 1)}
-    assert second.index(more, show_progress=False).written == 0 and second.count() == n_points
-    client.close()
 
 
 def test_reopen_after_a_crash_keeps_every_acknowledged_point(tmp_path):

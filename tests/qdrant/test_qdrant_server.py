@@ -34,11 +34,6 @@ DOCS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model(minilm_dir):
-    return FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8), device="cpu")
-
-
 def _index(model, server: FakeServer, **kwargs) -> FairQdrantIndex:
     return FairQdrantIndex(model, "news", url=URL, api_key="secret-key", transport=httpx.MockTransport(server), **kwargs)
 

@@ -24,7 +24,7 @@ from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # 
 from mteb_fairpos.integrations.ray import runtime  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
-from test_bulk import CALIBRATION, assert_same_points, points_of, records, write_jsonl  # noqa: E402
+from corpus import CALIBRATION, assert_same_points, points_of, records, write_jsonl  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

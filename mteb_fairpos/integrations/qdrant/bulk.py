@@ -4,18 +4,12 @@ Before the first write: every shard file is read back and its rows counted (a fo
 file, or one whose rows disagree with its metadata or the manifest, is named and refused, or
 skipped with ``on_bad="skip"``), the shards must agree on model, calibration,
 vectors and collection, document ids must be unique across shards (duplicates are counted), and
-an existing collection must match (the same check as ``index``). A new collection is created with
-the cluster settings and its payload indexes; where HNSW settings can change (a server), HNSW
-building is deferred for the load (``m=0``, Qdrant's bulk-load setting) and restored afterwards,
-even if the load fails; a backend that builds indexes only when asked (Edge) builds them at the end.
-
-Every number in the report counts points read from the files and found in the store when read
-back after each shard, never what a file's metadata claims.
-
-Points go through qdrant-client's ``upload_points`` (batches, parallel streams), transient
-failures retried with backoff, client errors not; a shard's segment points are written before its document points, so a document point
-still means a complete document. Ids are deterministic: re-loading a shard rewrites the same
-points, so a failed or killed load is finished by running it again.
+and the collection is created or checked. The points then go through :class:`.writer.Writer`, the
+writer ``index`` uses too: bulk-load settings (HNSW deferred where the backend has the setting,
+restored even on failure), ``upload_points`` with retries, each shard's segment points before
+its document points, and a read-back after each shard, so every number in the report counts
+points read from the files and found in the store, never what a file's metadata claims. Ids are
+deterministic: a failed or killed load is finished by running it again.
 """
 
 from __future__ import annotations
@@ -28,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import QdrantClient
 
 from . import shards as shard_files
 from . import store
-from .backends import capabilities
 from .encode import MANIFEST
 from .storage import Location, locate
+from .writer import Writer
 
 logger = logging.getLogger(__name__)
 OnBad = Literal["raise", "skip"]
@@ -113,33 +107,28 @@ def load_shards(
     _check_manifest(folder, manifest, shards, partial or bool(bad))
     _check_unique(shards)
     report = LoadReport(target, shards=len(shards), bad_shards=[str(err) for err in bad])
-    report.created_collection = store.open_collection(
-        client, target, spec, shard_number=shard_number, replication_factor=replication_factor,
-        write_consistency_factor=write_consistency_factor, on_disk_payload=on_disk_payload)
-    defer = (report.created_collection if defer_indexing is None else defer_indexing) and \
-        capabilities(client).hnsw_settings
-    restore_m = _defer_hnsw(client, target) if defer else None
-    report.deferred_indexing = defer
+    writer, report.created_collection = Writer.open(
+        client, target, spec, batch_size=batch_size, parallel=parallel, retries=max_retries, backoff=backoff,
+        cluster={"shard_number": shard_number, "replication_factor": replication_factor,
+                 "write_consistency_factor": write_consistency_factor, "on_disk_payload": on_disk_payload})
     from tqdm.auto import tqdm
 
     progress = tqdm(total=sum(len(shard.point_ids) for shard in shards), desc=f"loading into {target}", unit="point",
                     disable=not show_progress)
     try:
-        for shard in shards:
-            points = list(shard_files.read_points(shard.path))
-            for phase in (False, True):  # segment points first, then the documents they belong to
-                batch = [p.to_point() for p in points if p.is_document == phase]
-                _upload(client, target, batch, batch_size=batch_size, parallel=parallel, max_retries=max_retries,
-                        backoff=backoff, done=report.documents, shard=shard.path.name)
-                progress.update(len(batch))
-            documents, written = _read_back(client, target, points, shard)
-            report.documents += documents
-            report.points += written
+        with writer.bulk(report.created_collection if defer_indexing is None else defer_indexing) as deferred:
+            report.deferred_indexing = deferred
+            for shard in shards:
+                points = [p.to_point() for p in shard_files.read_points(shard.path)]
+                points.sort(key=lambda p: p.payload["kind"] == store.KIND_DOCUMENT)  # segments before documents
+                written = writer.write(points, what=shard.path.name,
+                                       resume=f"{report.documents} document(s) of earlier shards were loaded. "
+                                              "Run the same load again")
+                report.documents += written.documents
+                report.points += written.points
+                progress.update(len(points))
     finally:
         progress.close()
-        if restore_m is not None:
-            client.update_collection(target, hnsw_config=models.HnswConfigDiff(m=restore_m))
-    store.build_indexes(client, target)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -253,41 +242,3 @@ def _check_unique(shards: list[_Shard]) -> None:
         raise store.QdrantIndexError(
             f"{len(duplicates)} document id(s) occur in more than one shard ({sum(duplicates.values())} copies): {shown}. "
             "Their points would overwrite each other; nothing was written. Load one run's folder at a time.")
-
-
-def _defer_hnsw(client: QdrantClient, collection: str) -> int:
-    """Switch off HNSW building for the load (``m=0``); returns the ``m`` to restore."""
-    original = client.get_collection(collection).config.hnsw_config.m
-    client.update_collection(collection, hnsw_config=models.HnswConfigDiff(m=0))
-    return int(original if original is not None else 16)
-
-
-def _upload(client: QdrantClient, collection: str, points: list[models.PointStruct], *, batch_size: int, parallel: int,
-            max_retries: int, backoff: float, done: int, shard: str) -> None:
-    if not points:
-        return
-    try:  # upload_points' own retries are immediate and include 4xx: off; transient errors back off here
-        store.with_retries(lambda: client.upload_points(collection, points, batch_size=batch_size, parallel=parallel,
-                                                        max_retries=0, wait=True),
-                           what=f"upload of {shard}", retries=max_retries, backoff=backoff)
-    except Exception as err:  # noqa: BLE001 - qdrant-client re-raises the last transport error
-        raise store.UpsertFailedError(
-            f"loading {shard} into {collection!r} failed despite retries ({store._short(err)}); "
-            f"{done} document(s) of earlier shards were loaded. Run the same load again: ids are deterministic, "
-            "so it rewrites the same points and adds no duplicate.") from err
-
-
-def _read_back(client: QdrantClient, collection: str, points: list, shard: _Shard,
-               chunk: int = 1000) -> tuple[int, int]:
-    """Look up every point just written; ``(documents, points)`` found, or an error if any is missing."""
-    documents = {p.id for p in points if p.is_document}
-    found_documents = found = 0
-    for begin in range(0, len(points), chunk):
-        ids = [p.id for p in points[begin:begin + chunk]]
-        records = client.retrieve(collection, ids, with_payload=False, with_vectors=False)
-        found += len(records)
-        found_documents += sum(1 for r in records if str(r.id) in documents)
-    if found != len(points):
-        raise store.UpsertFailedError(f"after loading {shard.path.name}, {len(points) - found} of its {len(points)} "
-                                      f"point(s) are missing from {collection!r}; run the load again.")
-    return found_documents, found

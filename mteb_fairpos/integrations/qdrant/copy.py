@@ -4,7 +4,8 @@ Qdrant Edge, the embedded default; or any backend into any other).
 The source must be a collection this package built (its spec is in its metadata); the target
 collection is created with that spec, or must already match it (the refusal of ``index`` and
 ``load``, before any write). Ids, named vectors and payloads are copied as they are, so search
-and discoverability answer the same on the copy; the copy is counted by reading it back.
+and discoverability answer the same on the copy; they go through the writer of ``index`` and
+``load`` (:mod:`.writer`), so the copy is counted by reading it back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 
 from . import store
+from .writer import Writer
 
 
 @dataclass
@@ -49,21 +51,18 @@ def copy_collection(source: QdrantClient, target: QdrantClient, collection: str,
     if spec is None:
         raise store.QdrantIndexError(f"collection {collection!r} does not exist in the source store; nothing to copy.")
     report = CopyReport(collection, capabilities(source).name, capabilities(target).name)
-    report.created_collection = store.open_collection(target, collection, spec)
+    writer, report.created_collection = Writer.open(target, collection, spec, batch_size=batch_size, retries=retries,
+                                                    backoff=backoff)
     offset = None
     while True:
         records, offset = source.scroll(collection, limit=batch_size, offset=offset, with_payload=True,
                                         with_vectors=True)
         if records:
             points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
-            store.upsert_points(target, collection, points, retries=retries, backoff=backoff)
-            found = target.retrieve(collection, [r.id for r in records], with_payload=False, with_vectors=False)
-            if len(found) != len(records):
-                raise store.UpsertFailedError(f"{len(records) - len(found)} of {len(records)} copied point(s) are missing "
-                                              f"from the target's {collection!r}; run the copy again (ids are kept).")
-            report.points += len(found)
+            report.points += writer.write(points, what=f"{len(points)} copied point(s)",
+                                          resume="Run the copy again (ids are kept)").points
         if offset is None:
             break
-    store.build_indexes(target, collection)
+    writer.finish()
     report.seconds = time.perf_counter() - start
     return report

@@ -44,6 +44,7 @@ from .points import collection_spec, content_hash, document_points
 from .input import InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
 from .search import SearchHit, search
+from .writer import Writer
 
 logger = logging.getLogger(__name__)
 
@@ -274,8 +275,9 @@ class FairQdrantIndex:
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
                                                        **collection_options)
-        writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
-                         retries=retries, backoff=backoff)
+        writer = Writer(self.client, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
+                        backoff=backoff)
+        hashes = _Hashes(spec, store_text)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
         background = ThreadPoolExecutor(1, thread_name_prefix="fairpos-write") \
             if capabilities(self.client).concurrent_writers else None
@@ -283,12 +285,12 @@ class FairQdrantIndex:
         try:
             for chunk in batches:
                 # a collection this run created holds only this run's documents (ids are unique): no lookup
-                previous = {} if report.created_collection else writer.lookup(chunk)
-                todo = [d for d in chunk if not writer.unchanged(d, previous)]
+                previous = {} if report.created_collection else writer.stored([d.doc_id for d in chunk])
+                todo = [d for d in chunk if not hashes.unchanged(d, previous)]
                 report.unchanged += len(chunk) - len(todo)
                 with UncalibratedCount() as count:
                     encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes,
-                                               late_chunks=writer.late, batch_size=batch_size) if todo else []
+                                               late_chunks=spec.late_chunks, batch_size=batch_size) if todo else []
                 report.uncalibrated += count.documents
                 for enc in encoded:
                     if enc.truncation is not None:
@@ -297,14 +299,14 @@ class FairQdrantIndex:
                 if pending is not None:
                     pending.result()  # the previous batch is written before this one starts
                 if background is None:
-                    writer.write(encoded, previous, report)
+                    _write(writer, hashes, encoded, previous, report)
                     progress.update(len(chunk))
                 else:
-                    pending = background.submit(_write_then_count, writer, encoded, previous, report, progress, len(chunk))
+                    pending = background.submit(_write, writer, hashes, encoded, previous, report, progress, len(chunk))
             if pending is not None:
                 pending.result()
             if report.written:
-                store.build_indexes(self.client, self.collection)
+                writer.finish()
         finally:
             if background is not None:
                 background.shutdown(wait=True)
@@ -319,13 +321,14 @@ class FairQdrantIndex:
         spec = self._prepared
         if spec is None:
             raise store.QdrantIndexError(f"call prepare() before write_encoded() (collection {self.collection!r}).")
-        writer = _Writer(self, spec, store_text=store_text, upsert_batch_size=upsert_batch_size,
-                         retries=retries, backoff=backoff)
+        writer = Writer(self.client, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
+                        backoff=backoff)
+        hashes = _Hashes(spec, store_text)
         report = IndexReport(self.collection, documents=len(encoded))
-        previous = writer.lookup([e.document for e in encoded])
-        todo = [e for e in encoded if not writer.unchanged(e.document, previous)]
+        previous = writer.stored([e.document.doc_id for e in encoded])
+        todo = [e for e in encoded if not hashes.unchanged(e.document, previous)]
         report.unchanged = len(encoded) - len(todo)
-        writer.write(todo, previous, report)
+        _write(writer, hashes, todo, previous, report)
         report.seconds = time.perf_counter() - start
         return report
 
@@ -363,10 +366,25 @@ def _model_name(model: SentenceTransformer) -> str:
     return model_name(model)
 
 
-def _write_then_count(writer: _Writer, encoded: list[EncodedDocument], previous: dict[str, dict], report: IndexReport,
-                      progress: Any, size: int) -> None:
-    writer.write(encoded, previous, report)
-    progress.update(size)
+def _write(writer: Writer, hashes: _Hashes, encoded: Sequence[EncodedDocument], previous: dict[str, dict],
+           report: IndexReport, progress: Any = None, size: int = 0) -> None:
+    """Write one batch of encoded documents through the writer and add what it read back to ``report``."""
+    points: list[models.PointStruct] = []
+    stale: list[str] = []
+    for enc in encoded:
+        doc = enc.document
+        doc_points = [p.to_point() for p in document_points(enc, writer.spec, writer.collection,
+                                                            store_text=hashes.store_text, digest=hashes(doc))]
+        stale.extend(writer.stale(doc.doc_id, previous.get(doc.doc_id), doc_points))
+        points.extend(doc_points)
+    written = writer.write(points, stale=stale, what=f"{len(encoded)} document(s)",
+                           resume=f"{report.written} document(s) of this run were written completely before the "
+                                  "failure. Re-run the same command to resume (finished documents are skipped)")
+    report.written += written.documents
+    report.points_written += written.points
+    report.stale_points_deleted += written.stale
+    if progress is not None:
+        progress.update(size)
 
 
 def _batched(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
@@ -403,78 +421,22 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="doc", disable=not enabled)
 
 
-class _Writer:
-    """Builds points for encoded documents and upserts them in batches (segment points first)."""
+class _Hashes:
+    """Content hashes of a run's documents (computed once per document) and the unchanged-document test."""
 
-    def __init__(self, index: FairQdrantIndex, spec: store.CollectionSpec, *, store_text: bool, upsert_batch_size: int,
-                 retries: int, backoff: float) -> None:
-        if upsert_batch_size < 1:
-            raise ValueError(f"upsert_batch_size must be >= 1, got {upsert_batch_size}.")
-        self.client = index.client
-        self.collection = index.collection
+    def __init__(self, spec: store.CollectionSpec, store_text: bool) -> None:
         self.spec = spec
         self.store_text = store_text
-        self.upsert_batch_size = upsert_batch_size
-        self.retries = retries
-        self.backoff = backoff
-        self.late = spec.late_chunks
-        self._hashes: dict[str, tuple[Document, str]] = {}
+        self._known: dict[str, tuple[Document, str]] = {}
 
-    def content_hash(self, doc: Document) -> str:
-        cached = self._hashes.get(doc.doc_id)
+    def __call__(self, doc: Document) -> str:
+        cached = self._known.get(doc.doc_id)
         if cached is not None and cached[0] is doc:
             return cached[1]
         value = content_hash(doc, self.spec, store_text=self.store_text)
-        self._hashes[doc.doc_id] = (doc, value)
+        self._known[doc.doc_id] = (doc, value)
         return value
-
-    def lookup(self, docs: Sequence[Document]) -> dict[str, dict]:
-        """Stored ``content_hash`` / ``n_segments`` of the documents' points, keyed by document id."""
-        if not docs:
-            return {}
-        ids = {store.point_id(self.collection, d.doc_id, 0): d.doc_id for d in docs}
-        found = store.with_retries(
-            lambda: self.client.retrieve(self.collection, list(ids), with_payload=["content_hash", "n_segments"],
-                                         with_vectors=False),
-            what="lookup of existing points", retries=self.retries, backoff=self.backoff)
-        return {ids[str(p.id)]: dict(p.payload or {}) for p in found}
 
     def unchanged(self, doc: Document, previous: dict[str, dict]) -> bool:
         old = previous.get(doc.doc_id)
-        return old is not None and old.get("content_hash") == self.content_hash(doc)
-
-    def write(self, encoded: Sequence[EncodedDocument], previous: dict[str, dict], report: IndexReport) -> None:
-        stale: list[str] = []
-        points: list[models.PointStruct] = []
-        for enc in encoded:
-            doc_points = self.points(enc)
-            old = previous.get(enc.document.doc_id)
-            if old is not None and self.late:  # a changed document: drop segment points that will not be rewritten
-                written = {str(p.id) for p in doc_points}
-                n_old = int(old.get("n_segments") or 0)
-                for position in range(1, max(n_old, len(enc.document.segments)) + 1):
-                    pid = store.point_id(self.collection, enc.document.doc_id, position)
-                    if pid not in written:
-                        stale.append(pid)
-            points.extend(doc_points)
-        if stale:
-            store.with_retries(lambda: self.client.delete(self.collection, points_selector=models.PointIdsList(points=stale), wait=True),
-                               what="delete of stale segment points", retries=self.retries, backoff=self.backoff)
-            report.stale_points_deleted += len(stale)
-        for begin in range(0, len(points), self.upsert_batch_size):
-            batch = points[begin:begin + self.upsert_batch_size]
-            try:
-                store.upsert_points(self.client, self.collection, batch, retries=self.retries, backoff=self.backoff)
-            except Exception as err:
-                raise store.UpsertFailedError(
-                    f"writing to collection {self.collection!r} failed after {self.retries} retries ({store._short(err)}). "
-                    f"{report.written} document(s) of this run were written completely before the failure; points of "
-                    "unfinished documents are not marked done. Re-run the same command to resume: finished documents "
-                    "are skipped, nothing is duplicated."
-                ) from err
-            report.points_written += len(batch)
-            report.written += sum(1 for p in batch if p.payload["kind"] == store.KIND_DOCUMENT)
-
-    def points(self, enc: EncodedDocument) -> list[models.PointStruct]:
-        return [p.to_point() for p in document_points(enc, self.spec, self.collection, store_text=self.store_text,
-                                                      digest=self.content_hash(enc.document))]
+        return old is not None and old.get("content_hash") == self(doc)

@@ -1,4 +1,4 @@
-"""Talking to Qdrant: connecting, the collection's schema and metadata, point ids, retried upserts.
+"""Talking to Qdrant: connecting, the collection's schema and metadata, point ids, retries.
 
 A folder (``path``) is an embedded store: Qdrant Edge for a new one, qdrant-client's local mode
 for one local mode already holds or one in memory; a URL (plus API key) selects a server or
@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -380,19 +380,3 @@ def _status_of(err: BaseException) -> int | None:
 def _short(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__
-
-
-def upsert_points(client: QdrantClient, collection: str, points: Sequence[models.PointStruct], *,
-                  retries: int = 3, backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> None:
-    """Write one batch (waiting for it to be applied), retried with backoff on transient failures.
-
-    A server gets qdrant-client's ``upload_points`` with its own retries off: they are immediate
-    and include client errors (4xx), which must fail at once; the backoff here covers the rest.
-    The embedded engines take the batch as one ``upsert`` (what ``upload_points`` does there).
-    """
-    if not capabilities(client).remote:
-        write = lambda: client.upsert(collection, points=list(points), wait=True)  # noqa: E731
-    else:
-        write = lambda: client.upload_points(collection, list(points), batch_size=max(1, len(points)),  # noqa: E731
-                                             parallel=1, max_retries=0, wait=True)
-    with_retries(write, what=f"upsert of {len(points)} points", retries=retries, backoff=backoff, sleep=sleep)
