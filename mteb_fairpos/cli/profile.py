@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_batch_size(parser, default=8, unit="texts through the model (attentions kept: a small batch)")
     add_device(parser)
     add_max_length(parser)
-    add_output(parser, default=Path("attention_profile.png"), what="PNG to write", aliases=())
+    add_output(parser, default=Path("attention_profile.png"), what="PNG to write", dest="output", aliases=())
     parser.add_argument("--json", type=Path, default=None, help="also write the profile as JSON here")
     parser.set_defaults(func=run)
     return parser
