@@ -22,7 +22,7 @@ def exit_status(err: BaseException) -> int | None:
     """2 or 1 for the package's expected errors (and the standard ones bad input raises), else ``None``."""
     if isinstance(err, _loaded(_FAILED_RUN)):
         return FAILED_RUN
-    if isinstance(err, (ValueError, TypeError, OSError, KeyError, *_loaded(_BAD_INPUT))):
+    if isinstance(err, (ValueError, TypeError, OSError, *_loaded(_BAD_INPUT))):
         return BAD_INPUT  # ValueError covers ConfigError, CorpusError, InputError, StorageError, DatasetSchemaError
     return None
 
@@ -35,8 +35,7 @@ def report(command: str, err: BaseException) -> int:
 
 def one_line(err: BaseException, lines: int = 3) -> str:
     """The gist of an error on one line (a library's message can run to a dozen)."""
-    text = (err.args[0] if isinstance(err, KeyError) and err.args else str(err)).strip() or type(err).__name__
-    kept = [line.strip() for line in str(text).splitlines() if line.strip()]
+    kept = [line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
     return " ".join(kept[:lines]) + (" ..." if len(kept) > lines else "")
 
 

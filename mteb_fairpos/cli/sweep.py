@@ -69,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
     from mteb.cache import ResultCache
 
     args.model = args.model or DEFAULT_MODEL
-    base_model(args.model)  # an unknown model is a one-line error (a KeyError), before any work
-    tasks = mteb.get_tasks(tasks=args.tasks)
+    try:  # an unknown model or task is bad input, reported before any work
+        base_model(args.model)
+        tasks = mteb.get_tasks(tasks=args.tasks)
+    except KeyError as err:  # a lookup's miss, not a bug: it leaves through the error path as bad input
+        raise ValueError(err.args[0] if err.args else str(err)) from None
     configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(args.baskets, args.layers, args.strengths)
     points = [SweepPoint(args.model, config, args.device, args.max_length)
               for config in ([] if args.no_twin else [None]) + configs]
