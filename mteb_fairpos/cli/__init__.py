@@ -3,14 +3,16 @@
 Each module exposes ``add_parser(subparsers) -> argparse.ArgumentParser`` and sets
 ``func=run`` on its parser; ``run(args) -> int`` is the exit status. Building the parser imports
 nothing heavy (no torch, sentence-transformers, qdrant-client or mteb), so ``--help`` and argument
-errors answer at once; each ``run`` imports what it needs.
+errors answer at once; each ``run`` imports what it needs. Options several subcommands take are
+defined once in `options`; an expected error reaches ``main`` and leaves through `errors`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import sys
+
+from . import errors
 
 SUBCOMMANDS = [
     "demo",
@@ -45,18 +47,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "quiet", False):
+        _silence_progress_bars()
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, OSError) as err:  # OSError: a file, or a model the hub does not have
-        print(f"mteb-fairpos {args.command}: error: {_first_lines(err)}", file=sys.stderr)
-        return 2
+    except Exception as err:  # noqa: BLE001 - expected errors become one line, the rest keep their traceback
+        if errors.exit_status(err) is None:
+            raise
+        return errors.report(args.command, err)
 
 
-def _first_lines(err: BaseException, lines: int = 3) -> str:
-    """The gist of an error from a library (the hub's run to a dozen lines)."""
-    text = str(err).strip() or type(err).__name__
-    kept = text.splitlines()[:lines]
-    return "\n".join(kept) + (" ..." if len(text.splitlines()) > lines else "")
+def _silence_progress_bars() -> None:
+    """``--quiet`` means no progress bars from the libraries either (model loading, Hub downloads)."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils.logging import disable_progress_bar
+
+    disable_progress_bars()
+    disable_progress_bar()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..results import collect
 from ..results.plots import write_plots
 from ..results.tables import report, write_tables
+from .options import add_output
 
 DEFAULT_OUT = Path("fairpos-output") / "compare"
 
@@ -32,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("compare", help="models x tasks table, per-position profiles and plots of an mteb results folder",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, metavar="RESULTS_DIR", help="mteb results folder (the --output-folder of `mteb run`)")
-    parser.add_argument("--output", "--out", dest="out", type=Path, default=DEFAULT_OUT, help=f"where tables and plots go (default: {DEFAULT_OUT})")
+    add_output(parser, default=DEFAULT_OUT, what="where tables and plots go")
     parser.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     parser.add_argument("--models", nargs="+", default=None, help="only these model names")
     parser.add_argument("--no-plots", action="store_true", help="tables only")

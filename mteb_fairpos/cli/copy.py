@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
+from .options import add_batch_size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("-c", "--collection", required=True, help="the collection to copy")
     parser.add_argument("--target-backend", choices=("edge", "local"), default="edge",
                         help="engine of the target store (default: edge)")
-    parser.add_argument("--batch-size", type=int, default=256, help="points per write (default 256)")
+    add_batch_size(parser, default=256, unit="points written")
     parser.add_argument("--report", default=None, help="write the copy's report as JSON to this file")
     parser.set_defaults(func=run)
     return parser
@@ -29,23 +30,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    try:
-        from ..integrations.qdrant import store
-        from ..integrations.qdrant.copy import copy_collection
+    from ..integrations.qdrant import store
+    from ..integrations.qdrant.copy import copy_collection
 
-        if not os.path.isdir(args.source):
-            raise FileNotFoundError(f"no store at {args.source!r} to copy from.")
-        if os.path.abspath(args.source) == os.path.abspath(args.target):
-            raise ValueError("the source and the target are the same folder; copy into a new one.")
-        source = store.connect(args.source)
+    if not os.path.isdir(args.source):
+        raise FileNotFoundError(f"no store at {args.source!r} to copy from.")
+    if os.path.abspath(args.source) == os.path.abspath(args.target):
+        raise ValueError("the source and the target are the same folder; copy into a new one.")
+    source = store.connect(args.source)
+    try:
+        target = store.connect(args.target, backend=args.target_backend)
         try:
-            target = store.connect(args.target, backend=args.target_backend)
-            try:
-                report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
-            finally:
-                target.close()
+            report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
         finally:
-            source.close()
-    except qdrant_common.errors() as err:
-        return qdrant_common.fail("copy", err)
+            target.close()
+    finally:
+        source.close()
     return qdrant_common.print_report(report, args.report)

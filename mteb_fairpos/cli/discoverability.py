@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from . import qdrant_common
-from .common import add_max_length
+from .options import add_connection_arguments, add_device, add_max_length, add_model, add_output, add_quiet
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -16,40 +16,36 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Use every indexed segment (or the queries of --queries) as a query and report, by position, how "
         "often its document is found: calibrated vs. uncalibrated vectors, as a table, JSON and a PNG plot.",
     )
-    qdrant_common.add_connection_arguments(parser)
+    add_connection_arguments(parser)
     add_max_length(parser)
-    parser.add_argument("-m", "--model", default=None, help="query model (default: the model stored with the collection)")
-    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
+    add_model(parser, note="here the query model, by default the one stored with the collection")
+    add_device(parser)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--queries", default=None, help="JSONL of {doc_id, position, query} (default: the segments themselves)")
     source.add_argument("--input", default=None, help="the indexed documents (a JSONL or Parquet file, local or a URI "
                         "such as s3://bucket/docs.jsonl), if the collection stores no text")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
     parser.add_argument("--depth", type=int, default=100, help="ranks searched for MRR (default 100)")
-    parser.add_argument("--output", "--out", dest="out", default=None, help="output folder (default fairpos-output/discoverability-<collection>)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output(parser, default=Path("fairpos-output") / "discoverability-<collection>", what="output folder")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from ..integrations.qdrant import FairQdrantIndex, read_documents, read_queries
+    from ..integrations.qdrant import FairQdrantIndex, read_documents, read_queries
 
-        queries = read_queries(args.queries) if args.queries else None
-        documents = read_documents(args.input)[0] if args.input else None
-        client = qdrant_common.connect_from(args, existing=True)
-        try:
-            model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
-            index = FairQdrantIndex(model, args.collection, client, model_name=name)
-            report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth,
-                                           show_progress=not args.quiet)
-        finally:
-            client.close()
-        out = Path(args.out or Path("fairpos-output") / f"discoverability-{args.collection}")
-        paths = report.save(out)
-    except qdrant_common.errors() as err:
-        return qdrant_common.fail("discoverability", err)
+    queries = read_queries(args.queries) if args.queries else None
+    documents = read_documents(args.input)[0] if args.input else None
+    client = qdrant_common.connect_from(args, existing=True)
+    try:
+        model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
+        index = FairQdrantIndex(model, args.collection, client, model_name=name)
+        report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth,
+                                       show_progress=not args.quiet)
+    finally:
+        client.close()
+    paths = report.save(Path(str(args.out).replace("<collection>", args.collection)))
     print(f"collection {report.collection!r} ({report.model}, calibration {report.calibration})")
     print(report.table())
     for kind, path in paths.items():

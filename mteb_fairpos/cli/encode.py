@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
-from .common import add_engine_arguments, add_max_length
+from .options import add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output, add_quiet
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,17 +19,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("inputs", nargs="+",
                         help="JSONL or Parquet files, or folders of them (the `index` record format); local paths or "
                         "URIs such as s3://bucket/docs/ (credentials from the environment, e.g. AWS_ACCESS_KEY_ID)")
-    parser.add_argument("-o", "--output", required=True,
-                        help="folder for the shards and their manifest.json: a local path or a URI (s3://bucket/shards)")
+    add_output(parser, default=None, dest="output", aliases=(), kind=str,
+               what="folder for the shards and their manifest.json: a local path or a URI (s3://bucket/shards)")
     parser.add_argument("-c", "--collection", required=True,
                         help="the collection the points are meant for (their ids are made for this name)")
-    parser.add_argument("-m", "--model", default=None,
-                        help="model name or path (default sentence-transformers/all-MiniLM-L6-v2)")
+    add_model(parser)
     parser.add_argument("--calibration", default=None,
                         help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default b128_lhalf_a0.5)")
     add_max_length(parser)
-    parser.add_argument("--device", default=None,
-                        help="torch device for the model (default: automatic; on Ray each actor's own GPU or CPU)")
+    add_device(parser, note="on Ray each actor's own GPU or CPU")
     parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_false",
                         help="store only the calibrated document vector (default: both)")
     parser.add_argument("--late-chunks", action="store_true",
@@ -38,37 +36,30 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="do not store document / segment text in the payload")
     parser.add_argument("--skip-invalid", action="store_true",
                         help="leave out invalid records and later copies of duplicate ids, and report them")
-    parser.add_argument("--batch-size", type=int, default=32, help="documents per forward batch (default 32)")
+    add_batch_size(parser, default=32, unit="documents through the model")
     parser.add_argument("--shard-size", type=int, default=1000, help="documents per shard (default 1000)")
     add_engine_arguments(parser, ray_does="a Ray Data pool of model actors, one shard at a time", actor="model actor")
     parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrations.ray import runtime
-    qdrant_common.quiet_if(args)
-
     if args.engine == "ray":  # before the heavy imports: a wrong address is reported within seconds
-        try:
-            runtime.check_address(args.address)
-        except runtime.RayUnavailableError as err:
-            return qdrant_common.fail("encode", err)
+        from ..integrations.ray import runtime
+
+        runtime.check_address(args.address)
     from ..integrations.qdrant.encode import encode_to_shards
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 
     loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration or ModelLoader.calibration, args.max_length,
                          args.device)
-    try:
-        report = encode_to_shards(
-            args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
-            gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
-            shard_size=args.shard_size, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
-            store_text=args.store_text, on_error="skip" if args.skip_invalid else "raise",
-            show_progress=not args.quiet)
-    except (*qdrant_common.errors(), runtime.RayUnavailableError) as err:
-        return qdrant_common.fail("encode", err)
+    report = encode_to_shards(
+        args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
+        gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
+        shard_size=args.shard_size, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
+        store_text=args.store_text, on_error="skip" if args.skip_invalid else "raise",
+        show_progress=not args.quiet)
     return qdrant_common.print_report(report, args.report)

@@ -6,7 +6,8 @@ import argparse
 import logging
 
 from . import qdrant_common
-from .common import add_max_length
+from .options import (add_batch_size, add_cluster_arguments, add_connection_arguments, add_device, add_max_length,
+                      add_model, add_quiet)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -17,13 +18,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "with its segment layout. Re-running the same command writes nothing new and resumes a killed run.",
     )
     parser.add_argument("input", help="JSONL or Parquet file of documents (see the README for the record format)")
-    qdrant_common.add_connection_arguments(parser)
+    add_connection_arguments(parser)
     add_max_length(parser)
-    parser.add_argument("-m", "--model", default=None,
-                        help="model name or path (default: the collection's model, else sentence-transformers/all-MiniLM-L6-v2)")
+    add_model(parser, note="for an existing collection, the model stored with it")
     parser.add_argument("--calibration", default=None,
                         help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default: the collection's, else b128_lhalf_a0.5)")
-    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
+    add_device(parser)
     parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_const", const=False, default=None,
                         help="store only the calibrated document vector (default: both, or as the collection has it)")
     parser.add_argument("--late-chunks", dest="late_chunks", action="store_const", const=True, default=None,
@@ -33,37 +33,33 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="skip invalid records and report them instead of stopping at the first one")
     parser.add_argument("--no-store-text", dest="store_text", action="store_false",
                         help="do not store document / segment text in the payload")
-    parser.add_argument("--batch-size", type=int, default=32, help="documents embedded per batch (default 32)")
+    add_batch_size(parser, default=32, unit="documents through the model")
     parser.add_argument("--upsert-batch-size", type=int, default=256, help="points per upsert request (default 256)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upsert (default 3)")
-    qdrant_common.add_cluster_arguments(parser)
+    add_cluster_arguments(parser)
     parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    qdrant_common.quiet_if(args)
     logging.getLogger("mteb_fairpos.integrations.qdrant").setLevel(logging.ERROR)  # truncation is in the summary
-    try:
-        # validate the whole input before connecting, loading the model or writing anything
-        from ..integrations.qdrant import FairQdrantIndex
-        from ..integrations.qdrant.input import scan_file
+    # validate the whole input before connecting, loading the model or writing anything
+    from ..integrations.qdrant import FairQdrantIndex
+    from ..integrations.qdrant.input import scan_file
 
-        scan = scan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
-        client = qdrant_common.connect_from(args)
-        try:
-            model, name = qdrant_common.model_for_collection(args, client, calibrated=True)
-            index = FairQdrantIndex(model, args.collection, client, model_name=name)
-            report = index.index_scan(
-                scan, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
-                store_text=args.store_text, batch_size=args.batch_size, upsert_batch_size=args.upsert_batch_size,
-                retries=args.retries, show_progress=not args.quiet, shard_number=args.shard_number,
-                replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
-            )
-        finally:
-            client.close()
-    except qdrant_common.errors() as err:
-        return qdrant_common.fail("index", err)
+    scan = scan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
+    client = qdrant_common.connect_from(args)
+    try:
+        model, name = qdrant_common.model_for_collection(args, client, calibrated=True)
+        index = FairQdrantIndex(model, args.collection, client, model_name=name)
+        report = index.index_scan(
+            scan, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
+            store_text=args.store_text, batch_size=args.batch_size, upsert_batch_size=args.upsert_batch_size,
+            retries=args.retries, show_progress=not args.quiet, shard_number=args.shard_number,
+            replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
+        )
+    finally:
+        client.close()
     return qdrant_common.print_report(report, args.report)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .options import add_output
+
 DEFAULT_SITE = Path("fairpos-output") / "leaderboard"
 
 
@@ -20,8 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("leaderboard", help="a static position-fairness leaderboard page from mteb results folders",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", type=Path, nargs="+", metavar="RESULTS", help="mteb results folders")
-    parser.add_argument("-o", "--output", "--out", dest="out", type=Path, default=DEFAULT_SITE,
-                        help=f"folder for index.html (default: {DEFAULT_SITE})")
+    add_output(parser, default=DEFAULT_SITE, what="folder for index.html")
     parser.add_argument("--tasks", nargs="+", default=None, help="only these tasks")
     parser.add_argument("--models", nargs="+", default=None, help="only these model names")
     parser.set_defaults(func=run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
+from .options import add_batch_size, add_cluster_arguments, add_connection_arguments, add_quiet
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -15,12 +16,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "parallel streams and retries. Ids are deterministic: re-running a load rewrites the same points.",
     )
     parser.add_argument("shards", help="the folder `mteb-fairpos encode` wrote")
-    qdrant_common.add_connection_arguments(
+    add_connection_arguments(
         parser, collection_help="collection to load into (default: the one the shards were encoded for)")
-    parser.add_argument("--batch-size", type=int, default=256, help="points per upload request (default 256)")
+    add_batch_size(parser, default=256, unit="points uploaded")
     parser.add_argument("--parallel", type=int, default=1, help="upload streams to a server (default 1)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upload batch (default 3)")
-    qdrant_common.add_cluster_arguments(parser)
+    add_cluster_arguments(parser)
     parser.add_argument("--on-disk-payload", action="store_true", default=None,
                         help="keep payloads on disk in a new collection (server)")
     parser.add_argument("--no-defer-indexing", dest="defer_indexing", action="store_false", default=None,
@@ -30,26 +31,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--partial", action="store_true",
                         help="load a folder whose encode has not finished (no manifest.json)")
     parser.add_argument("--report", default=None, help="write the load's report as JSON to this file")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    qdrant_common.quiet_if(args)
-    try:
-        from ..integrations.qdrant.bulk import load_shards
+    from ..integrations.qdrant.bulk import load_shards
 
-        client = qdrant_common.connect_from(args)
-        try:
-            report = load_shards(
-                args.shards, client, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
-                batch_size=args.batch_size, parallel=args.parallel, max_retries=args.retries,
-                defer_indexing=args.defer_indexing, shard_number=args.shard_number,
-                replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
-                on_disk_payload=args.on_disk_payload, show_progress=not args.quiet)
-        finally:
-            client.close()
-    except qdrant_common.errors() as err:
-        return qdrant_common.fail("load", err)
+    client = qdrant_common.connect_from(args)
+    try:
+        report = load_shards(
+            args.shards, client, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
+            batch_size=args.batch_size, parallel=args.parallel, max_retries=args.retries,
+            defer_indexing=args.defer_indexing, shard_number=args.shard_number,
+            replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
+            on_disk_payload=args.on_disk_payload, show_progress=not args.quiet)
+    finally:
+        client.close()
     return qdrant_common.print_report(report, args.report)

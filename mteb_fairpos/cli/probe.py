@@ -21,17 +21,21 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..offline import minilm_path
-from .common import add_max_length
+from .options import add_batch_size, add_device, add_max_length, add_model, add_output, add_quiet
 
 DEFAULT_SUBSETS = ["n3_en", "n3_de", "n3_en-de"]
 DEFAULT_CALIBRATIONS = ["none", "b128_lhalf_a0.5"]
 DEMO_CALIBRATIONS = ["none", "b128_lhalf_a0.5", "b64_lhalf_a1"]
+DATA_WARNINGS = "mteb_fairpos.permutation.probe"
+"""The logger whose warnings are about the data (sets sharing topics, segments cut), not the model."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -50,7 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str], output: str) -> None:
     """The options ``probe`` and ``demo`` share (``demo`` is ``probe`` on the bundled corpus)."""
-    parser.add_argument("-m", "--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    add_model(parser)
     parser.add_argument("--prompt", default=None, metavar="TEXT",
                         help="document prompt put before every document and segment, e.g. 'passage: ' for e5 (default: the model's own)")
     parser.add_argument("--subsets", nargs="+", default=DEFAULT_SUBSETS, metavar="SUBSET",
@@ -67,10 +71,10 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
                         help="texts outside the window: drop them (filter, the paper) or keep their leading sentences (lead); "
                         "default: the task's")
     parser.add_argument("--seed", type=int, default=42, help="draws the segment sets (default 42)")
-    parser.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (default 16)")
-    parser.add_argument("--device", default=None, help="torch device for the model (default: cpu for the offline model, else automatic)")
-    parser.add_argument("--output", "--out", dest="out", type=Path, default=Path(output), help=f"output folder (default: ./{output})")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_batch_size(parser, default=16, unit="texts through the model")
+    add_device(parser, note="cpu for the default model, whose verified numbers are CPU ones")
+    add_output(parser, default=Path(output), what="output folder")
+    add_quiet(parser)
     add_max_length(parser, default=512 if output == "fairpos-demo" else None)
 
 
@@ -108,16 +112,17 @@ def run(args: argparse.Namespace) -> int:
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     args.out.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(args.out)
-    for calibration in calibrations:
-        name = "uncalibrated" if calibration is None else f"calibrated ({calibration})"
-        task = task_class(**settings)
-        task.filter_languages(None, hf_subsets=subsets)
-        tick = time.perf_counter()
-        encoder = _encoder(weights, base, model_name, device, calibration, key, experiment, revision_known=args.model is None)
-        result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
-                               encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
-        runs[name] = {s["hf_subset"]: s for s in result.task_results[0].scores["test"]}
-        print(f"  {name}: {sum(s['num_documents'] for s in runs[name].values())} documents in {time.perf_counter() - tick:.0f} s")
+    with once_per_run(logging.getLogger(DATA_WARNINGS)):  # every config meets the same data
+        for calibration in calibrations:
+            name = "uncalibrated" if calibration is None else f"calibrated ({calibration})"
+            task = task_class(**settings)
+            task.filter_languages(None, hf_subsets=subsets)
+            tick = time.perf_counter()
+            encoder = _encoder(weights, base, model_name, device, calibration, key, experiment, revision_known=args.model is None)
+            result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
+                                   encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
+            runs[name] = {s["hf_subset"]: s for s in result.task_results[0].scores["test"]}
+            print(f"  {name}: {sum(s['num_documents'] for s in runs[name].values())} documents in {time.perf_counter() - tick:.0f} s")
 
     first = next(iter(runs.values()))[subsets[0]]
     print(f"segment window [{first['segment_window_low']}, {first['segment_window_high']}] tokens ({first['segment_mode']}), "
@@ -146,6 +151,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"leaderboard page: {publish([args.out], args.out / 'leaderboard')[1]}")
     print(f"total time: {time.perf_counter() - started:.0f} s")
     return 0
+
+
+@contextmanager
+def once_per_run(logger: logging.Logger) -> Iterator[None]:
+    """Let each distinct message of ``logger`` through once: a warning about the data would otherwise
+    repeat for every config scored on it."""
+    seen: set[str] = set()
+
+    def first_time(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in seen:
+            return False
+        seen.add(message)
+        return True
+
+    logger.addFilter(first_time)
+    try:
+        yield
+    finally:
+        logger.removeFilter(first_time)
 
 
 def _calibrations(texts: Sequence[str]) -> list[Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..offline import minilm_path
 from ..config import LAYER_GRAMMAR, parse_layers
 from ..segment_report import read_segments
-from .common import add_max_length
+from .options import add_batch_size, add_device, add_max_length, add_model, add_output
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,14 +22,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description=__doc__)
     parser.add_argument("--text", action="append", default=[], metavar="TEXT", help="a text to profile (repeatable)")
     parser.add_argument("--file", type=Path, help="texts as a JSON list or JSONL lines (strings or objects with 'text')")
-    parser.add_argument("-m", "--model", default=None, help="sentence-transformers model name or path (default: offline all-MiniLM-L6-v2)")
+    add_model(parser)
     parser.add_argument("--basket-size", type=int, default=128, help="tokens per content basket (default 128)")
     parser.add_argument("--layers", default="all", help=f"layers to profile: all, or {LAYER_GRAMMAR}")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
-    parser.add_argument("--batch-size", type=int, default=8, help="texts per forward pass (default 8)")
-    parser.add_argument("--device", default=None, help="torch device for the model (default: cpu)")
+    add_batch_size(parser, default=8, unit="texts through the model (attentions kept: a small batch)")
+    add_device(parser)
     add_max_length(parser)
-    parser.add_argument("--output", type=Path, default=Path("attention_profile.png"), help="PNG to write")
+    add_output(parser, default=Path("attention_profile.png"), what="PNG to write", dest="output", aliases=())
     parser.add_argument("--json", type=Path, default=None, help="also write the profile as JSON here")
     parser.set_defaults(func=run)
     return parser
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.basket_size <= 0:
         raise ValueError(f"--basket-size must be a positive integer, got {args.basket_size}.")
     layers = None if args.layers == "all" else parse_layers(args.layers)
-    model = SentenceTransformer(args.model or minilm_path(), device=args.device or "cpu")
+    model = SentenceTransformer(args.model or minilm_path(), device=args.device)
     if args.max_length:
         model.max_seq_length = args.max_length
     profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,

@@ -1,5 +1,8 @@
-"""Shared pieces of the ``index``, ``search`` and ``discoverability`` subcommands: connection
-arguments, the model a collection was built with, and one-line errors."""
+"""What the Qdrant subcommands share once their arguments are parsed: the client for the connection
+options (`options.add_connection_arguments`), the model a collection was built with, and the report.
+
+Nothing heavy is imported at module level: building the CLI's parser (``--help``) must stay fast.
+"""
 
 from __future__ import annotations
 
@@ -12,50 +15,7 @@ from typing import Any
 
 from ..config import CalibrationConfig
 from ..offline import MINILM_HUB_ID
-
-DEFAULT_PATH = "qdrant-local"
-"""Nothing heavy is imported at module level: building the CLI's parser (``--help``) must stay fast."""
-
-
-def errors() -> tuple[type[BaseException], ...]:
-    """The errors the Qdrant commands report as one line (``except qdrant_common.errors() as err``)."""
-    from ..integrations.qdrant.store import QdrantIndexError
-
-    return (QdrantIndexError, ValueError, TypeError, FileNotFoundError)
-
-
-def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help: str | None = None) -> None:
-    """``-c`` (required unless ``collection_help`` says what its default is) and where Qdrant is."""
-    parser.add_argument("-c", "--collection", required=collection_help is None,
-                        help=collection_help or "Qdrant collection name")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--path", default=None,
-                       help=f"folder of the embedded store (default: ./{DEFAULT_PATH}; ':memory:' keeps nothing)")
-    where.add_argument("--url", default=None, help="Qdrant server or cluster URL, e.g. http://localhost:6333")
-    parser.add_argument("--backend", choices=("edge", "local"), default=None,
-                        help="embedded engine for --path: Qdrant Edge (default for a new folder) or qdrant-client's "
-                        "local mode (default for a folder it already holds, and for ':memory:')")
-    parser.add_argument("--api-key", default=None,
-                        help="API key for --url (default: the QDRANT_API_KEY environment variable)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
-
-
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """The settings of a collection created on a server or cluster (ignored by the embedded engines)."""
-    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
-    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
-    parser.add_argument("--write-consistency-factor", type=int, default=None,
-                        help="write consistency of a new collection (server)")
-
-
-def quiet_if(args: argparse.Namespace) -> None:
-    """With ``--quiet``: no progress bars from the libraries either (model loading, Hub downloads)."""
-    if getattr(args, "quiet", False):
-        from huggingface_hub.utils import disable_progress_bars
-        from transformers.utils.logging import disable_progress_bar
-
-        disable_progress_bars()
-        disable_progress_bar()
+from .options import DEFAULT_STORE
 
 
 def print_report(report: Any, path: str | None) -> int:
@@ -80,7 +40,7 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
         raise ValueError("--api-key applies to a server; give --url as well.")
     if args.backend == "edge" and args.path == ":memory:":
         raise ValueError("the Qdrant Edge backend stores its data in a folder; give --path FOLDER.")
-    path = args.path or DEFAULT_PATH
+    path = args.path or DEFAULT_STORE
     if existing and path != ":memory:" and not os.path.isdir(path):
         raise FileNotFoundError(f"no local Qdrant store at {path!r}; index into it first "
                                 "(mteb-fairpos index ... --path) or give the folder you indexed into.")
@@ -109,11 +69,6 @@ def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):
     if getattr(args, "max_length", None):
         model.max_seq_length = args.max_length
     return model, name
-
-
-def fail(command: str, err: BaseException) -> int:
-    print(f"mteb-fairpos {command}: error: {err}", file=sys.stderr)
-    return 2
 
 
 def _store():

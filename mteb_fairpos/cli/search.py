@@ -6,7 +6,7 @@ import argparse
 import json
 
 from . import qdrant_common
-from .common import add_max_length
+from .options import add_connection_arguments, add_device, add_max_length, add_model
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -17,10 +17,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "(or segments, with --segments) by their calibrated or uncalibrated vectors.",
     )
     parser.add_argument("query", help="query text")
-    qdrant_common.add_connection_arguments(parser)
+    add_connection_arguments(parser)
     add_max_length(parser)
-    parser.add_argument("-m", "--model", default=None, help="query model (default: the model stored with the collection)")
-    parser.add_argument("--device", default=None, help="torch device for the model (default: automatic)")
+    add_model(parser, note="here the query model, by default the one stored with the collection")
+    add_device(parser)
     parser.add_argument("--limit", type=int, default=10, help="number of results (default 10)")
     parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default=None,
                         help="which document vectors to rank (default: calibrated, or the only ones the collection has)")
@@ -38,22 +38,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from ..integrations.qdrant import FairQdrantIndex
+    from ..integrations.qdrant import FairQdrantIndex
 
-        client = qdrant_common.connect_from(args, existing=True)
-        try:
-            model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
-            index = FairQdrantIndex(model, args.collection, client, model_name=name)
-            position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
-            language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)
-            hits = index.search(args.query, limit=args.limit, vector=args.vector, position=position, language=language,
-                                level="segment" if args.segments else "document", with_text=True,
-                                coverage=None if args.include_cut else ("full", "partial"))
-        finally:
-            client.close()
-    except qdrant_common.errors() as err:
-        return qdrant_common.fail("search", err)
+    client = qdrant_common.connect_from(args, existing=True)
+    try:
+        model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
+        index = FairQdrantIndex(model, args.collection, client, model_name=name)
+        position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
+        language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)
+        hits = index.search(args.query, limit=args.limit, vector=args.vector, position=position, language=language,
+                            level="segment" if args.segments else "document", with_text=True,
+                            coverage=None if args.include_cut else ("full", "partial"))
+    finally:
+        client.close()
     if args.json:
         for hit in hits:
             print(json.dumps(hit.to_dict(), ensure_ascii=False))

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..fairness import min_max_ratio
 from ..offline import minilm_path
 from ..segment_report import SegmentReport, read_segments, segment_report
-from .common import add_model_arguments, calibration_from_args
+from .options import add_calibration_arguments, add_device, add_max_length, add_model, calibration_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,7 +22,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description=__doc__)
     parser.add_argument("--segment", action="append", default=[], metavar="TEXT", help="a segment, in order (repeatable)")
     parser.add_argument("--file", type=Path, help="segments as a JSON list or JSONL lines (strings or objects with 'text')")
-    add_model_arguments(parser)
+    add_model(parser)
+    add_calibration_arguments(parser)
+    add_device(parser)
+    add_max_length(parser)
     parser.set_defaults(func=run)
     return parser
 

@@ -25,7 +25,7 @@ from ..config import LAYER_GRAMMAR, CalibrationConfig
 from ..grid import PAPER_BASKETS, PAPER_LAYERS, PAPER_STRENGTHS, grid
 from ..results import TaskScores, summarize
 from ..sweep import OVERWRITE_STRATEGIES, SweepPoint, plan_sweep, read_results, run_sweep
-from .common import add_engine_arguments, add_max_length
+from .options import add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output, add_quiet
 from ..results.tables import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
@@ -34,7 +34,7 @@ DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("sweep", help="evaluate one model over a grid of calibration configs (resumable)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a plugin model, fair/<name> (default: {DEFAULT_MODEL})")
+    add_model(parser, note=f"here a plugin model, fair/<name>, so {DEFAULT_MODEL}")
     parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
     parser.add_argument("--baskets", nargs="+", type=int, default=list(PAPER_BASKETS), metavar="B",
                         help=f"basket sizes of the grid (default: {' '.join(map(str, PAPER_BASKETS))})")
@@ -45,17 +45,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
                         help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
     parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
-    parser.add_argument("--output", "--output-folder", dest="output_folder", type=Path, default=Path("results"), help="mteb results folder (default: results)")
+    add_output(parser, default=Path("results"), what="mteb results folder", dest="output_folder", aliases=("--output-folder",))
     parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing",
                         help="mteb's: reuse finished results (only-missing, default), redo them (always) or never run")
-    parser.add_argument("--batch-size", type=int, default=None, help="texts per forward pass (default: mteb's)")
-    parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
+    add_batch_size(parser, default=None, unit="texts through the model")
+    add_device(parser)
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
     parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
     add_engine_arguments(parser, ray_does="one Ray task per (config, task, subset) on a pool of workers, each loading "
                          "the checkpoint once, merged into the same results folder (shared storage on a cluster)",
                          actor="worker")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -68,12 +68,12 @@ def run(args: argparse.Namespace) -> int:
     import mteb
     from mteb.cache import ResultCache
 
-    try:
-        base_model(args.model)  # an unknown model is a one-line error, before any work
+    args.model = args.model or DEFAULT_MODEL
+    try:  # an unknown model or task is bad input, reported before any work
+        base_model(args.model)
         tasks = mteb.get_tasks(tasks=args.tasks)
-    except KeyError as err:
-        print(f"mteb-fairpos sweep: error: {err.args[0] if err.args else err}", file=sys.stderr)
-        return 2
+    except KeyError as err:  # a lookup's miss, not a bug: it leaves through the error path as bad input
+        raise ValueError(err.args[0] if err.args else str(err)) from None
     configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(args.baskets, args.layers, args.strengths)
     points = [SweepPoint(args.model, config, args.device, args.max_length)
               for config in ([] if args.no_twin else [None]) + configs]

@@ -100,16 +100,20 @@ def test_truncation_counts_the_prompt_tokens(minilm):
 
 
 def test_help_and_argument_errors_import_nothing_heavy():
-    """--help builds every subcommand's parser; none of them may pull in torch, sentence-transformers,
+    """--help and each subcommand's --help build the parsers; none of them may pull in torch, sentence-transformers,
     qdrant-client or mteb (they cost seconds before a word is printed)."""
     import subprocess
     import sys
 
-    code = ("import sys; from mteb_fairpos.cli import build_parser; build_parser(); "
+    code = ("import contextlib, io, sys; from mteb_fairpos.cli import SUBCOMMANDS, main\n"
+            "for argv in [['--help']] + [[name, '--help'] for name in SUBCOMMANDS]:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()) as shown, contextlib.suppress(SystemExit):\n"
+            "        main(argv)\n"
+            "    assert 'usage: mteb-fairpos' in shown.getvalue(), argv\n"
             "print(sorted(m for m in ('torch', 'sentence_transformers', 'qdrant_client', 'mteb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "[]"  # after `mteb-fairpos --help` and every `mteb-fairpos COMMAND --help`
     version = subprocess.run([sys.executable, "-c", "from mteb_fairpos.cli import main; main(['--version'])"],
                              capture_output=True, text=True, timeout=120)
     assert version.stdout.startswith("mteb-fairpos ")
