@@ -37,7 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
-from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.load import load_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
 from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402

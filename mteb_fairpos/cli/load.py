@@ -37,7 +37,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrations.qdrant.bulk import load_shards
+    from ..integrations.qdrant.load import load_shards
 
     client = qdrant_common.connect_from(args)
     try:

@@ -25,7 +25,7 @@ from .corpus import (
     manpages_corpus,
     sample_corpus,
 )
-from .instances import Document, Instance, LanguageConfig, assemble, build_instance, draw_sets, orders
+from .instances import Instance, LanguageConfig, OrderedDocument, assemble, build_instance, draw_sets, orders
 from .probe import ConfigResult, Observations, ProbeSession, ProbeSettings
 from .selection import SelectionSettings, build_pool, count_tokens, eligible_topics
 from .spans import DocumentTokens, assign_tokens, document_tokens
@@ -38,7 +38,7 @@ __all__ = [
     "ComparableCorpus",
     "ConfigResult",
     "CorpusError",
-    "Document",
+    "OrderedDocument",
     "DocumentTokens",
     "Instance",
     "LanguageConfig",

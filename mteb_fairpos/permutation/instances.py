@@ -84,7 +84,7 @@ class LanguageConfig:
 
 
 @dataclass(frozen=True)
-class Document:
+class OrderedDocument:
     """One ordering of one segment set, joined into a document."""
 
     set_index: int
@@ -103,7 +103,7 @@ class Instance:
 
     config: LanguageConfig
     sets: list[tuple[str, ...]]
-    documents: list[Document]
+    documents: list[OrderedDocument]
     orders_per_set: int
     requested_sets: int
     notes: list[str] = field(default_factory=list)
@@ -212,5 +212,5 @@ def build_instance(
         for perm in perms:
             keys = tuple((topics[t], lang) for t, lang in zip(perm, languages))
             text, spans = assemble([texts[key] for key in keys], separator)
-            instance.documents.append(Document(set_index, tuple(perm), keys, text, spans))
+            instance.documents.append(OrderedDocument(set_index, tuple(perm), keys, text, spans))
     return instance

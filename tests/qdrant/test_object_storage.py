@@ -15,7 +15,7 @@ import pytest
 
 from mteb_fairpos.cli import main
 from mteb_fairpos.integrations.qdrant import InputError, read_documents, scan_input, store
-from mteb_fairpos.integrations.qdrant.bulk import load_shards
+from mteb_fairpos.integrations.qdrant.load import load_shards
 from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.input import read_range

@@ -24,7 +24,7 @@ from mteb_fairpos.integrations.qdrant import (  # noqa: E402
     point_id,
     store,
 )
-from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.load import load_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 

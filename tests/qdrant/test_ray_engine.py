@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray", reason='the Ray engine is an extra: pip install
 
 from mteb_fairpos.cli import main  # noqa: E402
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
-from mteb_fairpos.integrations.qdrant.bulk import load_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.load import load_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
 from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402

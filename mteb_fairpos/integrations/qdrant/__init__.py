@@ -14,12 +14,12 @@ of input files: JSONL and Parquet, local or object storage, ids checked, cut int
 spans, truncation, late chunks), :mod:`.store` (connection, collection metadata, ids,
 retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`;
 the shard route past one machine: :mod:`.shard_encoder`, :mod:`.shards`,
-:mod:`.encode` (:func:`encode_to_shards`), :mod:`.bulk` (:func:`load_shards`); the stores:
+:mod:`.encode` (:func:`encode_to_shards`), :mod:`.load` (:func:`load_shards`); the stores:
 :mod:`.backends` (what each backend can do), :mod:`.edge` (Qdrant Edge, the default for a new
 folder), :mod:`.copy` (a collection from one store into another).
 """
 
-from .bulk import LoadReport, load_shards
+from .load import LoadReport, load_shards
 from .discoverability import DiscoverabilityReport, PositionQuery, discoverability, read_queries
 from .encode import EncodeReport, encode_to_shards
 from .encoding import (
