@@ -6,6 +6,7 @@ Nothing heavy is imported here: building the CLI's parser (``--help``) must stay
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
@@ -108,21 +109,20 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write consistency of a new collection (server)")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of tokens, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of tokens, got {value}")
-    return value
+def _positive_of(what: str) -> Callable[[str], int]:
+    """An argparse type: a positive integer, refused with a message that says what it counts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+_positive = _positive_of("a positive number of tokens")
+_positive_int = _positive_of("a positive integer")

@@ -126,7 +126,8 @@ def results_root(path: Path) -> Path:
     """The folder holding ``<model>/<revision>/`` folders: ``path`` or its ``results`` subfolder."""
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"results folder {path} does not exist.")
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise FileNotFoundError(f"results folder {path} {what}: give the --output-folder of `mteb run`.")
     inner = path / "results"
     if inner.is_dir() and not list(path.glob("*/*/*.json")):
         return inner

@@ -87,6 +87,10 @@ def test_filters_and_empty_folders(results, tmp_path, capsys):
     assert "no readable mteb results" in capsys.readouterr().out
     assert main(["compare", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    a_file = tmp_path / "scores.json"
+    a_file.write_text("{}")
+    assert main(["compare", str(a_file)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
 
 
 def test_position_convention():
