@@ -1,12 +1,12 @@
 """The scale-out route against the single-process one, on the same documents in the same run.
 
 1. Encode throughput: the Ray Data pipeline (1 and 2 model actors) against the local engine,
-   which runs the same `ShardEncoder` in this process (the single-process case of the pipeline),
+   which runs the same `PartEncoder` in this process (the single-process case of the pipeline),
    and against `FairQdrantIndex.index_file` into an in-memory collection (encode + write).
    Each Ray run starts its own actor pool and loads the model in every actor, as a real job
    does; the Ray runtime itself is started once, before the timers (reported separately).
-2. Bulk load: `load_shards` into a fresh collection against a plain ``client.upload_points`` of
-   the same points (read from the same shards beforehand, so only the writing is compared), in
+2. Bulk load: `load_parts` into a fresh collection against a plain ``client.upload_points`` of
+   the same points (read from the same parts beforehand, so only the writing is compared), in
    local mode in memory and in Qdrant Edge (where both end by building the indexes).
    Target: load >= 0.8 of the plain upload; `index_file` >= 0.95 of the local engine.
 
@@ -37,10 +37,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
-from mteb_fairpos.integrations.qdrant.load import load_shards  # noqa: E402
-from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.load import load_parts  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode import encode_to_parts  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
-from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402
+from mteb_fairpos.integrations.qdrant.parts import read_points, part_files  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
 WORDS = ("market city council river science football election weather school music health energy village "
@@ -63,9 +63,9 @@ def timed(action) -> float:
     return time.perf_counter() - start
 
 
-def print_loads(shards: str, work: str, repeats: int) -> None:
-    """`load_shards` against a plain `upload_points` of the same points already in memory, per embedded store."""
-    points = [p.to_point() for f in shard_files(shards) for p in read_points(f)]
+def print_loads(parts: str, work: str, repeats: int) -> None:
+    """`load_parts` against a plain `upload_points` of the same points already in memory, per embedded store."""
+    points = [p.to_point() for f in part_files(parts) for p in read_points(f)]
     stores = {"local mode, in memory": lambda n: store.connect(":memory:"),
               "Qdrant Edge (the embedded default)": lambda n: store.connect(os.path.join(work, f"edge-{n}"))}
     load_times: dict[str, list[float]] = {name: [] for name in stores}
@@ -73,7 +73,7 @@ def print_loads(shards: str, work: str, repeats: int) -> None:
     for repeat in range(repeats):
         for name, connect in stores.items():
             client = connect(f"load-{repeat}")
-            load_times[name].append(timed(lambda: load_shards(shards, client, show_progress=False)))
+            load_times[name].append(timed(lambda: load_parts(parts, client, show_progress=False)))
             spec = store.read_spec(client, "bench")
             client.close()
             plain = connect(f"plain-{repeat}")
@@ -94,7 +94,7 @@ def print_loads(shards: str, work: str, repeats: int) -> None:
     print("|---|---:|---:|---:|")
     for name in stores:
         load, plain = rate(load_times[name], len(points)), rate(plain_times[name], len(points))
-        print(f"| {name}: load_shards (checks, read Parquet, upload, read back) | {load[0]:.0f} | "
+        print(f"| {name}: load_parts (checks, read Parquet, upload, read back) | {load[0]:.0f} | "
               f"{load[1]:.0f}-{load[2]:.0f} | {load[0] / plain[0]:.2f} |")
         print(f"| {name}: plain upload_points of ready points | {plain[0]:.0f} | {plain[1]:.0f}-{plain[2]:.0f} | 1.00 |")
 
@@ -103,15 +103,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shard-size", type=int, default=100)
+    parser.add_argument("--part-size", type=int, default=100)
     parser.add_argument("--calibration", default="b128_lhalf_a0.5")
     parser.add_argument("--no-ray", action="store_true", help="leave out the Ray routes (index vs encode and the load only)")
-    parser.add_argument("--shards", help="time only the load, of this finished encode folder (e.g. a larger one)")
+    parser.add_argument("--parts", help="time only the load, of this finished encode folder (e.g. a larger one)")
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="bench-scale-")
-    if args.shards:
-        print_loads(args.shards, work, args.repeats)
+    if args.parts:
+        print_loads(args.parts, work, args.repeats)
         shutil.rmtree(work, ignore_errors=True)
         return
 
@@ -129,8 +129,8 @@ def main() -> None:
     def encode(engine: str, actors: int) -> None:
         out = os.path.join(work, f"out-{engine}-{actors}")
         shutil.rmtree(out, ignore_errors=True)
-        encode_to_shards(source, out, loader if engine == "ray" else model, "bench", engine=engine, actors=actors,
-                         shard_size=args.shard_size, show_progress=False)
+        encode_to_parts(source, out, loader if engine == "ray" else model, "bench", engine=engine, actors=actors,
+                         part_size=args.part_size, show_progress=False)
 
     def index_file() -> None:
         with FairQdrantIndex(model, "bench", model_name=MINILM_HUB_ID) as index:

@@ -1,4 +1,4 @@
-"""``mteb-fairpos encode``: documents -> Parquet shards of calibrated points, in this process or on Ray."""
+"""``mteb-fairpos encode``: documents -> Parquet parts of calibrated points, in this process or on Ray."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from .options import add_batch_size, add_device, add_engine_arguments, add_max_l
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "encode",
-        help="embed documents (JSONL/Parquet files or folders) into Parquet shards, locally or on a Ray cluster",
+        help="embed documents (JSONL/Parquet files or folders) into Parquet parts, locally or on a Ray cluster",
         description="Embed every document as `index` does (same ids, vectors and position payloads) and write the "
-        "points as Parquet shards for `mteb-fairpos load`. Shards are the unit of work and of resumption: "
-        "re-running the same command skips complete shards.",
+        "points as Parquet parts for `mteb-fairpos load`. Parts are the unit of work and of resumption: "
+        "re-running the same command skips complete parts.",
     )
     parser.add_argument("inputs", nargs="+",
                         help="JSONL or Parquet files, or folders of them (the `index` record format); local paths or "
                         "URIs such as s3://bucket/docs/ (credentials from the environment, e.g. AWS_ACCESS_KEY_ID)")
     add_output(parser, default=None, dest="output", aliases=(), kind=str,
-               what="folder for the shards and their manifest.json: a local path or a URI (s3://bucket/shards)")
+               what="folder for the parts and their manifest.json: a local path or a URI (s3://bucket/parts)")
     parser.add_argument("-c", "--collection", required=True,
                         help="the collection the points are meant for (their ids are made for this name)")
     add_model(parser)
@@ -37,8 +37,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--skip-invalid", action="store_true",
                         help="leave out invalid records and later copies of duplicate ids, and report them")
     add_batch_size(parser, default=32, unit="documents through the model")
-    parser.add_argument("--shard-size", type=int, default=1000, help="documents per shard (default 1000)")
-    add_engine_arguments(parser, ray_does="a Ray Data pool of model actors, one shard at a time", actor="model actor")
+    parser.add_argument("--part-size", type=int, default=1000, help="documents per part (default 1000)")
+    add_engine_arguments(parser, ray_does="a Ray Data pool of model actors, one part at a time", actor="model actor")
     parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
     add_quiet(parser)
     parser.set_defaults(func=run)
@@ -50,16 +50,16 @@ def run(args: argparse.Namespace) -> int:
         from ..integrations.ray import runtime
 
         runtime.check_address(args.address)
-    from ..integrations.qdrant.encode import encode_to_shards
+    from ..integrations.qdrant.encode import encode_to_parts
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 
     loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration or ModelLoader.calibration, args.max_length,
                          args.device)
-    report = encode_to_shards(
+    report = encode_to_parts(
         args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
         gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
-        shard_size=args.shard_size, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
+        part_size=args.part_size, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
         store_text=args.store_text, on_error="skip" if args.skip_invalid else "raise",
         show_progress=not args.quiet)
     return qdrant_common.print_report(report, args.report)

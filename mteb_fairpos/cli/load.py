@@ -1,4 +1,4 @@
-"""``mteb-fairpos load``: Parquet shards from ``encode`` -> a Qdrant server, cluster or local store."""
+"""``mteb-fairpos load``: Parquet parts from ``encode`` -> a Qdrant server, cluster or local store."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from .options import add_batch_size, add_cluster_arguments, add_connection_argum
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "load",
-        help="bulk-load the shards of `mteb-fairpos encode` into Qdrant (server, cluster or local)",
-        description="Check every shard and the collection before the first write, then upload the points with "
+        help="bulk-load the parts of `mteb-fairpos encode` into Qdrant (server, cluster or local)",
+        description="Check every part and the collection before the first write, then upload the points with "
         "parallel streams and retries. Ids are deterministic: re-running a load rewrites the same points.",
     )
-    parser.add_argument("shards", help="the folder `mteb-fairpos encode` wrote")
+    parser.add_argument("parts", help="the folder `mteb-fairpos encode` wrote")
     add_connection_arguments(
-        parser, collection_help="collection to load into (default: the one the shards were encoded for)")
+        parser, collection_help="collection to load into (default: the one the parts were encoded for)")
     add_batch_size(parser, default=256, unit="points uploaded")
     parser.add_argument("--parallel", type=int, default=1, help="upload streams to a server (default 1)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upload batch (default 3)")
@@ -37,12 +37,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrations.qdrant.load import load_shards
+    from ..integrations.qdrant.load import load_parts
 
     client = qdrant_common.connect_from(args)
     try:
-        report = load_shards(
-            args.shards, client, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
+        report = load_parts(
+            args.parts, client, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
             batch_size=args.batch_size, parallel=args.parallel, max_retries=args.retries,
             defer_indexing=args.defer_indexing, shard_number=args.shard_number,
             replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,

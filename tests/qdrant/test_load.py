@@ -1,4 +1,4 @@
-"""Encode to Parquet shards and bulk-load them (the local engine; Ray is in test_ray_engine.py).
+"""Encode to Parquet parts and bulk-load them (the local engine; Ray is in test_ray_engine.py).
 
 Real all-MiniLM-L6-v2 weights, real Parquet files, qdrant-client's embedded local mode. The one
 thing that cannot run here, a Qdrant server, is the recorded-request stand-in of
@@ -23,11 +23,11 @@ import pytest
 
 from mteb_fairpos.cli import main
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, InputError, point_id, store
-from mteb_fairpos.integrations.qdrant.load import load_shards
-from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.load import load_parts
+from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_parts
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.input import read_range, scan_file, scan_input
-from mteb_fairpos.integrations.qdrant.shards import ShardError, read_points, shard_files
+from mteb_fairpos.integrations.qdrant.parts import PartError, read_points, part_files
 from mteb_fairpos.offline import MINILM_HUB_ID
 
 from corpus import CALIBRATION, assert_same_points, points_of, records, write_jsonl
@@ -94,25 +94,25 @@ def test_scan_validates_every_record_first(tmp_path):
 
 def test_a_changed_input_is_refused_by_the_worker(tmp_path):
     path = write_jsonl(tmp_path / "a.jsonl", records(4))
-    [shard] = scan_input(path).ranges
+    [part] = scan_input(path).ranges
     text = path.read_text().replace("council", "parliament", 1)
     path.write_text(text)
     with pytest.raises(InputError, match="input changed"):
-        read_range(shard)
+        read_range(part)
 
 
 # ---------------------------------------------------------------------------- encode + load
 def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model, new_store):
-    """The shard route gives the same points as `index`: ids, payloads, vectors (cosine >= 0.99999)."""
+    """The part route gives the same points as `index`: ids, payloads, vectors (cosine >= 0.99999)."""
     items = records(30, seed=3)
     items[7]["segments"][0]["text"] = " ".join(["budget"] * 300)  # truncated: the payload says which segments
     path = write_jsonl(tmp_path / "docs.jsonl", items)
-    report = encode_to_shards(path, tmp_path / "shards", model, "pages", shard_size=8, late_chunks=True,
+    report = encode_to_parts(path, tmp_path / "parts", model, "pages", part_size=8, late_chunks=True,
                               show_progress=False)
-    assert (report.documents, report.shards, report.shards_encoded, report.truncated) == (30, 4, 4, 1)
+    assert (report.documents, report.parts, report.parts_encoded, report.truncated) == (30, 4, 4, 1)
     assert report.forward_passes > 0
     client = new_store()
-    loaded = load_shards(tmp_path / "shards", client, show_progress=False)
+    loaded = load_parts(tmp_path / "parts", client, show_progress=False)
     assert loaded.documents == 30 and loaded.created_collection and loaded.points == report.points
     with FairQdrantIndex(model, "pages", new_store(), model_name=MINILM_HUB_ID) as index:
         index.index_file(path, late_chunks=True, show_progress=False)
@@ -131,39 +131,39 @@ def index_metadata(model, *, late_chunks):
     return collection_spec(model, MINILM_HUB_ID, uncalibrated=True, late_chunks=late_chunks).metadata()
 
 
-def test_rerun_skips_complete_shards_and_redoes_a_missing_one(tmp_path, model):
+def test_rerun_skips_complete_parts_and_redoes_a_missing_one(tmp_path, model):
     path = write_jsonl(tmp_path / "docs.jsonl", records(20))
-    out = tmp_path / "shards"
-    first = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
-    assert (first.shards_encoded, first.shards_skipped) == (4, 0)
-    again = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
-    assert (again.shards_encoded, again.shards_skipped, again.forward_passes) == (0, 4, 0)
-    # a run killed before its third shard was renamed into place: that shard (only) is redone
-    victim = Path(shard_files(out)[2].path)
+    out = tmp_path / "parts"
+    first = encode_to_parts(path, out, model, "pages", part_size=5, show_progress=False)
+    assert (first.parts_encoded, first.parts_skipped) == (4, 0)
+    again = encode_to_parts(path, out, model, "pages", part_size=5, show_progress=False)
+    assert (again.parts_encoded, again.parts_skipped, again.forward_passes) == (0, 4, 0)
+    # a run killed before its third part was renamed into place: that part (only) is redone
+    victim = Path(part_files(out)[2].path)
     victim.unlink()
     (out / MANIFEST).unlink()
-    resumed = encode_to_shards(path, out, model, "pages", shard_size=5, show_progress=False)
-    assert (resumed.shards_encoded, resumed.shards_skipped) == (1, 3)
+    resumed = encode_to_parts(path, out, model, "pages", part_size=5, show_progress=False)
+    assert (resumed.parts_encoded, resumed.parts_skipped) == (1, 3)
     assert 0 < resumed.forward_passes < first.forward_passes
     assert victim.exists() and json.loads((out / MANIFEST).read_text())["documents"] == 20
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["local", "ray"])
-def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path, engine, minilm_dir):
+def test_killed_driver_resumes_without_recomputing_finished_parts(tmp_path, engine, minilm_dir):
     """SIGKILL the `encode` command (and, for Ray, the local Ray runtime it started: its whole process
-    group) once its first shard exists; the re-run ends with exactly N documents, no duplicates, and
-    encodes only the shards that were not finished."""
+    group) once its first part exists; the re-run ends with exactly N documents, no duplicates, and
+    encodes only the parts that were not finished."""
     if engine == "ray":
         pytest.importorskip("ray")
     path = write_jsonl(tmp_path / "docs.jsonl", records(60, seed=5))
-    out = tmp_path / "shards"
+    out = tmp_path / "parts"
     command = [sys.executable, "-c", "from mteb_fairpos.cli import main; raise SystemExit(main())", "encode",
-               str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--shard-size", "6",
+               str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--part-size", "6",
                "--batch-size", "2", "--engine", engine, "--quiet"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None and not (out.is_dir() and shard_files(out)):
+    while time.monotonic() < deadline and process.poll() is None and not (out.is_dir() and part_files(out)):
         time.sleep(0.05)
     assert process.poll() is None, "the run ended before it could be killed"
     os.killpg(process.pid, signal.SIGKILL)
@@ -174,19 +174,19 @@ def test_killed_driver_resumes_without_recomputing_finished_shards(tmp_path, eng
     report = tmp_path / "report.json"
     assert subprocess.run(command + ["--report", str(report)], capture_output=True).returncode == 0
     result = json.loads(report.read_text())
-    assert result["shards_skipped"] == finished and result["shards_encoded"] == 10 - finished
+    assert result["parts_skipped"] == finished and result["parts_encoded"] == 10 - finished
     assert 0 < result["forward_passes"]
-    ids = [pid for f in shard_files(out) for pid in (p.id for p in read_points(f))]
+    ids = [pid for f in part_files(out) for pid in (p.id for p in read_points(f))]
     assert len(ids) == len(set(ids)) == 60
 
 
 def _settled_count(out, quiet_seconds: float = 5.0, limit_seconds: float = 60.0) -> int:
-    """The number of shard files once none has appeared for ``quiet_seconds``: a Ray worker outside the
-    killed process group can still finish (atomically) the shard it was writing."""
-    count, last_change, start = len(shard_files(out)), time.monotonic(), time.monotonic()
+    """The number of part files once none has appeared for ``quiet_seconds``: a Ray worker outside the
+    killed process group can still finish (atomically) the part it was writing."""
+    count, last_change, start = len(part_files(out)), time.monotonic(), time.monotonic()
     while time.monotonic() - last_change < quiet_seconds and time.monotonic() - start < limit_seconds:
         time.sleep(0.2)
-        now = len(shard_files(out))
+        now = len(part_files(out))
         if now != count:
             count, last_change = now, time.monotonic()
     return count
@@ -194,117 +194,117 @@ def _settled_count(out, quiet_seconds: float = 5.0, limit_seconds: float = 60.0)
 
 def test_output_folder_of_another_run_is_refused(tmp_path, model):
     path = write_jsonl(tmp_path / "docs.jsonl", records(6))
-    out = tmp_path / "shards"
-    encode_to_shards(path, out, model, "pages", show_progress=False)
+    out = tmp_path / "parts"
+    encode_to_parts(path, out, model, "pages", show_progress=False)
     with pytest.raises(store.CollectionMismatchError, match="another run.*Use a new output folder"):
-        encode_to_shards(path, out, model, "other", show_progress=False)
+        encode_to_parts(path, out, model, "other", show_progress=False)
     other_input = write_jsonl(tmp_path / "other.jsonl", records(3, prefix="o"))
     with pytest.raises(store.QdrantIndexError, match="not part of this input"):
-        encode_to_shards(other_input, out, model, "pages", show_progress=False)
+        encode_to_parts(other_input, out, model, "pages", show_progress=False)
 
 
 # ---------------------------------------------------------------------------- load: bad input
 @pytest.fixture()
-def shards(tmp_path, model):
+def parts(tmp_path, model):
     path = write_jsonl(tmp_path / "docs.jsonl", records(12))
-    encode_to_shards(path, tmp_path / "shards", model, "pages", shard_size=4, show_progress=False)
-    return tmp_path / "shards"
+    encode_to_parts(path, tmp_path / "parts", model, "pages", part_size=4, show_progress=False)
+    return tmp_path / "parts"
 
 
-def test_a_truncated_or_foreign_shard_is_named_and_nothing_written(shards, new_store):
-    victim = Path(shard_files(shards)[1].path)
+def test_a_truncated_or_foreign_part_is_named_and_nothing_written(parts, new_store):
+    victim = Path(part_files(parts)[1].path)
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
-    pq.write_table(pa.table({"x": [1, 2]}), shards / "notes.parquet")
+    pq.write_table(pa.table({"x": [1, 2]}), parts / "notes.parquet")
     client = new_store()
-    with pytest.raises(ShardError, match=rf"(?s)2 of 4 file\(s\).*{victim.name}.*truncated.*notes.parquet.*foreign"):
-        load_shards(shards, client, show_progress=False)
+    with pytest.raises(PartError, match=rf"(?s)2 of 4 file\(s\).*{victim.name}.*truncated.*notes.parquet.*foreign"):
+        load_parts(parts, client, show_progress=False)
     assert not client.collection_exists("pages")
-    report = load_shards(shards, client, on_bad="skip", show_progress=False)
-    assert report.documents == 8 and len(report.bad_shards) == 2
+    report = load_parts(parts, client, on_bad="skip", show_progress=False)
+    assert report.documents == 8 and len(report.bad_parts) == 2
     assert client.count("pages", exact=True).count == 8
 
 
 def halve_rows(path, *, metadata=None):
-    """Rewrite a shard with its first half of rows, keeping (or replacing) its file metadata."""
+    """Rewrite a part with its first half of rows, keeping (or replacing) its file metadata."""
     table = pq.read_table(path)
     kept = table.slice(0, table.num_rows // 2)
     pq.write_table(kept.replace_schema_metadata(metadata or table.schema.metadata), path)
     return kept.num_rows
 
 
-def test_a_shard_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused(shards, new_store):
-    victim = Path(shard_files(shards)[1].path)
+def test_a_part_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused(parts, new_store):
+    victim = Path(part_files(parts)[1].path)
     rows = halve_rows(victim)
     client = new_store()
-    with pytest.raises(ShardError, match=rf"{victim.name}: its metadata says 4 document\(s\) in 4 point\(s\), "
+    with pytest.raises(PartError, match=rf"{victim.name}: its metadata says 4 document\(s\) in 4 point\(s\), "
                                          rf"but its rows hold {rows} in {rows}"):
-        load_shards(shards, client, show_progress=False)
+        load_parts(parts, client, show_progress=False)
     assert not client.collection_exists("pages")
-    report = load_shards(shards, client, on_bad="skip", show_progress=False)
-    assert (report.documents, report.points, report.shards) == (8, 8, 2)
-    assert len(report.bad_shards) == 1 and victim.name in report.bad_shards[0]
+    report = load_parts(parts, client, on_bad="skip", show_progress=False)
+    assert (report.documents, report.points, report.parts) == (8, 8, 2)
+    assert len(report.bad_parts) == 1 and victim.name in report.bad_parts[0]
     assert client.count("pages", exact=True).count == 8
     about = json.loads(pq.read_schema(victim).metadata[b"mteb_fairpos_shard"])
     about.update(documents=rows, points=rows)  # the file agrees with itself now, not with the manifest
     pq.write_table(pq.read_table(victim).replace_schema_metadata({b"mteb_fairpos_shard": json.dumps(about)}), victim)
-    with pytest.raises(ShardError, match=rf"{victim.name}: the manifest says 4 document\(s\) in 4 point\(s\)"):
-        load_shards(shards, new_store(), show_progress=False)
+    with pytest.raises(PartError, match=rf"{victim.name}: the manifest says 4 document\(s\) in 4 point\(s\)"):
+        load_parts(parts, new_store(), show_progress=False)
 
 
-def test_load_reports_the_points_it_reads_back(shards, new_store):
+def test_load_reports_the_points_it_reads_back(parts, new_store):
     """The read-back counts what the store holds: a store that drops points fails the load."""
     client = new_store()
-    report = load_shards(shards, client, show_progress=False)
+    report = load_parts(parts, client, show_progress=False)
     assert (report.documents, report.points) == (12, 12) == (12, client.count("pages", exact=True).count)
     dropping = new_store()
     real = dropping.upload_points
     dropping.upload_points = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
     with pytest.raises(store.UpsertFailedError, match=r"1 of its 4 point\(s\) are missing"):
-        load_shards(shards, dropping, show_progress=False)
+        load_parts(parts, dropping, show_progress=False)
 
 
-def test_duplicates_across_shard_folders_are_counted(tmp_path, shards, model, new_store):
-    copy = shards / "copy.parquet"
-    copy.write_bytes(shard_files(shards)[0].read_bytes())
+def test_duplicates_across_part_folders_are_counted(tmp_path, parts, model, new_store):
+    copy = parts / "copy.parquet"
+    copy.write_bytes(part_files(parts)[0].read_bytes())
     client = new_store()
-    with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one shard \(8 copies\)"):
-        load_shards(shards, client, partial=True, show_progress=False)
+    with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one part \(8 copies\)"):
+        load_parts(parts, client, partial=True, show_progress=False)
     assert not client.collection_exists("pages")
 
 
-def test_unfinished_encode_and_other_collection_are_refused(shards, model, new_store):
+def test_unfinished_encode_and_other_collection_are_refused(parts, model, new_store):
     client = new_store()
     with pytest.raises(store.CollectionMismatchError, match="encoded for collection 'pages'"):
-        load_shards(shards, client, "news", show_progress=False)
-    (shards / MANIFEST).unlink()
+        load_parts(parts, client, "news", show_progress=False)
+    (parts / MANIFEST).unlink()
     with pytest.raises(store.QdrantIndexError, match="has not finished.*--partial"):
-        load_shards(shards, client, show_progress=False)
-    assert load_shards(shards, client, partial=True, show_progress=False).documents == 12
+        load_parts(parts, client, show_progress=False)
+    assert load_parts(parts, client, partial=True, show_progress=False).documents == 12
 
 
-def test_a_mismatched_collection_is_refused_before_any_write(shards, model, loader, new_store):
+def test_a_mismatched_collection_is_refused_before_any_write(parts, model, loader, new_store):
     client = new_store()
     FairQdrantIndex(ModelLoader(MINILM_HUB_ID, "b16_lhalf_a0.5", device="cpu")(), "pages", client).index(
         records(2, prefix="z"), show_progress=False)
     with pytest.raises(store.CollectionMismatchError, match="b16_lhalf_a0.5"):
-        load_shards(shards, client, show_progress=False)
+        load_parts(parts, client, show_progress=False)
     assert client.count("pages", exact=True).count == 2
 
 
-def test_load_twice_rewrites_the_same_points(shards, new_store):
+def test_load_twice_rewrites_the_same_points(parts, new_store):
     client = new_store()
-    load_shards(shards, client, show_progress=False)
+    load_parts(parts, client, show_progress=False)
     first = points_of(client, "pages")
-    second = load_shards(shards, client, show_progress=False)
+    second = load_parts(parts, client, show_progress=False)
     assert not second.created_collection and client.count("pages", exact=True).count == 12
     assert_same_points(first, points_of(client, "pages"))
 
 
-def test_bulk_load_requests_sent_to_a_cluster(shards):
+def test_bulk_load_requests_sent_to_a_cluster(parts):
     """A server cannot be installed here: the stand-in records the REST requests a cluster would receive."""
     server = FakeServer()
     client = store.connect(url="https://qdrant.test:6333", api_key="k", transport=httpx.MockTransport(server))
-    report = load_shards(shards, client, shard_number=4, replication_factor=2, write_consistency_factor=2,
+    report = load_parts(parts, client, shard_number=4, replication_factor=2, write_consistency_factor=2,
                          batch_size=5, show_progress=False)
     assert report.documents == 12 and report.deferred_indexing
     order = [(r.method, r.url.path) for r in server.requests]
@@ -322,19 +322,19 @@ def test_bulk_load_requests_sent_to_a_cluster(shards):
     assert set(server.points["pages"]) == {point_id("pages", f"d{i}") for i in range(12)}
 
 
-def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(shards):
+def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(parts):
     """The recorded-request stand-in again (no server here): three 503s are retried with backoff;
     a 400 stops the load at once, with how to resume, and HNSW is restored all the same."""
     server = FakeServer()
     server.upsert_failures = [503] * 3
     client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
-    assert load_shards(shards, client, backoff=0, show_progress=False).documents == 12
+    assert load_parts(parts, client, backoff=0, show_progress=False).documents == 12
     assert len(server.points["pages"]) == 12
     server = FakeServer()
     server.upsert_failures = [400]
     client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
     with pytest.raises(store.UpsertFailedError, match="Run the same load again"):
-        load_shards(shards, client, backoff=0, show_progress=False)
+        load_parts(parts, client, backoff=0, show_progress=False)
     assert len(server.calls("PUT", "/collections/pages/points")) == 1  # a client error is not retried
     assert [server.body(r)["hnsw_config"] for r in server.calls("PATCH")] == [{"m": 0}, {"m": 16}]
 
@@ -342,12 +342,12 @@ def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(shards):
 # ---------------------------------------------------------------------------- the commands
 def test_encode_and_load_commands(tmp_path, capsys, minilm_dir):
     path = write_jsonl(tmp_path / "docs.jsonl", records(9))
-    out, qdrant = tmp_path / "shards", tmp_path / "qdrant"
-    assert main(["encode", str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--shard-size", "4",
+    out, qdrant = tmp_path / "parts", tmp_path / "qdrant"
+    assert main(["encode", str(path), "-o", str(out), "-c", "pages", "--calibration", CALIBRATION, "--part-size", "4",
                  "--quiet"]) == 0
-    assert "9 document(s) in 3 shard(s)" in capsys.readouterr().out
+    assert "9 document(s) in 3 part(s)" in capsys.readouterr().out
     assert main(["load", str(out), "--path", str(qdrant), "--quiet"]) == 0
-    assert "9 document(s), 9 point(s) loaded from 3 shard(s), collection created" in capsys.readouterr().out
+    assert "9 document(s), 9 point(s) loaded from 3 part(s), collection created" in capsys.readouterr().out
     assert main(["search", "budget", "-c", "pages", "--path", str(qdrant), "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(hits) > 0 and all(hit["doc_id"].startswith("d") for hit in hits)
@@ -363,11 +363,11 @@ def test_quiet_prints_the_summary_and_the_uncalibrated_count_once(tmp_path, capf
     short = [{"id": f"s{i}", "segments": [{"text": "Hi."}, {"text": "Yo."}]} for i in range(3)]  # < one basket of 8
     path = write_jsonl(tmp_path / "docs.jsonl", records(6) + short)
     capfd.readouterr()
-    assert main(["encode", str(path), "-o", str(tmp_path / "shards"), "-c", "pages", "--calibration", CALIBRATION,
-                 "--shard-size", "3", "--quiet"]) == 0
+    assert main(["encode", str(path), "-o", str(tmp_path / "parts"), "-c", "pages", "--calibration", CALIBRATION,
+                 "--part-size", "3", "--quiet"]) == 0
     out, err = capfd.readouterr()
     assert err == ""
-    assert out.count("3 document(s) left uncalibrated") == 1 and "3 shard(s) encoded" in out
+    assert out.count("3 document(s) left uncalibrated") == 1 and "3 part(s) encoded" in out
     assert main(["index", str(path), "-c", "pages", "--path", str(tmp_path / "qdrant"), "--calibration", CALIBRATION,
                  "--batch-size", "3", "--quiet"]) == 0
     out, err = capfd.readouterr()
@@ -376,7 +376,7 @@ def test_quiet_prints_the_summary_and_the_uncalibrated_count_once(tmp_path, capf
 
 # ---------------------------------------------------------------------------- the single-process index, streamed
 def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_path, model, monkeypatch):
-    """`index_file` reads the file shard by shard; in local mode every client call stays on the
+    """`index_file` reads the file part by part; in local mode every client call stays on the
     caller's thread (its SQLite store refuses other threads)."""
     import threading
 

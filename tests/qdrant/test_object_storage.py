@@ -1,4 +1,4 @@
-"""Input, shards and manifest on object storage: a real S3-compatible server (moto's server mode)
+"""Input, parts and manifest on object storage: a real S3-compatible server (moto's server mode)
 that these tests start on 127.0.0.1 and stop themselves; nothing of ours is mocked. Credentials
 reach pyarrow through the usual environment variables, as they would on a cluster."""
 
@@ -15,11 +15,11 @@ import pytest
 
 from mteb_fairpos.cli import main
 from mteb_fairpos.integrations.qdrant import InputError, read_documents, scan_input, store
-from mteb_fairpos.integrations.qdrant.load import load_shards
-from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_shards
+from mteb_fairpos.integrations.qdrant.load import load_parts
+from mteb_fairpos.integrations.qdrant.encode import MANIFEST, encode_to_parts
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader
 from mteb_fairpos.integrations.qdrant.input import read_range
-from mteb_fairpos.integrations.qdrant.shards import DONE, shard_files
+from mteb_fairpos.integrations.qdrant.parts import DONE, part_files
 from mteb_fairpos.integrations.qdrant.storage import StorageError
 from mteb_fairpos.offline import MINILM_HUB_ID
 
@@ -127,20 +127,20 @@ def test_encode_to_s3_and_load_from_s3_equal_the_local_folder_route(bucket, tmp_
     items = records(14)
     put(bucket, "in/docs.jsonl", jsonl(items))
     (tmp_path / "docs.jsonl").write_bytes(jsonl(items))
-    local = encode_to_shards(tmp_path / "docs.jsonl", tmp_path / "shards", model, "pages", shard_size=4,
+    local = encode_to_parts(tmp_path / "docs.jsonl", tmp_path / "parts", model, "pages", part_size=4,
                              show_progress=False)
-    remote = encode_to_shards(f"s3://{bucket}/in", f"s3://{bucket}/shards", model, "pages", shard_size=4,
+    remote = encode_to_parts(f"s3://{bucket}/in", f"s3://{bucket}/parts", model, "pages", part_size=4,
                               show_progress=False)
-    assert (remote.documents, remote.shards, remote.shards_encoded, remote.points) == \
-        (local.documents, local.shards, local.shards_encoded, local.points) == (14, 4, 4, local.points)
-    assert keys(bucket, "shards/") == sorted([f"shards/{MANIFEST}"] + [
-        f"shards/{p.name}{suffix}" for p in shard_files(tmp_path / "shards") for suffix in ("", DONE)])
-    manifest = json.loads(boto3.client("s3").get_object(Bucket=bucket, Key=f"shards/{MANIFEST}")["Body"].read())
+    assert (remote.documents, remote.parts, remote.parts_encoded, remote.points) == \
+        (local.documents, local.parts, local.parts_encoded, local.points) == (14, 4, 4, local.points)
+    assert keys(bucket, "parts/") == sorted([f"parts/{MANIFEST}"] + [
+        f"parts/{p.name}{suffix}" for p in part_files(tmp_path / "parts") for suffix in ("", DONE)])
+    manifest = json.loads(boto3.client("s3").get_object(Bucket=bucket, Key=f"parts/{MANIFEST}")["Body"].read())
     assert manifest["documents"] == 14 and manifest["points"] == local.points
 
     here, there = store.connect(":memory:"), store.connect(":memory:")
-    load_shards(tmp_path / "shards", here, show_progress=False)
-    report = load_shards(f"s3://{bucket}/shards", there, show_progress=False)
+    load_parts(tmp_path / "parts", here, show_progress=False)
+    report = load_parts(f"s3://{bucket}/parts", there, show_progress=False)
     assert (report.documents, report.points) == (14, local.points)
     expected, actual = stored(here), stored(there)
     assert expected.keys() == actual.keys() and len(expected) == local.points
@@ -153,24 +153,24 @@ def test_encode_to_s3_and_load_from_s3_equal_the_local_folder_route(bucket, tmp_
 
 def test_a_partial_s3_run_resumes_exactly(bucket, model):
     put(bucket, "in/docs.jsonl", jsonl(records(15)))
-    output = f"s3://{bucket}/shards"
-    first = encode_to_shards(f"s3://{bucket}/in", output, model, "pages", shard_size=4, show_progress=False)
-    assert (first.shards_encoded, first.shards_skipped) == (4, 0)
+    output = f"s3://{bucket}/parts"
+    first = encode_to_parts(f"s3://{bucket}/in", output, model, "pages", part_size=4, show_progress=False)
+    assert (first.parts_encoded, first.parts_skipped) == (4, 0)
     s3 = boto3.client("s3")
-    names = [key for key in keys(bucket, "shards/") if key.endswith(".parquet")]
-    # a run killed between a shard's upload and its record, and a record that disagrees with its file
+    names = [key for key in keys(bucket, "parts/") if key.endswith(".parquet")]
+    # a run killed between a part's upload and its record, and a record that disagrees with its file
     s3.delete_object(Bucket=bucket, Key=names[1] + DONE)
     s3.put_object(Bucket=bucket, Key=names[3] + DONE, Body=json.dumps({"rows": 1, "fingerprint": None}).encode())
-    s3.delete_object(Bucket=bucket, Key=f"shards/{MANIFEST}")
+    s3.delete_object(Bucket=bucket, Key=f"parts/{MANIFEST}")
     with pytest.raises(store.QdrantIndexError, match="has not finished"):
-        load_shards(output, store.connect(":memory:"), show_progress=False)
-    resumed = encode_to_shards(f"s3://{bucket}/in", output, model, "pages", shard_size=4, show_progress=False)
-    assert (resumed.shards_encoded, resumed.shards_skipped) == (2, 2)
+        load_parts(output, store.connect(":memory:"), show_progress=False)
+    resumed = encode_to_parts(f"s3://{bucket}/in", output, model, "pages", part_size=4, show_progress=False)
+    assert (resumed.parts_encoded, resumed.parts_skipped) == (2, 2)
     assert 0 < resumed.forward_passes < first.forward_passes
-    assert resumed.points == first.points and keys(bucket, "shards/") == sorted(
-        [f"shards/{MANIFEST}"] + names + [n + DONE for n in names])
+    assert resumed.points == first.points and keys(bucket, "parts/") == sorted(
+        [f"parts/{MANIFEST}"] + names + [n + DONE for n in names])
     client = store.connect(":memory:")
-    assert load_shards(output, client, show_progress=False).documents == 15
+    assert load_parts(output, client, show_progress=False).documents == 15
     assert client.count("pages", exact=True).count == first.points
 
 
@@ -193,7 +193,7 @@ def test_bad_uri_missing_bucket_and_missing_credentials_are_one_clear_error(buck
     assert code != 0 and f"bucket '{bucket}-missing' does not exist" in text and len(text.strip().splitlines()) == 1
     code = main(["load", f"s3://{bucket}/nothing-here", "-c", "pages", "--path", ":memory:", "--quiet"])
     text = capsys.readouterr().err
-    assert code != 0 and f"shard folder 's3://{bucket}/nothing-here' does not exist" in text
+    assert code != 0 and f"part folder 's3://{bucket}/nothing-here' does not exist" in text
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))

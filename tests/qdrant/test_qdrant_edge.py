@@ -24,8 +24,8 @@ from mteb_fairpos.integrations.qdrant import (  # noqa: E402
     point_id,
     store,
 )
-from mteb_fairpos.integrations.qdrant.load import load_shards  # noqa: E402
-from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.load import load_parts  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode import encode_to_parts  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
 from corpus import RECORDS, assert_same_points, points_of, records, write_jsonl  # noqa: E402
@@ -101,11 +101,11 @@ def test_mismatch_is_refused_and_a_store_has_one_client(tmp_path, model):
 
 def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):
     path = write_jsonl(tmp_path / "docs.jsonl", records(14))
-    encode_to_shards(path, tmp_path / "shards", model, "pages", shard_size=5, late_chunks=True, show_progress=False)
+    encode_to_parts(path, tmp_path / "parts", model, "pages", part_size=5, late_chunks=True, show_progress=False)
     edge = store.connect(str(tmp_path / "edge"), backend="edge")
-    assert load_shards(tmp_path / "shards", edge, show_progress=False).documents == 14
+    assert load_parts(tmp_path / "parts", edge, show_progress=False).documents == 14
     local = store.connect(":memory:")
-    load_shards(tmp_path / "shards", local, show_progress=False)
+    load_parts(tmp_path / "parts", local, show_progress=False)
     assert_same_points(points_of(local, "pages"), points_of(edge, "pages"))
     assert edge.retrieve("pages", [point_id("pages", "d3")])[0].payload["doc_id"] == "d3"
     edge.close()

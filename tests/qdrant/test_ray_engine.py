@@ -17,10 +17,10 @@ ray = pytest.importorskip("ray", reason='the Ray engine is an extra: pip install
 
 from mteb_fairpos.cli import main  # noqa: E402
 from mteb_fairpos.integrations.qdrant import FairQdrantIndex, store  # noqa: E402
-from mteb_fairpos.integrations.qdrant.load import load_shards  # noqa: E402
-from mteb_fairpos.integrations.qdrant.encode import encode_to_shards  # noqa: E402
+from mteb_fairpos.integrations.qdrant.load import load_parts  # noqa: E402
+from mteb_fairpos.integrations.qdrant.encode import encode_to_parts  # noqa: E402
 from mteb_fairpos.integrations.qdrant.encoding import ModelLoader  # noqa: E402
-from mteb_fairpos.integrations.qdrant.shards import read_points, shard_files  # noqa: E402
+from mteb_fairpos.integrations.qdrant.parts import read_points, part_files  # noqa: E402
 from mteb_fairpos.integrations.ray import runtime  # noqa: E402
 from mteb_fairpos.offline import MINILM_HUB_ID  # noqa: E402
 
@@ -70,38 +70,38 @@ def test_ray_pipeline_equals_the_single_process_index(tmp_path):
     items = records(36, seed=11)
     path = write_jsonl(tmp_path / "docs.jsonl", items)
     loader = ModelLoader(MINILM_HUB_ID, CALIBRATION)
-    report = encode_to_shards(path, tmp_path / "shards", loader, "pages", engine="ray", actors=2, shard_size=6,
+    report = encode_to_parts(path, tmp_path / "parts", loader, "pages", engine="ray", actors=2, part_size=6,
                               late_chunks=True, show_progress=False)
-    assert (report.engine, report.documents, report.shards, report.shards_encoded) == ("ray", 36, 6, 6)
+    assert (report.engine, report.documents, report.parts, report.parts_encoded) == ("ray", 36, 6, 6)
     client = store.connect(":memory:")
-    assert load_shards(tmp_path / "shards", client, show_progress=False).documents == 36
+    assert load_parts(tmp_path / "parts", client, show_progress=False).documents == 36
     with FairQdrantIndex(loader(), "pages", model_name=MINILM_HUB_ID) as index:
         index.index_file(path, late_chunks=True, show_progress=False)
         assert_same_points(points_of(index.client, "pages"), points_of(client, "pages"))
-    again = encode_to_shards(path, tmp_path / "shards", loader, "pages", engine="ray", actors=2, shard_size=6,
+    again = encode_to_parts(path, tmp_path / "parts", loader, "pages", engine="ray", actors=2, part_size=6,
                              late_chunks=True, show_progress=False)
-    assert (again.shards_skipped, again.forward_passes) == (6, 0)
+    assert (again.parts_skipped, again.forward_passes) == (6, 0)
 
 
-def test_a_killed_encoding_actor_is_restarted_and_its_shard_retried(tmp_path):
+def test_a_killed_encoding_actor_is_restarted_and_its_part_retried(tmp_path):
     path = write_jsonl(tmp_path / "docs.jsonl", records(24, seed=2))
     marker = tmp_path / "crash-once"
     marker.touch()
     crashing = CrashOnce(ModelLoader(MINILM_HUB_ID, CALIBRATION), str(marker))
-    report = encode_to_shards(path, tmp_path / "shards", crashing, "pages", engine="ray", actors=2, shard_size=4,
+    report = encode_to_parts(path, tmp_path / "parts", crashing, "pages", engine="ray", actors=2, part_size=4,
                               show_progress=False)
     assert not marker.exists(), "no actor crashed: the test did not test a crash"
-    assert report.documents == 24 and report.shards_encoded == 6
-    ids = [p.id for f in shard_files(tmp_path / "shards") for p in read_points(f)]
+    assert report.documents == 24 and report.parts_encoded == 6
+    ids = [p.id for f in part_files(tmp_path / "parts") for p in read_points(f)]
     assert len(ids) == len(set(ids)) == 24
-    reference = encode_to_shards(path, tmp_path / "reference", ModelLoader(MINILM_HUB_ID, CALIBRATION), "pages",
-                                 shard_size=4, show_progress=False)
+    reference = encode_to_parts(path, tmp_path / "reference", ModelLoader(MINILM_HUB_ID, CALIBRATION), "pages",
+                                 part_size=4, show_progress=False)
     assert reference.points == report.points == 24
 
 
 def test_unreachable_address_is_reported_before_anything_runs(tmp_path):
     with pytest.raises(runtime.RayUnavailableError, match="cannot reach the Ray cluster at 127.0.0.1:1"):
-        encode_to_shards(write_jsonl(tmp_path / "d.jsonl", records(2)), tmp_path / "o", MINILM_HUB_ID, "p",
+        encode_to_parts(write_jsonl(tmp_path / "d.jsonl", records(2)), tmp_path / "o", MINILM_HUB_ID, "p",
                          engine="ray", address="127.0.0.1:1")
     assert not Path(tmp_path / "o").exists()
 

@@ -13,15 +13,15 @@ of input files: JSONL and Parquet, local or object storage, ids checked, cut int
 :mod:`.storage` (local paths and ``s3://``-style URIs), :mod:`.encoding` (vectors, token
 spans, truncation, late chunks), :mod:`.store` (connection, collection metadata, ids,
 retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`;
-the shard route past one machine: :mod:`.shard_encoder`, :mod:`.shards`,
-:mod:`.encode` (:func:`encode_to_shards`), :mod:`.load` (:func:`load_shards`); the stores:
+the part route past one machine: :mod:`.part_encoder`, :mod:`.parts`,
+:mod:`.encode` (:func:`encode_to_parts`), :mod:`.load` (:func:`load_parts`); the stores:
 :mod:`.backends` (what each backend can do), :mod:`.edge` (Qdrant Edge, the default for a new
 folder), :mod:`.copy` (a collection from one store into another).
 """
 
-from .load import LoadReport, load_shards
+from .load import LoadReport, load_parts
 from .discoverability import DiscoverabilityReport, PositionQuery, discoverability, read_queries
-from .encode import EncodeReport, encode_to_shards
+from .encode import EncodeReport, encode_to_parts
 from .encoding import (
     EncodedDocument,
     ModelLoader,
@@ -71,9 +71,9 @@ __all__ = [
     "connect",
     "discoverability",
     "encode_documents",
-    "encode_to_shards",
+    "encode_to_parts",
     "index_documents",
-    "load_shards",
+    "load_parts",
     "model_name",
     "parse_document",
     "parse_documents",

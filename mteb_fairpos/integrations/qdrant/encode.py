@@ -1,15 +1,15 @@
-"""Encoding an input of any size into Parquet shards of points, in this process or on a Ray cluster.
+"""Encoding an input of any size into Parquet parts of points, in this process or on a Ray cluster.
 
 The job: scan the input (`input.scan_input`: every record validated, duplicates counted, cut
 into ranges), load the model once in the driver to know the collection spec and to refuse a
-mismatched output folder before any work, encode every range whose shard is not yet complete
-with a `ShardEncoder` (one per worker, the model loaded once per worker), then verify the
-folder against the scan (every shard present, ids counted) and write ``manifest.json`` last.
-The local engine is the one-worker case of the Ray engine: both run the same `ShardEncoder`.
+mismatched output folder before any work, encode every range whose part is not yet complete
+with a `PartEncoder` (one per worker, the model loaded once per worker), then verify the
+folder against the scan (every part present, ids counted) and write ``manifest.json`` last.
+The local engine is the one-worker case of the Ray engine: both run the same `PartEncoder`.
 Input and output may be local or on object storage (``s3://...``, see `storage`).
 
-A killed run leaves whole shards and their completion records (see `shards`); the re-run skips
-a shard only if it is complete and recorded, so no finished shard is encoded twice and no
+A killed run leaves whole parts and their completion records (see `parts`); the re-run skips
+a part only if it is complete and recorded, so no finished part is encoded twice and no
 half-recorded one is trusted.
 """
 
@@ -26,13 +26,13 @@ import pyarrow.fs as pafs
 
 from sentence_transformers import SentenceTransformer
 
-from . import shards as shard_files
+from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
 from .input import InputRange, InputScan, scan_input
 from .points import collection_spec
 from .records import OnError, Problem
-from .shard_encoder import EncodeOptions, ShardEncoder
+from .part_encoder import EncodeOptions, PartEncoder
 from .storage import Location, locate
 
 Engine = Literal["local", "ray"]
@@ -45,9 +45,9 @@ class EncodeReport:
 
     output: str
     documents: int = 0
-    shards: int = 0
-    shards_encoded: int = 0
-    shards_skipped: int = 0
+    parts: int = 0
+    parts_encoded: int = 0
+    parts_skipped: int = 0
     points: int = 0
     forward_passes: int = 0
     truncated: int = 0
@@ -58,8 +58,8 @@ class EncodeReport:
     seconds: float = 0.0
 
     def summary(self) -> str:
-        lines = [f"{self.output}: {self.documents} document(s) in {self.shards} shard(s) ({self.points} points); "
-                 f"{self.shards_encoded} shard(s) encoded, {self.shards_skipped} already complete and skipped; "
+        lines = [f"{self.output}: {self.documents} document(s) in {self.parts} part(s) ({self.points} points); "
+                 f"{self.parts_encoded} part(s) encoded, {self.parts_skipped} already complete and skipped; "
                  f"{self.forward_passes} forward pass(es) on {self.engine} [{self.seconds:.1f} s]"]
         if self.truncated:
             lines.append(f"{self.truncated} document(s) longer than the model's maximum were truncated "
@@ -82,7 +82,7 @@ class EncodeReport:
         return data
 
 
-def encode_to_shards(
+def encode_to_parts(
     inputs: str | Path | Sequence[str | Path],
     output: str | Path,
     model: str | SentenceTransformer | Callable[..., SentenceTransformer],
@@ -94,7 +94,7 @@ def encode_to_shards(
     gpus_per_actor: float | None = None,
     address: str | None = None,
     batch_size: int = 32,
-    shard_size: int = 1000,
+    part_size: int = 1000,
     uncalibrated: bool = True,
     late_chunks: bool = False,
     store_text: bool = True,
@@ -102,7 +102,7 @@ def encode_to_shards(
     on_error: OnError = "raise",
     show_progress: bool = True,
 ) -> EncodeReport:
-    """Encode documents (JSONL/Parquet files or folders) into Parquet shards of points under ``output``.
+    """Encode documents (JSONL/Parquet files or folders) into Parquet parts of points under ``output``.
 
     Args:
         model: a Hub id or path (loaded with ``calibration``, default ``b128_lhalf_a0.5``), a loaded
@@ -114,7 +114,7 @@ def encode_to_shards(
             joins an existing cluster, default a local Ray runtime).
         actors / gpus_per_actor: the Ray actor pool (default: one GPU per actor where GPUs exist).
         output: a local folder or a URI (``s3://bucket/prefix``); credentials from the environment.
-        shard_size: documents per input range and shard: the unit of work, of output files and of resumption.
+        part_size: documents per input range and part: the unit of work, of output files and of resumption.
     """
     start = time.perf_counter()
     if not isinstance(collection, str) or not collection.strip():
@@ -132,7 +132,7 @@ def encode_to_shards(
         runtime.check_address(address)
     target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
     target.require_bucket()
-    scan = scan_input(inputs, range_size=shard_size, on_error=on_error)
+    scan = scan_input(inputs, range_size=part_size, on_error=on_error)
     if not scan.ranges:
         raise store.QdrantIndexError(
             f"nothing to encode: all {len(scan.problems)} record(s) of the input were left out (first: {scan.problems[0]})."
@@ -145,7 +145,7 @@ def encode_to_shards(
     else:
         driver_model = loader()
     spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks)
-    done = _completed_shards(target, scan, spec, collection, store_text)
+    done = _completed_parts(target, scan, spec, collection, store_text)
     todo = [r for r in scan.ranges if r.name not in done]
     options = EncodeOptions(collection=collection, output=target.path if target.local else target.uri, spec=spec,
                             store_text=store_text, batch_size=batch_size)
@@ -153,7 +153,7 @@ def encode_to_shards(
         Path(target.path).mkdir(parents=True, exist_ok=True)
     target.child(MANIFEST).delete()  # a folder with a manifest is a complete one
     if engine == "local":
-        results = _run_local(ShardEncoder(driver_model, options), todo, show_progress)
+        results = _run_local(PartEncoder(driver_model, options), todo, show_progress)
     else:
         from ..ray import pipeline, runtime
 
@@ -161,8 +161,8 @@ def encode_to_shards(
         runtime.init(address)
         results = pipeline.encode_ranges(todo, loader, options, actors=actors, gpus_per_actor=gpus_per_actor,
                                          show_progress=show_progress)
-    report = EncodeReport(output=str(output), documents=scan.documents, shards=len(scan.ranges),
-                          shards_encoded=len(results), shards_skipped=len(scan.ranges) - len(todo),
+    report = EncodeReport(output=str(output), documents=scan.documents, parts=len(scan.ranges),
+                          parts_encoded=len(results), parts_skipped=len(scan.ranges) - len(todo),
                           forward_passes=sum(r["forward_passes"] for r in results),
                           truncated=sum(r["truncated"] for r in results),
                           uncalibrated=sum(r["uncalibrated"] for r in results), invalid=list(scan.problems),
@@ -172,12 +172,12 @@ def encode_to_shards(
     return report
 
 
-def _run_local(encoder: ShardEncoder, todo: list[InputRange], show_progress: bool) -> list[dict[str, Any]]:
+def _run_local(encoder: PartEncoder, todo: list[InputRange], show_progress: bool) -> list[dict[str, Any]]:
     from tqdm.auto import tqdm
 
     results = []
     try:
-        with tqdm(total=sum(s.documents for s in todo), desc="encoding shards", unit="doc",
+        with tqdm(total=sum(s.documents for s in todo), desc="encoding parts", unit="doc",
                   disable=not show_progress) as bar:
             for span in todo:
                 results.append(encoder.encode(span))
@@ -187,19 +187,19 @@ def _run_local(encoder: ShardEncoder, todo: list[InputRange], show_progress: boo
     return results
 
 
-def _completed_shards(output: Location, scan: InputScan, spec: store.CollectionSpec, collection: str,
+def _completed_parts(output: Location, scan: InputScan, spec: store.CollectionSpec, collection: str,
                       store_text: bool) -> set[str]:
-    """Names of the ranges whose shard in ``output`` is complete and recorded; refuses a folder of another run."""
+    """Names of the ranges whose part in ``output`` is complete and recorded; refuses a folder of another run."""
     kind = output.kind()
     if kind == pafs.FileType.NotFound:
         return set()
     if kind != pafs.FileType.Directory:
-        raise NotADirectoryError(f"output {str(output)!r} is a file; give a folder for the shards.")
+        raise NotADirectoryError(f"output {str(output)!r} is a file; give a folder for the parts.")
     planned = {r.name: r for r in scan.ranges}
     done = set()
     foreign = []
-    for path in shard_files.shard_files(output):
-        info = shard_files.read_info(path)  # a damaged or foreign file is refused by name
+    for path in part_files.part_files(output):
+        info = part_files.read_info(path)  # a damaged or foreign file is refused by name
         if (info.spec, info.collection, info.store_text) != (spec, collection, store_text):
             raise store.CollectionMismatchError(
                 f"{path} holds points of another run (model {info.spec.model!r}, calibration {info.spec.calibration!r}, "
@@ -209,11 +209,11 @@ def _completed_shards(output: Location, scan: InputScan, spec: store.CollectionS
         if span is None:
             foreign.append(path.name)
         elif (info.source.get("fingerprint") == span.fingerprint and info.documents == span.documents
-              and shard_files.is_complete(info)):
+              and part_files.is_complete(info)):
             done.add(span.name)
     if foreign:
         raise store.QdrantIndexError(
-            f"{output} holds {len(foreign)} shard(s) that are not part of this input ({', '.join(foreign[:5])}"
+            f"{output} holds {len(foreign)} part(s) that are not part of this input ({', '.join(foreign[:5])}"
             f"{', ...' if len(foreign) > 5 else ''}); a load would add their points too. Use a new output folder "
             "or delete them.")
     return done
@@ -221,19 +221,20 @@ def _completed_shards(output: Location, scan: InputScan, spec: store.CollectionS
 
 def _verify_and_write_manifest(output: Location, scan: InputScan, spec: store.CollectionSpec, collection: str,
                                store_text: bool) -> int:
-    """Check every range's shard is complete, recorded and counts its documents; then write the manifest (last)."""
+    """Check every range's part is complete, recorded and counts its documents; then write the manifest (last)."""
     entries = []
     for span in scan.ranges:
-        info = shard_files.read_info(output.child(f"{span.name}{shard_files.SUFFIX}"))
-        ids = shard_files.read_doc_ids(info.path)
+        info = part_files.read_info(output.child(f"{span.name}{part_files.SUFFIX}"))
+        ids = part_files.read_doc_ids(info.path)
         if (info.source.get("fingerprint") != span.fingerprint or len(ids) != span.documents
-                or len(set(ids)) != len(ids) or not shard_files.is_complete(info)):
+                or len(set(ids)) != len(ids) or not part_files.is_complete(info)):
             raise store.QdrantIndexError(f"{info.path}: holds {len(ids)} document(s) and is "
-                                         f"{'' if shard_files.is_complete(info) else 'not '}recorded complete, the "
+                                         f"{'' if part_files.is_complete(info) else 'not '}recorded complete, the "
                                          f"input range has {span.documents}; delete the file and re-run.")
         entries.append({"file": info.path.name, "documents": info.documents, "points": info.points,
                         "source": info.source})
     manifest = {"collection": collection, "spec": spec.metadata()[store.METADATA_KEY], "store_text": store_text,
-                "documents": scan.documents, "points": sum(e["points"] for e in entries), "shards": entries}
+                "documents": scan.documents, "points": sum(e["points"] for e in entries),
+                "shards": entries}  # the manifest keeps its first key: folders of earlier releases load
     output.child(MANIFEST).write_bytes((json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
     return manifest["points"]

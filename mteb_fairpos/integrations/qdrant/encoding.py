@@ -136,7 +136,7 @@ def calibration_text(model: SentenceTransformer) -> str:
 
 class UncalibratedCount:
     """While active, the model's :class:`UncalibratedWarning` is counted instead of shown, so a run
-    reports how many documents were left uncalibrated once, not once per batch or shard; other
+    reports how many documents were left uncalibrated once, not once per batch or part; other
     warnings pass through as they were."""
 
     def __init__(self) -> None:

@@ -1,13 +1,13 @@
-"""Loading Parquet shards of points into Qdrant: a server or cluster, or the embedded local mode.
+"""Loading Parquet parts of points into Qdrant: a server or cluster, or the embedded local mode.
 
-Before the first write: every shard file is read back and its rows counted (a foreign or truncated
+Before the first write: every part file is read back and its rows counted (a foreign or truncated
 file, or one whose rows disagree with its metadata or the manifest, is named and refused, or
-skipped with ``on_bad="skip"``), the shards must agree on model, calibration,
-vectors and collection, document ids must be unique across shards (duplicates are counted), and
+skipped with ``on_bad="skip"``), the parts must agree on model, calibration,
+vectors and collection, document ids must be unique across parts (duplicates are counted), and
 and the collection is created or checked. The points then go through :class:`.writer.Writer`, the
 writer ``index`` uses too: bulk-load settings (HNSW deferred where the backend has the setting,
-restored even on failure), ``upload_points`` with retries, each shard's segment points before
-its document points, and a read-back after each shard, so every number in the report counts
+restored even on failure), ``upload_points`` with retries, each part's segment points before
+its document points, and a read-back after each part, so every number in the report counts
 points read from the files and found in the store, never what a file's metadata claims. Ids are
 deterministic: a failed or killed load is finished by running it again.
 """
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from qdrant_client import QdrantClient
 
-from . import shards as shard_files
+from . import parts as part_files
 from . import store
 from .encode import MANIFEST
 from .storage import Location, locate
@@ -39,30 +39,30 @@ class LoadReport:
     """What a load did."""
 
     collection: str
-    shards: int = 0
+    parts: int = 0
     documents: int = 0
     points: int = 0
     created_collection: bool = False
     deferred_indexing: bool = False
-    bad_shards: list[str] = field(default_factory=list)
+    bad_parts: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def summary(self) -> str:
         lines = [f"collection {self.collection!r}: {self.documents} document(s), {self.points} point(s) loaded from "
-                 f"{self.shards} shard(s)" + (", collection created" if self.created_collection else "")
+                 f"{self.parts} part(s)" + (", collection created" if self.created_collection else "")
                  + (", HNSW deferred during the load" if self.deferred_indexing else "") + f" [{self.seconds:.1f} s]"]
-        if self.bad_shards:
-            lines.append(f"{len(self.bad_shards)} shard file(s) skipped:")
-            lines.extend(f"  {reason}" for reason in self.bad_shards)
+        if self.bad_parts:
+            lines.append(f"{len(self.bad_parts)} part file(s) skipped:")
+            lines.extend(f"  {reason}" for reason in self.bad_parts)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"collection": self.collection, "shards": self.shards, "documents": self.documents, "points": self.points,
+        return {"collection": self.collection, "parts": self.parts, "documents": self.documents, "points": self.points,
                 "created_collection": self.created_collection, "deferred_indexing": self.deferred_indexing,
-                "bad_shards": list(self.bad_shards), "seconds": round(self.seconds, 3)}
+                "bad_parts": list(self.bad_parts), "seconds": round(self.seconds, 3)}
 
 
-def load_shards(
+def load_parts(
     folder: str | Path,
     client: QdrantClient,
     collection: str | None = None,
@@ -80,18 +80,18 @@ def load_shards(
     on_disk_payload: bool | None = None,
     show_progress: bool = True,
 ) -> LoadReport:
-    """Load the shards under ``folder`` (written by ``encode_to_shards``) into ``collection``.
+    """Load the parts under ``folder`` (written by ``encode_to_parts``) into ``collection``.
 
     Args:
-        collection: default: the collection the shards' ids were made for; another name is refused
+        collection: default: the collection the parts' ids were made for; another name is refused
             (point ids depend on it: re-encode for that collection).
-        on_bad: a foreign or damaged shard file stops the load before any write (``"raise"``) or is
+        on_bad: a foreign or damaged part file stops the load before any write (``"raise"``) or is
             skipped and reported (``"skip"``).
         partial: load a folder whose encode has not finished (no ``manifest.json``).
         parallel: upload streams (``upload_points``; processes on a server, ignored in local mode).
         max_retries / backoff: a transient failure (connection, timeout, 429, 5xx) is retried up to
             ``max_retries`` times with exponential backoff from ``backoff`` seconds (re-sending the
-            shard's phase: ids are idempotent); a client error (4xx) stops the load at once.
+            part's phase: ids are idempotent); a client error (4xx) stops the load at once.
         defer_indexing: set HNSW ``m=0`` for the load and restore it after (default: for a
             collection this load creates, where the backend has HNSW settings).
         shard_number / replication_factor / write_consistency_factor / on_disk_payload: for a new collection.
@@ -100,29 +100,29 @@ def load_shards(
     if on_bad not in ("raise", "skip"):
         raise ValueError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}.")
     folder = locate(folder)  # a local folder or a URI such as s3://bucket/prefix
-    files = shard_files.shard_files(folder)
+    files = part_files.part_files(folder)
     manifest = _read_manifest(folder, partial)
-    shards, bad = _read_shards(folder, files, on_bad, manifest)
-    spec, target = _agreed_settings(shards, collection, folder)
-    _check_manifest(folder, manifest, shards, partial or bool(bad))
-    _check_unique(shards)
-    report = LoadReport(target, shards=len(shards), bad_shards=[str(err) for err in bad])
+    parts, bad = _read_parts(folder, files, on_bad, manifest)
+    spec, target = _agreed_settings(parts, collection, folder)
+    _check_manifest(folder, manifest, parts, partial or bool(bad))
+    _check_unique(parts)
+    report = LoadReport(target, parts=len(parts), bad_parts=[str(err) for err in bad])
     writer, report.created_collection = Writer.open(
         client, target, spec, batch_size=batch_size, parallel=parallel, retries=max_retries, backoff=backoff,
         cluster={"shard_number": shard_number, "replication_factor": replication_factor,
                  "write_consistency_factor": write_consistency_factor, "on_disk_payload": on_disk_payload})
     from tqdm.auto import tqdm
 
-    progress = tqdm(total=sum(len(shard.point_ids) for shard in shards), desc=f"loading into {target}", unit="point",
+    progress = tqdm(total=sum(len(part.point_ids) for part in parts), desc=f"loading into {target}", unit="point",
                     disable=not show_progress)
     try:
         with writer.bulk(report.created_collection if defer_indexing is None else defer_indexing) as deferred:
             report.deferred_indexing = deferred
-            for shard in shards:
-                points = [p.to_point() for p in shard_files.read_points(shard.path)]
+            for part in parts:
+                points = [p.to_point() for p in part_files.read_points(part.path)]
                 points.sort(key=lambda p: p.payload["kind"] == store.KIND_DOCUMENT)  # segments before documents
-                written = writer.write(points, what=shard.path.name,
-                                       resume=f"{report.documents} document(s) of earlier shards were loaded. "
+                written = writer.write(points, what=part.path.name,
+                                       resume=f"{report.documents} document(s) of earlier parts were loaded. "
                                               "Run the same load again")
                 report.documents += written.documents
                 report.points += written.points
@@ -135,10 +135,10 @@ def load_shards(
 
 # ---------------------------------------------------------------------------- internals
 @dataclass(frozen=True)
-class _Shard:
-    """A shard file as its rows say: its metadata, and the ids of the points it really holds."""
+class _Part:
+    """A part file as its rows say: its metadata, and the ids of the points it really holds."""
 
-    info: shard_files.ShardInfo
+    info: part_files.PartInfo
     point_ids: list[str]
     doc_ids: list[str]
 
@@ -154,35 +154,35 @@ def _read_manifest(folder: Location, partial: bool) -> dict[str, Any] | None:
             return None
         raise store.QdrantIndexError(
             f"{folder} has no {MANIFEST}: its encode has not finished (or was killed). Re-run the same encode to "
-            "complete it, or pass --partial to load the shards that are there.")
+            "complete it, or pass --partial to load the parts that are there.")
     try:
         return json.loads(path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise store.QdrantIndexError(f"{path}: not a readable manifest ({err}); re-run the encode.") from None
 
 
-def _read_shards(folder: Location, files: list[Location], on_bad: OnBad,
-                 manifest: dict[str, Any] | None) -> tuple[list[_Shard], list[shard_files.ShardError]]:
+def _read_parts(folder: Location, files: list[Location], on_bad: OnBad,
+                 manifest: dict[str, Any] | None) -> tuple[list[_Part], list[part_files.PartError]]:
     if not files:
-        raise shard_files.ShardError(f"{folder} holds no shard files (*.parquet); run `mteb-fairpos encode` into it first.")
+        raise part_files.PartError(f"{folder} holds no part files (*.parquet); run `mteb-fairpos encode` into it first.")
     listed = {entry["file"]: entry for entry in (manifest or {}).get("shards", [])}
-    shards, bad = [], []
+    parts, bad = [], []
     for path in files:
         try:
-            shards.append(_read_rows(shard_files.read_info(path), listed.get(path.name)))
-        except shard_files.ShardError as err:
+            parts.append(_read_rows(part_files.read_info(path), listed.get(path.name)))
+        except part_files.PartError as err:
             bad.append(err)
     if bad and on_bad == "raise":
-        raise shard_files.ShardError(f"{len(bad)} of {len(files)} file(s) in {folder} are not loadable shards; nothing "
+        raise part_files.PartError(f"{len(bad)} of {len(files)} file(s) in {folder} are not loadable parts; nothing "
                                      "was written:\n  " + "\n  ".join(map(str, bad))
                                      + "\nRemove them, or skip them (--skip-bad).")
-    if not shards:
-        raise shard_files.ShardError(f"no loadable shard in {folder}:\n  " + "\n  ".join(map(str, bad)))
-    return shards, bad
+    if not parts:
+        raise part_files.PartError(f"no loadable part in {folder}:\n  " + "\n  ".join(map(str, bad)))
+    return parts, bad
 
 
-def _read_rows(info: shard_files.ShardInfo, listed: dict[str, Any] | None) -> _Shard:
-    """Count the shard's rows; refuse it if they disagree with its metadata or with the manifest's entry."""
+def _read_rows(info: part_files.PartInfo, listed: dict[str, Any] | None) -> _Part:
+    """Count the part's rows; refuse it if they disagree with its metadata or with the manifest's entry."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -190,22 +190,22 @@ def _read_rows(info: shard_files.ShardInfo, listed: dict[str, Any] | None) -> _S
         with info.path.opened() as handle:
             table = pq.read_table(handle, columns=["id", "doc_id", "position"])
     except Exception as err:  # noqa: BLE001 - pyarrow raises several types for damaged or foreign columns
-        raise shard_files.ShardError(f"{info.path}: its rows cannot be read ({str(err).splitlines()[0][:160]}); "
+        raise part_files.PartError(f"{info.path}: its rows cannot be read ({str(err).splitlines()[0][:160]}); "
                                      "delete it and re-run the encode.") from None
     doc_ids = table.filter(pc.equal(table["position"], 0))["doc_id"].to_pylist()
     rows = (len(doc_ids), table.num_rows)
     for source, claimed in (("its metadata", (info.documents, info.points)),
                             ("the manifest", None if listed is None else (listed["documents"], listed["points"]))):
         if claimed is not None and tuple(claimed) != rows:
-            raise shard_files.ShardError(
+            raise part_files.PartError(
                 f"{info.path}: {source} says {claimed[0]} document(s) in {claimed[1]} point(s), but its rows hold "
-                f"{rows[0]} in {rows[1]} (a truncated or rewritten shard); delete it and re-run the encode.")
-    return _Shard(info, table["id"].to_pylist(), doc_ids)
+                f"{rows[0]} in {rows[1]} (a truncated or rewritten part); delete it and re-run the encode.")
+    return _Part(info, table["id"].to_pylist(), doc_ids)
 
 
-def _agreed_settings(shards: list[_Shard], collection: str | None, folder: Location) -> tuple[store.CollectionSpec, str]:
-    first = shards[0].info
-    for info in (shard.info for shard in shards[1:]):
+def _agreed_settings(parts: list[_Part], collection: str | None, folder: Location) -> tuple[store.CollectionSpec, str]:
+    first = parts[0].info
+    for info in (part.info for part in parts[1:]):
         if (info.spec, info.collection, info.store_text) != (first.spec, first.collection, first.store_text):
             raise store.CollectionMismatchError(
                 f"{info.path.name} and {first.path.name} in {folder} were encoded with different settings "
@@ -213,32 +213,32 @@ def _agreed_settings(shards: list[_Shard], collection: str | None, folder: Locat
                 f"{first.spec.calibration!r} for {first.collection!r}); one folder holds one run. Nothing was written.")
     if collection is not None and collection != first.collection:
         raise store.CollectionMismatchError(
-            f"the shards in {folder} were encoded for collection {first.collection!r}: their point ids are made for that "
+            f"the parts in {folder} were encoded for collection {first.collection!r}: their point ids are made for that "
             f"name. Load them into {first.collection!r}, or encode again with --collection {collection}.")
     return first.spec, first.collection
 
 
-def _check_manifest(folder: Location, manifest: dict[str, Any] | None, shards: list[_Shard], partial: bool) -> None:
+def _check_manifest(folder: Location, manifest: dict[str, Any] | None, parts: list[_Part], partial: bool) -> None:
     if manifest is None or partial:
         return
     listed = {entry["file"] for entry in manifest.get("shards", [])}
-    missing = listed - {shard.path.name for shard in shards}
+    missing = listed - {part.path.name for part in parts}
     if missing:
-        raise store.QdrantIndexError(f"{folder}: {len(missing)} shard(s) of the manifest are missing or "
+        raise store.QdrantIndexError(f"{folder}: {len(missing)} part(s) of the manifest are missing or "
                                      f"unloadable ({', '.join(sorted(missing)[:5])}); re-run the encode.")
 
 
-def _check_unique(shards: list[_Shard]) -> None:
+def _check_unique(parts: list[_Part]) -> None:
     seen: Counter[str] = Counter()
     where: dict[str, list[str]] = {}
-    for shard in shards:
-        for doc_id in shard.doc_ids:
+    for part in parts:
+        for doc_id in part.doc_ids:
             seen[doc_id] += 1
             if seen[doc_id] <= 3:
-                where.setdefault(doc_id, []).append(shard.path.name)
+                where.setdefault(doc_id, []).append(part.path.name)
     duplicates = {doc_id: n for doc_id, n in seen.items() if n > 1}
     if duplicates:
         shown = "; ".join(f"{d!r} x{n} ({', '.join(where[d])})" for d, n in sorted(duplicates.items())[:5])
         raise store.QdrantIndexError(
-            f"{len(duplicates)} document id(s) occur in more than one shard ({sum(duplicates.values())} copies): {shown}. "
+            f"{len(duplicates)} document id(s) occur in more than one part ({sum(duplicates.values())} copies): {shown}. "
             "Their points would overwrite each other; nothing was written. Load one run's folder at a time.")

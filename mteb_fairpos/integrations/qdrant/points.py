@@ -1,6 +1,6 @@
 """What an encoded document becomes in Qdrant: its points, ids, vectors and payloads.
 
-One function builds them for every writer (the single-process index, the Parquet shards of a
+One function builds them for every writer (the single-process index, the Parquet parts of a
 distributed encode, the bulk loader), so a document stored through any route is the same point.
 The document point has position 0; with late chunks, every segment that reached the model also
 has a point (position 1..n). ``content_hash`` covers everything a document's points are built

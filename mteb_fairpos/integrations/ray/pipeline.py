@@ -1,10 +1,10 @@
-"""The distributed encode on Ray Data: input ranges -> a pool of model actors -> shard files.
+"""The distributed encode on Ray Data: input ranges -> a pool of model actors -> part files.
 
 Each row of the dataset is one input range; ``map_batches`` hands ranges to a pool of
-`ShardEncoder` actors (the model loaded once per actor, one GPU each where the cluster has
+`PartEncoder` actors (the model loaded once per actor, one GPU each where the cluster has
 GPUs), which read their range of the input (a local path or object storage), encode it sorted
-by length and write one Parquet shard and its completion record. Ray Data restarts a killed
-actor and retries its range; a shard counts only once it is complete and recorded, so a retried
+by length and write one Parquet part and its completion record. Ray Data restarts a killed
+actor and retries its range; a part counts only once it is complete and recorded, so a retried
 range is never half-written or duplicated.
 """
 
@@ -17,21 +17,21 @@ from dataclasses import asdict
 from typing import Any
 
 from ..qdrant.input import InputRange
-from ..qdrant.shard_encoder import EncodeOptions, ShardEncoder
+from ..qdrant.part_encoder import EncodeOptions, PartEncoder
 from .runtime import require_ray
 
 RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "uncalibrated", "seconds")
 
 
-class ShardEncoderActor:
-    """A Ray Data callable class: one per actor, wrapping one `ShardEncoder` (and so one model)."""
+class PartEncoderActor:
+    """A Ray Data callable class: one per actor, wrapping one `PartEncoder` (and so one model)."""
 
     def __init__(self, loader: Callable[..., Any], options: EncodeOptions, threads: int | None) -> None:
         if threads:
             import torch
 
             torch.set_num_threads(threads)
-        self.encoder = ShardEncoder(loader, options)
+        self.encoder = PartEncoder(loader, options)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         results = [self.encoder.encode(_range(text)) for text in batch["range"]]
@@ -41,7 +41,7 @@ class ShardEncoderActor:
 def encode_ranges(todo: list[InputRange], loader: Callable[..., Any], options: EncodeOptions, *, actors: int = 1,
                   gpus_per_actor: float | None = None, cpus_per_actor: float | None = None,
                   show_progress: bool = True) -> list[dict[str, Any]]:
-    """Encode ``todo`` on the running Ray runtime; returns one result per range (see `ShardEncoder.encode`)."""
+    """Encode ``todo`` on the running Ray runtime; returns one result per range (see `PartEncoder.encode`)."""
     if not todo:
         return []
     ray = require_ray()
@@ -63,7 +63,7 @@ def encode_ranges(todo: list[InputRange], loader: Callable[..., Any], options: E
     dataset = ray.data.from_items([{"range": json.dumps(asdict(span))} for span in todo],
                                   override_num_blocks=len(todo))
     encoded = dataset.map_batches(
-        ShardEncoderActor,
+        PartEncoderActor,
         fn_constructor_args=(loader, options, None if gpus_per_actor else int(cpus_per_actor)),
         batch_size=1,
         compute=ActorPoolStrategy(size=actors),

@@ -1,16 +1,16 @@
-"""Encoded points at rest: Parquet shards between a distributed encode and a bulk load.
+"""Encoded points at rest: Parquet parts between a distributed encode and a bulk load.
 
-A shard holds the points of one input range, one row per point: ``id``, ``doc_id``,
+A part holds the points of one input range, one row per point: ``id``, ``doc_id``,
 ``position`` (0 for the document point), ``kind``, the ``payload`` as JSON text (so every
 payload round-trips exactly, whatever its nesting) and one float32 column per named vector.
 The file's metadata records the collection spec (model, calibration, dimension, vectors), the
 collection the ids were made for, and where its records came from with a fingerprint of their
-bytes. Shards live in a local folder or under an object-storage URI (see `storage`).
+bytes. Parts live in a local folder or under an object-storage URI (see `storage`).
 
-A shard is complete when it is fully written *and recorded*: its bytes appear under its name
+A part is complete when it is fully written *and recorded*: its bytes appear under its name
 only whole (a local rename, or one object upload), and then a small record ``NAME.parquet.done``
 is written with its row count. A rename is not atomic on object storage, and a killed run may
-stop between the two writes, so a re-run trusts a shard only if its record exists and the file's
+stop between the two writes, so a re-run trusts a part only if its record exists and the file's
 row count (from its Parquet footer) equals the recorded one.
 """
 
@@ -29,19 +29,19 @@ from . import store
 from .points import PointRecord
 from .storage import Location, StorageError, locate
 
-SHARD_FORMAT = 1
-METADATA_KEY = b"mteb_fairpos_shard"
+PART_FORMAT = 1
+METADATA_KEY = b"mteb_fairpos_shard"  # the format keeps its first names: parts of earlier releases load
 SUFFIX = ".parquet"
 DONE = ".done"
 
 
-class ShardError(store.QdrantIndexError):
-    """A shard file that is not a readable mteb-fairpos shard (foreign, truncated, or of another run)."""
+class PartError(store.QdrantIndexError):
+    """A part file that is not a readable mteb-fairpos part (foreign, truncated, or of another run)."""
 
 
 @dataclass(frozen=True)
-class ShardInfo:
-    """What a shard file says about itself (read from its metadata, without its rows)."""
+class PartInfo:
+    """What a part file says about itself (read from its metadata, without its rows)."""
 
     path: Location
     spec: store.CollectionSpec
@@ -57,9 +57,9 @@ class ShardInfo:
         return PurePosixPath(self.path.name).stem
 
 
-def write_shard(path: str | Path | Location, points: Sequence[PointRecord], *, spec: store.CollectionSpec,
-                collection: str, store_text: bool, source: dict[str, Any]) -> ShardInfo:
-    """Write ``points`` as one shard (whole or not at all), then its completion record."""
+def write_part(path: str | Path | Location, points: Sequence[PointRecord], *, spec: store.CollectionSpec,
+                collection: str, store_text: bool, source: dict[str, Any]) -> PartInfo:
+    """Write ``points`` as one part (whole or not at all), then its completion record."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -81,7 +81,7 @@ def write_shard(path: str | Path | Location, points: Sequence[PointRecord], *, s
         columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), spec.dimension,
                                                           mask=pa.array(missing) if missing.any() else None)
     documents = sum(1 for p in points if p.is_document)
-    about = {"format": SHARD_FORMAT, "spec": spec.metadata()[store.METADATA_KEY], "collection": collection,
+    about = {"format": PART_FORMAT, "spec": spec.metadata()[store.METADATA_KEY], "collection": collection,
              "store_text": store_text, "source": source, "documents": documents, "points": len(points)}
     table = pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(about).encode("utf-8")})
     buffer = pa.BufferOutputStream()
@@ -92,13 +92,13 @@ def write_shard(path: str | Path | Location, points: Sequence[PointRecord], *, s
 
 
 def done_record(path: str | Path | Location) -> Location:
-    """Where the completion record of the shard at ``path`` lives (beside it)."""
+    """Where the completion record of the part at ``path`` lives (beside it)."""
     path = locate(path)
     return path.sibling(path.name + DONE)
 
 
-def is_complete(info: ShardInfo) -> bool:
-    """Whether the shard was fully written and recorded: its record exists and matches its row count."""
+def is_complete(info: PartInfo) -> bool:
+    """Whether the part was fully written and recorded: its record exists and matches its row count."""
     import pyarrow.parquet as pq
 
     record = done_record(info.path)
@@ -114,8 +114,8 @@ def is_complete(info: ShardInfo) -> bool:
     return rows == footer == info.points and recorded.get("fingerprint") == info.source.get("fingerprint")
 
 
-def read_info(path: str | Path | Location) -> ShardInfo:
-    """The shard's metadata; :class:`ShardError` naming the file if it is unreadable or not a shard."""
+def read_info(path: str | Path | Location) -> PartInfo:
+    """The part's metadata; :class:`PartError` naming the file if it is unreadable or not a part."""
     import pyarrow.parquet as pq
 
     path = locate(path)
@@ -125,19 +125,19 @@ def read_info(path: str | Path | Location) -> ShardInfo:
     except (FileNotFoundError, StorageError):
         raise
     except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise ShardError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0][:160]}); "
-                         "a truncated or damaged shard: delete it and re-run the encode.") from None
+        raise PartError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0][:160]}); "
+                         "a truncated or damaged part: delete it and re-run the encode.") from None
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
-        raise ShardError(f"{path}: a Parquet file without mteb-fairpos shard metadata (a foreign file in the shard folder?).")
+        raise PartError(f"{path}: a Parquet file without mteb-fairpos part metadata (a foreign file in the part folder?).")
     about = json.loads(raw)
-    if about.get("format") != SHARD_FORMAT:
-        raise ShardError(f"{path}: shard format {about.get('format')!r}, this version reads format {SHARD_FORMAT}.")
+    if about.get("format") != PART_FORMAT:
+        raise PartError(f"{path}: part format {about.get('format')!r}, this version reads format {PART_FORMAT}.")
     return _info(path, about)
 
 
 def read_points(path: str | Path | Location) -> Iterator[PointRecord]:
-    """The shard's points, in the order they were written (segment points before their document point)."""
+    """The part's points, in the order they were written (segment points before their document point)."""
     import pyarrow.parquet as pq
 
     info = read_info(path)
@@ -145,7 +145,7 @@ def read_points(path: str | Path | Location) -> Iterator[PointRecord]:
         yield from _points(pq.ParquetFile(handle), info)
 
 
-def _points(parquet: Any, info: ShardInfo) -> Iterator[PointRecord]:
+def _points(parquet: Any, info: PartInfo) -> Iterator[PointRecord]:
     for batch in parquet.iter_batches():
         ids = batch.column("id").to_pylist()
         payloads = batch.column("payload").to_pylist()
@@ -160,7 +160,7 @@ def _points(parquet: Any, info: ShardInfo) -> Iterator[PointRecord]:
 
 
 def read_doc_ids(path: str | Path | Location) -> list[str]:
-    """The document ids of a shard's document points (for duplicate checks across shards)."""
+    """The document ids of a part's document points (for duplicate checks across parts)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -169,16 +169,16 @@ def read_doc_ids(path: str | Path | Location) -> list[str]:
     return table.filter(pc.equal(table["position"], 0))["doc_id"].to_pylist()
 
 
-def shard_files(folder: str | Path | Location) -> list[Location]:
-    """The Parquet files of a shard folder, sorted by name (temporary files of a killed run left out)."""
+def part_files(folder: str | Path | Location) -> list[Location]:
+    """The Parquet files of a part folder, sorted by name (temporary files of a killed run left out)."""
     folder = locate(folder)
     if folder.kind() != pafs.FileType.Directory:
-        raise FileNotFoundError(f"shard folder {str(folder)!r} does not exist; run `mteb-fairpos encode` into it first.")
+        raise FileNotFoundError(f"part folder {str(folder)!r} does not exist; run `mteb-fairpos encode` into it first.")
     return [p for p in folder.files() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
 
 
-def _info(path: Location, about: dict[str, Any]) -> ShardInfo:
+def _info(path: Location, about: dict[str, Any]) -> PartInfo:
     spec = store.CollectionSpec.from_metadata({store.METADATA_KEY: about["spec"]})
     assert spec is not None
-    return ShardInfo(path=path, spec=spec, collection=str(about["collection"]), store_text=bool(about["store_text"]),
+    return PartInfo(path=path, spec=spec, collection=str(about["collection"]), store_text=bool(about["store_text"]),
                      source=dict(about["source"]), documents=int(about["documents"]), points=int(about["points"]))

@@ -1,9 +1,9 @@
-"""Encoding one input range into one shard file: the unit of work of every encode engine.
+"""Encoding one input range into one part file: the unit of work of every encode engine.
 
-A `ShardEncoder` holds one model (loaded once per worker) and the run's `EncodeOptions`; for
+A `PartEncoder` holds one model (loaded once per worker) and the run's `EncodeOptions`; for
 each input range it reads the records (`input.read_range`), embeds them with the code `index`
 uses (sorted by length inside the range), builds the points with `points.document_points` and
-writes them, then their completion record, with `shards.write_shard`. The local engine runs one in this process, the Ray engine one per actor.
+writes them, then their completion record, with `parts.write_part`. The local engine runs one in this process, the Ray engine one per actor.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from sentence_transformers import SentenceTransformer
 
-from . import shards as shard_files
+from . import parts as part_files
 from . import store
 from .encoding import UncalibratedCount, encode_documents
 from .input import InputRange, read_range
@@ -25,20 +25,20 @@ from .storage import locate
 
 @dataclass(frozen=True)
 class EncodeOptions:
-    """What every worker needs besides its shards (all picklable)."""
+    """What every worker needs besides its parts (all picklable)."""
 
     collection: str
     output: str
-    """The shard folder: a local path or a URI."""
+    """The part folder: a local path or a URI."""
     spec: store.CollectionSpec
     store_text: bool = True
     batch_size: int = 32
 
 
-class ShardEncoder:
-    """Encodes input ranges into shard files; one per worker, holding the model.
+class PartEncoder:
+    """Encodes input ranges into part files; one per worker, holding the model.
 
-    It counts the model's forward passes, so a re-run can show that finished shards cost nothing.
+    It counts the model's forward passes, so a re-run can show that finished parts cost nothing.
     """
 
     def __init__(self, loader: Callable[..., SentenceTransformer] | SentenceTransformer, options: EncodeOptions) -> None:
@@ -61,7 +61,7 @@ class ShardEncoder:
         self._hook.remove()
 
     def encode(self, span: InputRange) -> dict[str, Any]:
-        """Encode one range and write its shard file; returns what it did (counts, forward passes, seconds)."""
+        """Encode one range and write its part file; returns what it did (counts, forward passes, seconds)."""
         start = time.perf_counter()
         before = self.forward_passes
         options, spec = self.options, self.options.spec
@@ -71,7 +71,7 @@ class ShardEncoder:
                                        late_chunks=spec.late_chunks, batch_size=options.batch_size)
         points = [point for enc in encoded
                   for point in document_points(enc, spec, options.collection, store_text=options.store_text)]
-        info = shard_files.write_shard(locate(options.output).child(f"{span.name}{shard_files.SUFFIX}"), points,
+        info = part_files.write_part(locate(options.output).child(f"{span.name}{part_files.SUFFIX}"), points,
                                        spec=spec, collection=options.collection, store_text=options.store_text,
                                        source=span.source())
         return {"name": span.name, "documents": info.documents, "points": info.points,
