@@ -36,7 +36,7 @@ GROUPS = "query_groups"
 groups of each query (query id -> groups). mteb hands each subset's data to its hooks, so the
 scores of a subset read the groups of that subset's own data."""
 
-SKIPPED = "skipped_queries"
+SKIPPED = "skipped_counts"
 """Key of a split's data: how many of the dataset's queries the task did not evaluate, by reason."""
 
 DATA_DIR_ENV = "MTEB_FAIRPOS_DATA_DIR"
@@ -202,6 +202,5 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         if unscored:
             summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
         out = summary.to_scores()
-        out["n_queries"] = len(query_scores)
-        out.update(dump(ScoreEntry(counts=Counts(skipped=dict(data[SKIPPED])))))
+        out.update(dump(ScoreEntry(counts=Counts(queries=len(query_scores), skipped=dict(data[SKIPPED])))))
         return out
