@@ -339,6 +339,8 @@ class FairInstructEncoder(FairEncoder, InstructSentenceTransformerModel):
         **kwargs: as `FairEncoder`.
     """
 
+    # What mteb's instruction wrapper reads in ``encode``; its ``__init__``, which loads a model of its
+    # own, is not called (the model comes through `LoadedWeights`).
     apply_instruction_to_passages = True
     """The template itself gives documents an empty instruction (mteb's Qwen3 template)."""
     prompts_dict = None
