@@ -47,6 +47,7 @@ def main() -> None:
 
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path
     from mteb_fairpos.permutation import ProbeSession, ProbeSettings, sample_corpus
+    from mteb_fairpos.results import load
 
     base = SentenceTransformer(minilm_path(), device="cpu")
     base.max_seq_length = 512
@@ -69,7 +70,8 @@ def main() -> None:
         result = session.run(args.subset)
         seconds = time.perf_counter() - tick
         forward = counter.count - before
-        docs, unique = result.scores["num_documents"], result.scores["num_unique_segments"]
+        counts = load(result.scores).counts
+        docs, unique = counts.documents, counts.segments
         rows.append((docs, seconds))
         print(f"{sets:>5} {docs:>5} {unique:>10} {unique + docs:>9} {forward:>8} {str(forward == unique + docs):>6} "
               f"{seconds:>8.2f} {seconds / docs:>7.3f} {docs / rows[0][0]:>10.2f} {seconds / rows[0][1]:>10.2f}")
@@ -85,10 +87,10 @@ def main() -> None:
     per_instance = 0
     docs = 0
     for name in ("n3_en", "n3_de", "n3_en-de", "n3_de-en"):
-        scores = session.run(name).scores
-        per_instance += scores["num_unique_segments"]
-        docs += scores["num_documents"]
-        print(f"  {name:<9} docs {scores['num_documents']:>3}  unique segments in the instance {scores['num_unique_segments']:>3}")
+        counts = load(session.run(name).scores).counts
+        per_instance += counts.segments
+        docs += counts.documents
+        print(f"  {name:<9} docs {counts.documents:>3}  unique segments in the instance {counts.segments:>3}")
     forward = counter.count - before
     shared = len(session.segment_cache)
     print(f"  segments embedded {shared} (sum over instances {per_instance}), documents {docs}, "

@@ -33,10 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mteb.models.abs_encoder import AbsEncoder, get_prompt_name
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
 from mteb.models.model_implementations import MODEL_REGISTRY
 from mteb.models.model_implementations.qwen3_models import instruction_template as qwen3_instruction_template
 from mteb.models.model_meta import ModelMeta
+from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 from mteb.types import PromptType
 
 from .config import CalibrationConfig, ConfigError
@@ -64,10 +66,6 @@ ENV_CALIBRATION = "MTEB_FAIRPOS_CALIBRATION"
 
 ENV_TRUST_REMOTE_CODE = "MTEB_FAIRPOS_TRUST_REMOTE_CODE"
 """Set to 1 to allow loading a model that runs code from its repository."""
-
-SIDES = ("query", "document", "other")
-"""Input sides of an mteb encode call: queries, documents, and inputs without a prompt type."""
-
 
 class RemoteCodeRefused(PermissionError):
     """A model asked for ``trust_remote_code`` without the user's explicit opt-in."""
@@ -210,25 +208,21 @@ BASE_MODELS: tuple[BaseModel, ...] = (
 
 
 # ---------------------------------------------------------------------------------- the encoder
-_INSTRUCTION_STYLES = {"qwen3": qwen3_instruction_template}
+INSTRUCTION_TEMPLATES = {"qwen3": qwen3_instruction_template}
 """mteb's own instruction templates by style name: Qwen3-Embedding's formats queries, not documents."""
 
 
-def _side(prompt_type: PromptType | None) -> str:
-    if prompt_type == PromptType.query:
-        return "query"
-    if prompt_type == PromptType.document:
-        return "document"
-    return "other"
+class FairEncoder(SentenceTransformerEncoderWrapper):
+    """mteb's sentence-transformers wrapper over :class:`~mteb_fairpos.FairSentenceTransformer`.
 
-
-class FairEncoder(AbsEncoder):
-    """mteb encoder over :class:`~mteb_fairpos.FairSentenceTransformer`.
+    mteb's wrapper picks each input's prompt (task and prompt type, in mteb's order) and routes
+    queries to ``encode_query``, documents to ``encode_document`` and inputs without a prompt type
+    to ``encode``; the model calibrates by that route. What is ours: which routes are calibrated
+    (documents yes, queries no, the rest configurable), loading through shared `LoadedWeights`,
+    refusing remote code, and the pooling check.
 
     The calibration config comes as the ``calibration`` loader argument: a config text form such as
-    ``b128_lhalf_a0.5``, or ``"off"`` for the uncalibrated twin. Documents are calibrated,
-    queries are not; inputs without a prompt type (STS, clustering, classification, the
-    permutation probe) are calibrated too unless ``calibrate_other=False``.
+    ``b128_lhalf_a0.5``, or ``"off"`` for the uncalibrated twin.
 
     Args:
         model_name: the mteb model name (``fair/...``); only used in messages.
@@ -242,7 +236,6 @@ class FairEncoder(AbsEncoder):
             otherwise is reported.
         model_prompts: prompts by mteb prompt key; they take precedence over the
             checkpoint's own prompts.
-        instructions: ``"qwen3"`` for task instructions on queries.
         padding_side: tokenizer padding side (``"left"`` for Qwen3).
         calibrate_queries: calibrate queries too (an ablation; the papers do not).
         calibrate_other: calibrate inputs that carry no prompt type.
@@ -266,7 +259,6 @@ class FairEncoder(AbsEncoder):
         offline_weights: bool = False,
         expected_pooling: str | None = None,
         model_prompts: Mapping[str, str] | None = None,
-        instructions: str | None = None,
         padding_side: str | None = None,
         calibrate_queries: bool = False,
         calibrate_other: bool = True,
@@ -278,14 +270,11 @@ class FairEncoder(AbsEncoder):
     ) -> None:
         calibration = _calibration(calibration)
         _check_remote_code(model_name, trust_remote_code, kwargs)
-        if instructions is not None and instructions not in _INSTRUCTION_STYLES:
-            raise ValueError(f"unknown instruction style {instructions!r}; known: {sorted(_INSTRUCTION_STYLES)}.")
         self.model_name = model_name
         self.calibration = calibration
         self.calibrated_sides = frozenset(
             side for side, on in (("document", True), ("query", calibrate_queries), ("other", calibrate_other)) if on
         ) if calibration is not None else frozenset()
-        self.instruction_template = _INSTRUCTION_STYLES[instructions] if instructions else None
 
         path = minilm_path() if offline_weights else (hub_id or model_name)
         if padding_side is not None:
@@ -298,73 +287,80 @@ class FairEncoder(AbsEncoder):
         base = weights.get(path, device=device, max_seq_length=max_seq_length, **kwargs)
         from .model import FairSentenceTransformer
 
-        self.model = FairSentenceTransformer(base, calibration, calibrate_encode="other" in self.calibrated_sides,
-                                             calibrate_queries="query" in self.calibrated_sides)
+        model = FairSentenceTransformer(base, calibration, calibrate_encode="other" in self.calibrated_sides,
+                                        calibrate_queries="query" in self.calibrated_sides)
         if expected_pooling is not None:
             from .segmented import model_pooling
 
-            found = model_pooling(self.model)
+            found = model_pooling(model)
             if found != expected_pooling:
                 logger.warning(
                     "%s: the checkpoint %s pools with %r, but the model metadata says %r; using the checkpoint's.",
                     model_name, path, found, expected_pooling,
                 )
-        prompts = {k: v for k, v in (self.model.prompts or {}).items() if v is not None}
-        prompts.update(model_prompts or {})
-        if document_prompt is not None:
-            prompts[PromptType.document.value] = document_prompt
-        self.model_prompts = _valid_prompts(prompts)
+        with warnings.catch_warnings():  # mteb describes the model under its older embedding-size name
+            warnings.simplefilter("ignore", FutureWarning)
+            super().__init__(model)  # mteb takes (and checks) the checkpoint's prompts
+        ours = {**(model_prompts or {}), **({PromptType.document.value: document_prompt} if document_prompt is not None else {})}
+        if ours:  # over the checkpoint's for mteb's calls; the model itself keeps the checkpoint's for direct calls
+            self.model_prompts = _valid_prompts({**(self.model_prompts or {}), **ours})
 
-    # ------------------------------------------------------------------ prompts
     def prompt_for(self, task_metadata: TaskMetadata, prompt_type: PromptType | None) -> str | None:
-        """The prompt (prefix) put before every input of this task and side."""
-        if self.instruction_template is not None:  # mteb's template leaves documents without one
-            return self.get_task_instruction(task_metadata, prompt_type) or ""
-        name = get_prompt_name(self.model_prompts, task_metadata, prompt_type)
+        """The prompt mteb's wrapper puts before every input of this task and side (``None``: the
+        route's own, as sentence-transformers picks it); the probe reads it to tokenize alike."""
+        name = self.get_prompt_name(task_metadata, prompt_type)
         return self.model_prompts.get(name) if name and self.model_prompts else None
 
-    # ------------------------------------------------------------------ encoding
-    def encode(
-        self,
-        inputs: DataLoader[BatchedInput],
-        *,
-        task_metadata: TaskMetadata,
-        hf_split: str,
-        hf_subset: str,
-        prompt_type: PromptType | None = None,
-        **kwargs: Any,
-    ) -> Array:
+    def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata, **kwargs: Any) -> Array:
+        self._check_text(inputs, task_metadata)
+        return super().encode(inputs, task_metadata=task_metadata, **kwargs)
+
+    def _check_text(self, inputs: DataLoader[BatchedInput], task_metadata: TaskMetadata) -> None:
+        """The calibration is for text: refuse images, audio and video rather than pass them to mteb's multimodal route."""
         features = getattr(inputs.dataset, "features", None) or {}
         if any(name in features for name in ("image", "audio", "video")):
             raise ValueError(f"{self.model_name} embeds text only; task {task_metadata.name} has non-text inputs.")
-        texts = [text for batch in inputs for text in batch["text"]]
-        prompt = self.prompt_for(task_metadata, prompt_type)
-        return self.encode_texts(texts, side=_side(prompt_type), prompt=prompt, **kwargs)
-
-    def encode_texts(self, texts: list[str], *, side: str = "document", prompt: str | None = None, **kwargs: Any) -> Array:
-        """Embed ``texts`` as one side (``"query"``, ``"document"`` or ``"other"``) of a task.
-
-        ``kwargs`` (``batch_size``, ``show_progress_bar``, ``precision``, ...) go to
-        sentence-transformers' ``encode``.
-        """
-        if side not in SIDES:
-            raise ValueError(f"side must be one of {SIDES}, got {side!r}.")
-        if side == "query":
-            function = self.model.encode_query
-        elif side == "document":
-            function = self.model.encode_document
-        else:
-            function = self.model.encode
-        embeddings = function(texts, prompt=prompt, **kwargs)
-        return embeddings
-
-    def is_calibrated(self, side: str) -> bool:
-        """Whether inputs of ``side`` go through the calibration."""
-        return side in self.calibrated_sides
 
     def __repr__(self) -> str:
         state = str(self.calibration) if self.calibration is not None else "uncalibrated"
-        return f"FairEncoder({self.model_name!r}, {state}, calibrated sides: {sorted(self.calibrated_sides)})"
+        return f"{type(self).__name__}({self.model_name!r}, {state}, calibrated sides: {sorted(self.calibrated_sides)})"
+
+
+class FairInstructEncoder(FairEncoder, InstructSentenceTransformerModel):
+    """`FairEncoder` for models that take task instructions (Qwen3-Embedding): mteb's instruction
+    wrapper formats each task's instruction with mteb's template for the model.
+
+    mteb's instruction wrapper sends every input through ``encode``; here each input also names its
+    route (``task``, as ``encode_query`` and ``encode_document`` do) so that the calibration still
+    tells documents from queries.
+
+    Args:
+        instructions: the template's style name, a key of `INSTRUCTION_TEMPLATES`.
+        **kwargs: as `FairEncoder`.
+    """
+
+    # What mteb's instruction wrapper reads in ``encode``; its ``__init__``, which loads a model of its
+    # own, is not called (the model comes through `LoadedWeights`).
+    apply_instruction_to_passages = True
+    """The template itself gives documents an empty instruction (mteb's Qwen3 template)."""
+    prompts_dict = None
+    min_frames = 1
+
+    def __init__(self, model_name: str, revision: str | None = None, *, instructions: str, **kwargs: Any) -> None:
+        if instructions not in INSTRUCTION_TEMPLATES:
+            raise ValueError(f"unknown instruction style {instructions!r}; known: {sorted(INSTRUCTION_TEMPLATES)}.")
+        super().__init__(model_name, revision, **kwargs)
+        self.instruction_template = INSTRUCTION_TEMPLATES[instructions]
+
+    def prompt_for(self, task_metadata: TaskMetadata, prompt_type: PromptType | None) -> str | None:
+        return self.get_task_instruction(task_metadata, prompt_type)
+
+    def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata,
+               prompt_type: PromptType | None = None, **kwargs: Any) -> Array:
+        self._check_text(inputs, task_metadata)
+        route = prompt_type.value if prompt_type is not None else None
+        return InstructSentenceTransformerModel.encode(self, inputs, task_metadata=task_metadata,
+                                                       prompt_type=prompt_type, task=route, **kwargs)
 
 
 def _calibration(value: str | CalibrationConfig | None) -> CalibrationConfig | None:
@@ -436,7 +432,7 @@ def build_encoder(meta: ModelMeta, *, weights: LoadedWeights | None = None, devi
     kwargs = {**meta.loader_kwargs, **(meta.experiment_kwargs or {})}
     if device is not None:
         kwargs["device"] = device
-    if weights is not None and meta.loader is FairEncoder:
+    if weights is not None and isinstance(meta.loader, type) and issubclass(meta.loader, FairEncoder):
         kwargs["weights"] = weights
     encoder = meta.loader(meta.name, meta.revision, **kwargs)
     encoder.mteb_model_meta = meta
@@ -444,8 +440,6 @@ def build_encoder(meta: ModelMeta, *, weights: LoadedWeights | None = None, devi
 
 
 def _valid_prompts(prompts: dict[str, str]) -> dict[str, str] | None:
-    if not prompts:
-        return None
     valid, problems = AbsEncoder.validate_task_to_prompt_name(prompts, raise_for_invalid_keys=False)
     if problems:
         logger.warning("ignoring prompts with unknown keys: %s", "; ".join(problems))
@@ -505,7 +499,7 @@ def _model_meta(base: BaseModel, calibration: CalibrationConfig | None) -> Model
         list(base.languages) if base.languages else None
     )
     return ModelMeta(
-        loader=FairEncoder,
+        loader=FairInstructEncoder if base.instructions else FairEncoder,
         loader_kwargs={**base.loader_kwargs(), "calibration": TWIN_CALIBRATION if calibration is None else str(calibration)},
         name=twin_name(base) if calibration is None else calibrated_name(base, calibration),
         revision=base.weights_revision,

@@ -86,3 +86,66 @@ def test_joining_segments_has_one_home():
     """Segments are joined, and their character spans recorded, by `spans.join_segments` alone."""
     joiners = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _span_records(p))
     assert joiners == ["spans.py"]
+
+
+def _spelled_keys(tree: ast.AST) -> set[str]:
+    """The string literals a file uses as score keys: dict display keys, subscripts, ``.get``/``.pop``/
+    ``.setdefault`` arguments, and the literal start of f-string keys."""
+    found: set[str] = set()
+
+    def take(node: ast.AST | None) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.add(node.value)
+        elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            found.add(str(node.values[0].value))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key in node.keys:
+                take(key)
+        elif isinstance(node, ast.Subscript):
+            take(node.slice)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "pop", "setdefault") and node.args):
+            take(node.args[0])
+    return found
+
+
+def test_only_the_schema_spells_count_and_setting_keys():
+    """Writers fill `Counts` and `Settings`, readers `load` them: no module but results/schema.py writes or
+    reads ``num_documents``, ``n_queries``, ``n_queries_<bucket>``, ``corpus_fingerprint`` ... by hand."""
+    from mteb_fairpos.results.schema import Counts, Settings, stored_keys
+
+    shared = {"corpus", "seed", "segment_mode"}  # also names of the probe task's arguments and of mteb's split data
+    keys = (set(stored_keys(Counts)) | set(stored_keys(Settings))) - shared
+    spelled = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name != "results/schema.py":
+            literals = _spelled_keys(ast.parse(path.read_text(encoding="utf-8")))
+            hits = {key for key in keys if key in literals}
+            if hits:
+                spelled[name] = sorted(hits)
+    assert spelled == {}
+
+
+def test_the_mteb_encoder_leaves_prompts_and_routing_to_mteb():
+    """`FairEncoder` is mteb's sentence-transformers wrapper and `FairInstructEncoder` mteb's instruction
+    wrapper; mteb_models.py neither picks prompts nor routes sides itself."""
+    from mteb.models.abs_encoder import AbsEncoder
+    from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    from mteb_fairpos.mteb_models import FairEncoder, FairInstructEncoder
+
+    assert issubclass(FairEncoder, SentenceTransformerEncoderWrapper)
+    assert issubclass(FairInstructEncoder, (FairEncoder, InstructSentenceTransformerModel))
+    prompt_choice = {name for name, value in vars(AbsEncoder).items()
+                     if callable(value) and ("prompt" in name or "instruction" in name)}
+    for cls in (FairEncoder, FairInstructEncoder):
+        assert not prompt_choice & set(vars(cls)), f"{cls.__name__} redefines mteb's prompt choice"
+    tree = ast.parse((PACKAGE / "mteb_models.py").read_text(encoding="utf-8"))
+    called = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert not {"encode_query", "encode_document"} & called  # mteb's wrapper routes queries and documents
+    assert "get_prompt_name" not in imported  # mteb's wrapper picks the prompt

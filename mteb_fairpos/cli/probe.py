@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from sentence_transformers import SentenceTransformer
 
     from ..mteb_models import LoadedWeights
-    from ..results import collect
+    from ..results import collect, load
     from ..results.tables import effect_tables, main_table, profile_tables
     from ..permutation.plot import plot_profiles
     from ..permutation.report import format_betas, format_mixed, format_profiles
@@ -122,11 +122,12 @@ def run(args: argparse.Namespace) -> int:
             result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
                                    encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
             runs[name] = {s["hf_subset"]: s for s in result.task_results[0].scores["test"]}
-            print(f"  {name}: {sum(s['num_documents'] for s in runs[name].values())} documents in {time.perf_counter() - tick:.0f} s")
+            documents = sum(load(s).counts.documents for s in runs[name].values())
+            print(f"  {name}: {documents} documents in {time.perf_counter() - tick:.0f} s")
 
-    first = next(iter(runs.values()))[subsets[0]]
-    print(f"segment window [{first['segment_window_low']}, {first['segment_window_high']}] tokens ({first['segment_mode']}), "
-          f"segment sets per instance {first['num_segment_sets']}, all n! orders, seed {args.seed}\n")
+    first = load(next(iter(runs.values()))[subsets[0]]).settings
+    print(f"segment window [{first.window_low}, {first.window_high}] tokens ({first.mode}), "
+          f"segment sets per instance {first.sets}, all n! orders, seed {args.seed}\n")
     print(format_profiles(runs, subsets, "sigma"))
     print(format_betas(runs, subsets, "sigma"))
     if any(s.get("tau_status") == "measured" for r in runs.values() for s in r.values()):

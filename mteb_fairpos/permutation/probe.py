@@ -245,11 +245,7 @@ class ProbeSession:
             "later_language": config.later,
             "mixed": config.mixed,
             "all_orders": instance.orders_per_set == math.factorial(n),
-            "num_observations": int(len(obs.sigma)),
-            "num_clusters": int(len(set(obs.cluster.tolist()))),
             "num_tau_unmeasured": int((~measured).sum()) if self.access.tau_status is None else None,
-            "num_tau_unaligned_documents": unaligned,
-            "usable_topics": usable,
             "route": self.access.route,
             "notes": list(instance.notes) + _shared_topic_notes(instance),
         })
@@ -259,6 +255,10 @@ class ProbeSession:
             topics=len({t for topics in instance.sets for t in topics}),
             truncated=truncated,
             excluded=excluded,
+            observations=int(len(obs.sigma)),
+            clusters=int(len(set(obs.cluster.tolist()))),
+            unaligned=unaligned,
+            usable=usable,
         )
         entry.settings = Settings(
             corpus=self.corpus.source,

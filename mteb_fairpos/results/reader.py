@@ -202,9 +202,10 @@ def _model_key(found: Collection, root: Path, model_dir: Path, revision_dir: Pat
 def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | None = None) -> TaskScores | None:
     """One mteb result file as :class:`TaskScores`; ``None`` (with an issue) when it is not one.
 
-    The file is read and parsed once: mteb's ``TaskResult`` validates the text itself (pydantic's JSON
-    parser, the fastest route for PosIR's large entries); only a file it rejects is parsed again, to say
-    why or to convert a result of mteb before 1.11 as ``TaskResult.from_disk`` does.
+    A file of a current mteb is read and parsed once: mteb's ``TaskResult`` validates the text itself
+    (pydantic's JSON parser, the fastest route for PosIR's large entries). A file it rejects, or one
+    written before mteb 1.12.48, goes through ``TaskResult.from_disk``, which converts the layouts of
+    older releases; one mteb cannot read either is parsed again, to say why.
     """
     where = where or str(file)
     try:
@@ -213,7 +214,7 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
         _add(issues, Issue("corrupt", where, f"not valid JSON ({err}); skipped."))
         return None
     try:
-        result = _task_result(text)
+        result = _task_result(file, text)
     except Exception as err:  # noqa: BLE001 - mteb's parser: pydantic validation and format conversions
         _add(issues, _rejected(text, where, err))
         return None
@@ -224,30 +225,30 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
     return scores
 
 
-def _task_result(text: str):
-    """``TaskResult.from_disk`` on text already read: validated from the text, with mteb's own conversions
-    for results written before mteb 1.11 (another layout) and 1.12.48 (pair-classification scores)."""
+def _task_result(file: Path, text: str):
+    """``TaskResult.from_disk(file)``, without reading the file again when ``text`` validates as a result
+    of mteb 1.12.48 or later (the releases that need none of from_disk's conversions)."""
     from mteb.results.task_result import TaskResult
 
     try:
         result = TaskResult.model_validate_json(text)
     except ValueError:
-        data = json.loads(text)
-        if not isinstance(data, dict) or ("mteb_version" in data and not _before(data["mteb_version"], "1.11.0")):
-            raise
-        result = TaskResult._convert_from_before_v1_11_0(data)
-    if _before(result.mteb_version, "1.12.48"):
-        TaskResult._fix_pair_classification_scores(result)
-    return result
+        return TaskResult.from_disk(file)
+    return TaskResult.from_disk(file) if _before(result.mteb_version, "1.12.48") else result
 
 
 def _before(version: str | None, release: str) -> bool:
-    """Whether a stored ``mteb_version`` (or the start of a range of them) is older than ``release``."""
-    from mteb.results.task_result import TaskResult
-    from packaging.version import Version
+    """Whether a stored ``mteb_version`` is older than ``release``. mteb stores a range (``2.12.16-2.15.4``)
+    for a result that several releases wrote; its first release counts. (mteb parses these in a private
+    helper, so the few lines are ours.)"""
+    from packaging.version import InvalidVersion, Version
 
-    found = TaskResult._parse_mteb_version_min(version)
-    return found is not None and found < Version(release)
+    for candidate in (version, (version or "").split("-", 1)[0]) if version else ():
+        try:
+            return Version(candidate) < Version(release)
+        except InvalidVersion:
+            continue
+    return False
 
 
 def _rejected(text: str, where: str, err: Exception) -> Issue:

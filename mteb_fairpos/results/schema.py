@@ -18,7 +18,8 @@ files written by earlier releases read unchanged:
 * a mapping ``[<family>_]positions`` (``{label: value}``) is read as a profile too (an earlier
   convention; nothing writes it now);
 * counts and settings under the keys :class:`Counts` and :class:`Settings` name (``num_documents``,
-  ``corpus_fingerprint``, ``skipped_queries`` ...), read into those types;
+  ``n_queries``, ``n_queries_<bucket>``, ``corpus_fingerprint``, ``skipped_queries`` ...), read into
+  those types; writers fill those types and readers read them, no other module spells these keys;
 * every other key (main scores, statuses, notes) is kept as it is in ``details``.
 
 A statistic (an estimate's ``se`` ..., a profile's ``fairness``, the entry's ``psi``) is ``None``
@@ -80,15 +81,17 @@ class Profile:
         return {label: ci for label, point in self.points.items() if (ci := point.interval) is not None}
 
 
-def _key(stored: str, default: Any = None) -> Any:
-    """A typed field stored under the mteb score key ``stored``."""
-    return field(default=default, metadata={"key": stored})
+def _key(stored: str, *, prefix: bool = False) -> Any:
+    """A typed field stored under the mteb score key ``stored``; with ``prefix``, a mapping stored
+    as one key ``<stored><label>`` per label."""
+    return field(default=None, metadata={"key": stored, "prefix": prefix})
 
 
 @dataclass
 class Counts:
-    """What an entry counted: the probe's documents, segments, topics and exclusions; a retrieval task's
-    empty position groups and the queries it skipped (by reason). ``None``: not recorded."""
+    """What an entry counted: the probe's documents, segments, topics, observations and exclusions; a
+    retrieval task's queries, its empty position groups and the queries it skipped (by reason). ``None``:
+    not recorded."""
 
     documents: int | None = _key("num_documents")
     segments: int | None = _key("num_unique_segments")
@@ -96,6 +99,20 @@ class Counts:
     truncated: int | None = _key("num_truncated_segments")
     excluded: dict[str, int] | None = _key("excluded_topics")
     """topics left out, by reason."""
+    observations: int | None = _key("num_observations")
+    """(document, position) pairs the probe's regression used."""
+    clusters: int | None = _key("num_clusters")
+    """segment sets the standard errors are clustered by."""
+    unaligned: int | None = _key("num_tau_unaligned_documents")
+    """documents whose segments could not be located for the late-chunk profile."""
+    usable: int | None = _key("usable_topics")
+    """topics the corpus offers in every language of the configuration."""
+    queries: int | None = _key("n_queries")
+    """queries scored."""
+    unplaced: int | None = _key("unplaced_queries")
+    """scored queries without a position (PosIR: no usable answer span)."""
+    buckets: dict[str, int] | None = _key("n_queries_", prefix=True)
+    """queries per length bucket (PosIR), stored as ``n_queries_<bucket>``."""
     empty: list[str] | None = _key("empty_groups")
     """position groups no query falls in."""
     skipped: dict[str, int] | None = _key("skipped_queries")
@@ -125,24 +142,39 @@ class Settings:
 
 
 def _stored(record: Counts | Settings) -> dict[str, Any]:
-    return {key: value for name, key in _keys(type(record)) if (value := getattr(record, name)) is not None}
+    out: dict[str, Any] = {}
+    for name, key, prefix in _keys(type(record)):
+        value = getattr(record, name)
+        if value is not None:
+            out.update({f"{key}{label}": count for label, count in value.items()} if prefix else {key: value})
+    return out
 
 
 def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> set[str]:
     """Fill ``record`` from the stored keys it defines; the keys it took (a stored ``null`` stays in
     ``details``, so that it is written back as it was)."""
     taken = set()
-    for name, key in _keys(type(record)):
-        if scores.get(key) is not None:
+    for name, key, prefix in _keys(type(record)):
+        if prefix:
+            found = {k: v for k, v in scores.items() if k.startswith(key) and k != key and _is_count(v)}
+            if found:
+                setattr(record, name, {k[len(key):]: v for k, v in found.items()})
+                taken.update(found)
+        elif scores.get(key) is not None:
             setattr(record, name, scores[key])
             taken.add(key)
     return taken
 
 
 @functools.cache
-def _keys(kind: type) -> tuple[tuple[str, str], ...]:
-    """(field, stored key) of a typed record, looked up once per type (a sweep loads ~40,000 entries)."""
-    return tuple((f.name, f.metadata["key"]) for f in fields(kind))
+def _keys(kind: type) -> tuple[tuple[str, str, bool], ...]:
+    """(field, stored key, prefix) of a typed record, looked up once per type (a sweep loads ~40,000 entries)."""
+    return tuple((f.name, f.metadata["key"], f.metadata["prefix"]) for f in fields(kind))
+
+
+def stored_keys(kind: type[Counts] | type[Settings]) -> tuple[str, ...]:
+    """The keys (or key prefixes) a typed record is stored under: what no other module spells."""
+    return tuple(key for _, key, _ in _keys(kind))
 
 
 @dataclass
@@ -246,6 +278,10 @@ def _estimate(key: str, estimate: Estimate) -> dict[str, Any]:
         if value is not None:
             out[f"{key}_{stat}"] = _defined(value)
     return out
+
+
+def _is_count(raw: Any) -> bool:
+    return isinstance(raw, int) and not isinstance(raw, bool)
 
 
 def _is_value(raw: Any) -> bool:

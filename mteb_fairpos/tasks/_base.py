@@ -31,6 +31,14 @@ from .grouped_metrics import per_query_scores, summarize_groups
 
 logger = logging.getLogger(__name__)
 
+GROUPS = "query_groups"
+"""Key of a split's data, beside mteb's ``corpus``, ``queries`` and ``relevant_docs``: the position
+groups of each query (query id -> groups). mteb hands each subset's data to its hooks, so the
+scores of a subset read the groups of that subset's own data."""
+
+SKIPPED = "skipped_counts"
+"""Key of a split's data: how many of the dataset's queries the task did not evaluate, by reason."""
+
 DATA_DIR_ENV = "MTEB_FAIRPOS_DATA_DIR"
 """Root folder of local dataset copies, each under its hub id (``<root>/<org>/<name>``)."""
 
@@ -123,13 +131,20 @@ def unique_passages(texts: Iterable[str], prefix: str) -> dict[str, str]:
     return {text: f"{prefix}{i:0{width}d}" for i, text in enumerate(ordered)}
 
 
+def with_groups(split: Mapping[str, Any], memberships: Mapping[str, Sequence[str]], skipped: Mapping[str, int]) -> dict[str, Any]:
+    """An mteb ``RetrievalSplitData`` that also holds each query's position groups (`GROUPS`) and
+    the counts of skipped queries (`SKIPPED`), for `PositionGroupedRetrieval.task_specific_scores`."""
+    return {**split, GROUPS: dict(memberships), SKIPPED: dict(skipped)}
+
+
 class PositionGroupedRetrieval(AbsTaskRetrieval):
     """mteb's retrieval task plus nDCG@10 per position group, harmonic mean and PSI.
 
     Subclasses build the data in `_build` and return, besides the split, the groups of each
-    query and the counts of queries they skipped (with the reason as key). Retrieval, search and
-    pytrec_eval scoring are mteb's; `task_specific_scores` adds the grouped figures to the same
-    score dict, so they land in the TaskResult JSON.
+    query and the counts of queries they skipped (with the reason as key); both are kept in the
+    split's data (`GROUPS`, `SKIPPED`). Retrieval, search and pytrec_eval scoring are mteb's;
+    `task_specific_scores` adds the grouped figures to the same score dict, so they land in the
+    TaskResult JSON.
     """
 
     position_groups: tuple[str, ...] = ()
@@ -138,8 +153,6 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data_dir = data_dir
-        self._memberships: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
-        self._skipped: dict[tuple[str, str], dict[str, int]] = {}
 
     # ---------------------------------------------------------------- loading
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
@@ -171,15 +184,8 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         for reason, count in skipped.items():
             if count:
                 logger.warning("%s: skipped %d quer%s (%s).", self.metadata.name, count, "y" if count == 1 else "ies", reason)
-        self.dataset = {"default": {"test": split}}
-        self._memberships[("default", "test")] = memberships
-        self._skipped[("default", "test")] = skipped
+        self.dataset = {"default": {"test": with_groups(split, memberships, skipped)}}
         self.data_loaded = True
-
-    def unload_data(self) -> None:
-        super().unload_data()
-        self._memberships.clear()
-        self._skipped.clear()
 
     # ---------------------------------------------------------------- scoring
     def task_specific_scores(
@@ -190,12 +196,11 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         hf_split: str,
         hf_subset: str,
     ) -> dict[str, Any]:
-        memberships = self._memberships.get((hf_subset, hf_split), {})
+        data = self.dataset[hf_subset][hf_split]
         query_scores, unscored = per_query_scores(scores, qrels.keys())
-        summary = summarize_groups(query_scores, memberships, self.position_groups)
+        summary = summarize_groups(query_scores, data[GROUPS], self.position_groups)
         if unscored:
             summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
         out = summary.to_scores()
-        out["n_queries"] = len(query_scores)
-        out.update(dump(ScoreEntry(counts=Counts(skipped=dict(self._skipped.get((hf_subset, hf_split), {}))))))
+        out.update(dump(ScoreEntry(counts=Counts(queries=len(query_scores), skipped=dict(data[SKIPPED])))))
         return out

@@ -243,6 +243,7 @@ def cell_figures(cells: Cells) -> dict[str, Any]:
     out: dict[str, Any] = {}
     notes: list[str] = []
     pooled: dict[str, list[float]] = {}
+    queries: dict[str, int] = {}
     for bucket, _, _ in LENGTH_BUCKETS:
         bins = cells.get(bucket, {})
         means = [total / count for count, total in bins.values() if count > 0]
@@ -250,7 +251,7 @@ def cell_figures(cells: Cells) -> dict[str, Any]:
         out[f"psi_{bucket}"] = psi(means)
         if means and (reason := undefined_reason(means)) is not None:
             notes.append(f"psi_{bucket}: {reason}")
-        out[f"n_queries_{bucket}"] = int(sum(count for count, _ in bins.values()))
+        queries[bucket] = int(sum(count for count, _ in bins.values()))
         out[f"n_bins_{bucket}"] = len(means)
         for position, (count, total) in bins.items():
             cell = pooled.setdefault(position, [0, 0.0])
@@ -265,4 +266,5 @@ def cell_figures(cells: Cells) -> dict[str, Any]:
         notes.append(f"psi: {reason}")
     summary = GroupSummary(list(POSITION_BINS), scores, counts, harmonic_mean(present), psi(present), notes)
     out.update(summary.to_scores())
+    out.update(dump(ScoreEntry(counts=Counts(buckets=queries))))
     return out

@@ -52,6 +52,7 @@ from ..permutation.instances import LanguageConfig
 from ..permutation.languages import LanguageTagError, mteb_language
 from ..permutation.probe import ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
+from ..results.schema import load
 from .metadata import FairPosTaskMetadata
 
 logger = logging.getLogger(__name__)
@@ -272,8 +273,9 @@ class AbsTaskPermutationFairness(AbsTask):
                          **kwargs: Any) -> dict[str, Any]:
         session = self._session_for(model, data_split, hf_split, encode_kwargs)
         result = session.run(hf_subset)
+        entry = load(result.scores)
         logger.info("%s %s: position_fairness=%.4f (%d documents, %.1f s)", self.metadata.name, hf_subset,
-                    result.scores["position_fairness"] or float("nan"), result.scores["num_documents"], result.seconds)
+                    entry.profile().fairness, entry.counts.documents, result.seconds)
         if prediction_folder is not None:
             obs = result.observations
             self._save_task_predictions(

@@ -130,3 +130,17 @@ def test_only_the_schema_spells_the_statistics_keys():
                     and any(stat in node.value for stat in ("_ci_low", "_ci_high", "_pvalue"))):
                 spelled.add(path.relative_to(package).as_posix())
     assert spelled <= {"results/schema.py"}, spelled
+
+
+def test_every_count_a_task_writes_reads_typed():
+    """The probe's and the retrieval tasks' counts come back as `Counts` fields, the per-bucket query
+    counts as one mapping; the stored keys are those of earlier releases."""
+    stored = {"num_observations": 54, "num_clusters": 3, "num_tau_unaligned_documents": 0, "usable_topics": 6,
+              "n_queries": 7, "unplaced_queries": 1, "n_queries_Q1": 4, "n_queries_Q2": 3, "n_bins_Q1": 2,
+              "ndcg_at_10_Q1": 0.5, "num_tau_unmeasured": 2}
+    entry = load(stored)
+    assert entry.counts == Counts(observations=54, clusters=3, unaligned=0, usable=6, queries=7, unplaced=1,
+                                  buckets={"Q1": 4, "Q2": 3})
+    assert entry.details == {"n_bins_Q1": 2, "ndcg_at_10_Q1": 0.5, "num_tau_unmeasured": 2}
+    assert dump(entry) == stored
+    assert load({"n_queries_Q1": None}).details == {"n_queries_Q1": None}  # a stored null stays as it was

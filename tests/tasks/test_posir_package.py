@@ -26,3 +26,34 @@ def test_task_specific_scores_read_nothing_left_on_the_task():
     out = task.task_specific_scores(scores, {"a": {"d1": 1}, "b": {"d2": 1}, "c": {"d3": 1}}, {}, "test", "x")
     assert out == {QUERY_SCORES: {"a": 0.5, "b": 1.0, "c": 0.0}}  # c was not scored by pytrec_eval: 0
     assert vars(task).keys() == before.keys() and vars(task)["hf_subsets"] == before["hf_subsets"]
+
+
+def test_the_corpus_cache_encoder_forwards_only_what_it_declares(minilm):
+    """The cache's encoder is an mteb encoder of its own: documents of the same corpus come from the cache,
+    queries and the similarity from the wrapped model, and nothing else is reached through it."""
+    import numpy as np
+    from datasets import Dataset
+    from mteb.models.models_protocols import EncoderProtocol
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+    from mteb.types import PromptType
+    from torch.utils.data import DataLoader
+
+    import fairpos_tiny_tasks
+    from mteb_fairpos.tasks.posir.corpus_cache import CorpusCache
+
+    model = SentenceTransformerEncoderWrapper(minilm)
+    cache = CorpusCache()
+    texts = DataLoader(Dataset.from_dict({"text": ["The harbour wakes.", "A pear tree grows."]}), batch_size=2)
+    where = {"task_metadata": fairpos_tiny_tasks.FairPosTinyRetrieval.metadata, "hf_split": "test",
+             "hf_subset": "x", "show_progress_bar": False}
+    first, second = cache.wrap(model, ("corpus-a",)), cache.wrap(model, ("corpus-a",))
+    assert isinstance(first, EncoderProtocol) and first.mteb_model_meta is model.mteb_model_meta
+    documents = first.encode(texts, prompt_type=PromptType.document, **where)
+    assert second.encode(texts, prompt_type=PromptType.document, **where) is documents and cache.hits == 1
+    queries = second.encode(texts, prompt_type=PromptType.query, **where)
+    np.testing.assert_array_equal(queries, model.encode(texts, prompt_type=PromptType.query, **where))
+    np.testing.assert_array_equal(np.asarray(first.similarity(queries, documents)),
+                                  np.asarray(model.similarity(queries, documents)))
+    other = cache.wrap(model, ("corpus-b",))
+    assert other.encode(texts, prompt_type=PromptType.document, **where) is not documents and cache.hits == 1
+    assert not hasattr(first, "fps")  # the wrapped model's own settings are not reached through the cache

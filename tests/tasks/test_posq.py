@@ -10,7 +10,7 @@ import pytest
 from retrieval_check import FIXTURES, group_means, own_ndcg_at_10
 
 from mteb_fairpos.tasks import TASKS
-from mteb_fairpos.tasks._base import DATA_DIR_ENV, DatasetSchemaError
+from mteb_fairpos.tasks._base import DATA_DIR_ENV, GROUPS, SKIPPED, DatasetSchemaError
 from mteb_fairpos.tasks.posq import FINEWEB_GROUPS, SQUAD_GROUPS, FineWebPosQ, FineWebPosQTiny, SQuADPosQ, SQuADPosQTiny
 
 SQUAD = FIXTURES / "squad_v2"
@@ -29,7 +29,7 @@ def _split(task):
 
 
 def _memberships(task):
-    return task._memberships[("default", "test")]
+    return _split(task)[GROUPS]
 
 
 def test_tasks_are_listed():
@@ -44,7 +44,7 @@ def test_squad_grouping_from_local_copy():
     task.load_data()
     split, groups = _split(task), _memberships(task)
     # 12 rows: 2 unanswerable dropped, 1 answer at 3129 is past the last bin [500, 3120]
-    assert task._skipped[("default", "test")] == {"unanswerable": 2, "answer_start_outside_bins": 1, "duplicate_id": 0}
+    assert _split(task)[SKIPPED] == {"unanswerable": 2, "answer_start_outside_bins": 1, "duplicate_id": 0}
     assert set(split["queries"]["id"]) == {"sq-t0", "sq-t1", "sq-t2", "sq-t3", "sq-t4", "sq-t5", "sq-v0", "sq-v1", "sq-v2"}
     assert groups["sq-t0"] == ("0-100",)  # answer_start 0
     assert groups["sq-t2"] == ("100-200",)  # exactly 100: one group only (half-open bins)
@@ -166,7 +166,7 @@ def test_unknown_or_missing_tags_are_counted_skips(tmp_path):
     (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     task = FineWebPosQ(data_dir=tmp_path)
     task.load_data()
-    assert task._skipped[("default", "test")] == {"no_span_class": 1, "unknown_span_class": 1}
+    assert _split(task)[SKIPPED] == {"no_span_class": 1, "unknown_span_class": 1}
     assert len(_split(task)["queries"]) == 6
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...results.schema import load
+from ...results.schema import Counts, ScoreEntry, dump, load
 from ..grouped_metrics import Cells, cell_figures, merge_cells
 from .dataset import split_subset
 
@@ -25,11 +25,11 @@ def language_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
         grouped.setdefault(language, []).append(entry)
     out: dict[str, dict[str, Any]] = {}
     for language, rows in grouped.items():
-        scored = [r for r in rows if r.get("n_queries") and r.get("ndcg_at_10") is not None]
-        n_queries = sum(int(r["n_queries"]) for r in scored)
-        figures = cell_figures(merge_cells(_cells(r) for r in scored))
-        figures["ndcg_at_10"] = sum(r["ndcg_at_10"] * r["n_queries"] for r in scored) / n_queries if n_queries else None
-        figures["n_queries"] = n_queries
+        scored = [(r, n) for r in rows if (n := load(r).counts.queries) and r.get("ndcg_at_10") is not None]
+        n_queries = sum(n for _, n in scored)
+        figures = cell_figures(merge_cells(_cells(r) for r, _ in scored))
+        figures["ndcg_at_10"] = sum(r["ndcg_at_10"] * n for r, n in scored) / n_queries if n_queries else None
+        figures.update(dump(ScoreEntry(counts=Counts(queries=n_queries))))
         figures["n_domains"] = len(scored)
         out[language] = figures
     return dict(sorted(out.items()))

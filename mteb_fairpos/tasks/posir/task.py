@@ -191,8 +191,8 @@ class PosIR(PositionGroupedRetrieval):
         if not data.split["relevant_docs"]:
             logger.warning("%s %s: no query left to evaluate.", self.metadata.name, hf_subset)
             empty = cell_figures(empty_cells())
-            return {"ndcg_at_10": None, **empty, "cells": empty_cells(), "n_queries": 0, "unplaced_queries": 0,
-                    "skipped_queries": data.skipped, **where}
+            return {"ndcg_at_10": None, **empty, "cells": empty_cells(), **where,
+                    **dump(ScoreEntry(counts=Counts(queries=0, unplaced=0, skipped=data.skipped)))}
         source = data_split.source
         encoder = self._corpus_cache.wrap(model, (str(source), source.revision, data_split.corpus_language,
                                                   data_split.corpus_folder))
@@ -260,4 +260,4 @@ def position_scores(query_scores: Mapping[str, float], positions: Mapping[str, t
             unplaced += 1
         else:
             add_to_cells(cells, place[0], place[1], score)
-    return {**cell_figures(cells), "cells": cells, "n_queries": len(query_scores), "unplaced_queries": unplaced}
+    return {**cell_figures(cells), "cells": cells, **dump(ScoreEntry(counts=Counts(queries=len(query_scores), unplaced=unplaced)))}

@@ -1,0 +1,59 @@
+"""The reader reads a result file as mteb's own ``TaskResult.from_disk`` does, for current files and for the
+layouts and version stamps of older mteb releases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from results_folders import register_tasks, retrieval_entry
+
+from mteb_fairpos.results.reader import read_result, summarize
+
+PROFILE = {"0-100": 0.6, "100-200": 0.4}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tasks():
+    register_tasks()
+
+
+def _written(tmp_path, name: str, data: dict):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _current(version: str) -> dict:
+    return {"dataset_revision": "1", "task_name": "SQuADPosQTiny", "mteb_version": version, "evaluation_time": 1.0,
+            "kg_co2_emissions": None, "scores": {"test": [retrieval_entry(0.5, PROFILE)]}}
+
+
+@pytest.mark.parametrize("version", ["2.26.24", "2.12.16-2.26.24", "1.12.0"])
+def test_a_file_of_any_mteb_since_1_11_reads_as_from_disk_reads_it(tmp_path, version):
+    from mteb.results.task_result import TaskResult
+
+    path = _written(tmp_path, "result", _current(version))
+    scores = read_result(path)
+    assert scores.main_score == 0.5 and scores.profiles[""] == PROFILE and scores.mteb_version == version
+    assert (scores.main_score, scores.profiles) == (lambda s: (s.main_score, s.profiles))(summarize(TaskResult.from_disk(path)))
+
+
+def test_a_file_in_the_layout_before_mteb_1_11_is_converted_by_mteb(tmp_path):
+    from mteb.results.task_result import TaskResult
+
+    old = {"mteb_dataset_name": "SQuADPosQTiny", "mteb_version": "1.10.0", "dataset_revision": "1",
+           "test": {"evaluation_time": 1.0, "harmonic_mean": 0.5, **{f"position_{k}": v for k, v in PROFILE.items()}}}
+    path = _written(tmp_path, "old", old)
+    issues = []
+    scores = read_result(path, issues)
+    assert issues == [] and scores.main_score == 0.5 and scores.profiles[""] == PROFILE
+    assert scores.main_score == summarize(TaskResult.from_disk(path)).main_score
+
+
+def test_a_current_file_that_does_not_validate_is_named(tmp_path):
+    broken = {**_current("2.26.24"), "scores": "not a mapping"}
+    issues = []
+    assert read_result(_written(tmp_path, "broken", broken), issues, where="broken.json") is None
+    assert [(issue.kind, issue.where) for issue in issues] == [("foreign", "broken.json")]
+    assert "mteb cannot read it" in issues[0].message
