@@ -5,8 +5,8 @@
    and against `FairQdrantIndex.index_file` into an in-memory collection (encode + write).
    Each Ray run starts its own actor pool and loads the model in every actor, as a real job
    does; the Ray runtime itself is started once, before the timers (reported separately).
-2. Bulk load: `load_parts` into a fresh collection against a plain ``client.upload_points`` of
-   the same points (read from the same parts beforehand, so only the writing is compared), in
+2. Bulk load: `load_parts` into a fresh collection against a plain ``Store.write`` (qdrant-client's
+   ``upload_points``, or Edge's upsert) of the same points (read from the same parts beforehand, so only the writing is compared), in
    local mode in memory and in Qdrant Edge (where both end by building the indexes).
    Target: load >= 0.8 of the plain upload; `index_file` >= 0.95 of the local engine.
 
@@ -64,24 +64,25 @@ def timed(action) -> float:
 
 
 def print_loads(parts: str, work: str, repeats: int) -> None:
-    """`load_parts` against a plain `upload_points` of the same points already in memory, per embedded store."""
+    """`load_parts` against a plain write of the same points already in memory, per embedded store."""
     points = [p.to_point() for f in part_files(parts) for p in read_points(f)]
-    stores = {"local mode, in memory": lambda n: store.connect(":memory:"),
-              "Qdrant Edge (the embedded default)": lambda n: store.connect(os.path.join(work, f"edge-{n}"))}
+    stores = {"local mode, in memory": lambda n: store.open_store(":memory:"),
+              "Qdrant Edge (the embedded default)": lambda n: store.open_store(os.path.join(work, f"edge-{n}"))}
     load_times: dict[str, list[float]] = {name: [] for name in stores}
     plain_times: dict[str, list[float]] = {name: [] for name in stores}
     for repeat in range(repeats):
-        for name, connect in stores.items():
-            client = connect(f"load-{repeat}")
-            load_times[name].append(timed(lambda: load_parts(parts, client, show_progress=False)))
-            spec = store.read_spec(client, "bench")
-            client.close()
-            plain = connect(f"plain-{repeat}")
+        for name, open_one in stores.items():
+            target = open_one(f"load-{repeat}")
+            load_times[name].append(timed(lambda: load_parts(parts, target, show_progress=False)))
+            spec = store.read_spec(target, "bench")
+            target.close()
+            plain = open_one(f"plain-{repeat}")
             store.create_collection(plain, "bench", spec)  # the same collection: vectors, payload indexes
 
             def upload() -> None:  # the same end state as the load: points written, indexes built
-                plain.upload_points("bench", points, batch_size=256, wait=True)
-                store.build_indexes(plain, "bench")
+                plain.write("bench", points, batch_size=256)
+                plain.flush("bench")
+                plain.build_indexes("bench")
 
             plain_times[name].append(timed(upload))
             plain.close()
@@ -90,13 +91,13 @@ def print_loads(parts: str, work: str, repeats: int) -> None:
         rates = [n / v for v in values]
         return statistics.median(rates), min(rates), max(rates)
 
-    print(f"\n| load of {len(points)} points | points/s median | min-max | vs plain upload_points (target >= 0.8) |")
+    print(f"\n| load of {len(points)} points | points/s median | min-max | vs plain write (target >= 0.8) |")
     print("|---|---:|---:|---:|")
     for name in stores:
         load, plain = rate(load_times[name], len(points)), rate(plain_times[name], len(points))
         print(f"| {name}: load_parts (checks, read Parquet, upload, read back) | {load[0]:.0f} | "
               f"{load[1]:.0f}-{load[2]:.0f} | {load[0] / plain[0]:.2f} |")
-        print(f"| {name}: plain upload_points of ready points | {plain[0]:.0f} | {plain[1]:.0f}-{plain[2]:.0f} | 1.00 |")
+        print(f"| {name}: plain write of ready points | {plain[0]:.0f} | {plain[1]:.0f}-{plain[2]:.0f} | 1.00 |")
 
 
 def main() -> None:

@@ -86,3 +86,19 @@ def test_joining_segments_has_one_home():
     """Segments are joined, and their character spans recorded, by `spans.join_segments` alone."""
     joiners = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _span_records(p))
     assert joiners == ["spans.py"]
+
+
+STORE_IMPLEMENTATIONS = {"integrations/qdrant/clients.py"}
+"""The stores on qdrant-client (local mode, a server); Qdrant Edge's store uses qdrant_edge."""
+
+
+def test_only_the_store_implementations_hold_a_qdrant_client():
+    """Callers hold a `Store` (backends.py); a `QdrantClient` is made, wrapped and called in clients.py alone."""
+    holders = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            if any(alias.name == "QdrantClient" or alias.name.endswith(".QdrantClient") for alias in names) or (
+                    isinstance(node, ast.Attribute) and node.attr == "QdrantClient"):
+                holders.add(str(path.relative_to(PACKAGE)))
+    assert holders == STORE_IMPLEMENTATIONS
