@@ -257,8 +257,8 @@ def test_load_reports_the_points_it_reads_back(parts, new_store):
     report = load_parts(parts, client, show_progress=False)
     assert (report.documents, report.points) == (12, 12) == (12, client.count("pages"))
     dropping = new_store()
-    real = dropping.upload_points
-    dropping.upload_points = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
+    real = dropping.write
+    dropping.write = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
     with pytest.raises(store.UpsertFailedError, match=r"1 of its 4 point\(s\) are missing"):
         load_parts(parts, dropping, show_progress=False)
 
