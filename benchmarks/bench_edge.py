@@ -54,7 +54,6 @@ def run_case(backend: str, size: int, folder: str) -> dict:
         opened.write("bench", points)
     upsert = time.perf_counter() - start
     start = time.perf_counter()
-    opened.flush("bench")
     opened.build_indexes("bench")  # Edge indexes only when asked (the writers ask after their writes)
     build = time.perf_counter() - start
     queries = rng.standard_normal((200, DIMENSION)).astype(np.float32)

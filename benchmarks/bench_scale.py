@@ -81,7 +81,6 @@ def print_loads(parts: str, work: str, repeats: int) -> None:
 
             def upload() -> None:  # the same end state as the load: points written, indexes built
                 plain.write("bench", points, batch_size=256)
-                plain.flush("bench")
                 plain.build_indexes("bench")
 
             plain_times[name].append(timed(upload))

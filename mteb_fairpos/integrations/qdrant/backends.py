@@ -124,9 +124,6 @@ class Store(ABC):
         """Upsert ``points`` in requests of ``batch_size`` (``parallel`` streams where
         :attr:`Capabilities.concurrent_writers`); returns once they are stored."""
 
-    def flush(self, collection: str) -> None:  # noqa: B027 - a server and local mode persist every write
-        """Persist what was written so far beyond the write-ahead log (Edge); a no-op elsewhere."""
-
     @abstractmethod
     def delete(self, collection: str, ids: Sequence[str]) -> None: ...
 

@@ -145,7 +145,6 @@ class Writer:
                 self._retried(lambda batch=batch: self.target.write(self.collection, batch, batch_size=self.batch_size,
                                                                     parallel=self.parallel),
                               f"upload of {len(batch)} points")
-            self.target.flush(self.collection)
         except Exception as err:
             raise store.UpsertFailedError(
                 f"writing {what} into collection {self.collection!r} failed despite {self.retries} retries "
