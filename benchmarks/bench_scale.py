@@ -5,8 +5,9 @@
    and against `FairQdrantIndex.index_file` into an in-memory collection (encode + write).
    Each Ray run starts its own actor pool and loads the model in every actor, as a real job
    does; the Ray runtime itself is started once, before the timers (reported separately).
-2. Bulk load: `load_parts` into a fresh collection against a plain ``Store.write`` (qdrant-client's
-   ``upload_points``, or Edge's upsert) of the same points (read from the same parts beforehand, so only the writing is compared), in
+2. Bulk load: `load_parts` into a fresh collection against creating the same collection (payload
+   indexes included) and a plain ``Store.write`` (qdrant-client's ``upload_points``, or Edge's
+   upsert) of the same points (read from the same parts beforehand, so only the writing is compared), in
    local mode in memory and in Qdrant Edge (where both end by building the indexes).
    Target: load >= 0.8 of the plain upload; `index_file` >= 0.95 of the local engine.
 
@@ -77,9 +78,9 @@ def print_loads(parts: str, work: str, repeats: int) -> None:
             spec = store.read_spec(target, "bench")
             target.close()
             plain = open_one(f"plain-{repeat}")
-            store.create_collection(plain, "bench", spec)  # the same collection: vectors, payload indexes
 
-            def upload() -> None:  # the same end state as the load: points written, indexes built
+            def upload() -> None:  # the load's work without its checks: create, write, build
+                store.create_collection(plain, "bench", spec)  # the same collection: vectors, payload indexes
                 plain.write("bench", points, batch_size=256)
                 plain.build_indexes("bench")
 
