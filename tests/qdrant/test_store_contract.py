@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
 
-from mteb_fairpos.integrations.qdrant import LocalStore, ServerStore, as_store, open_store, point_id
+from mteb_fairpos.integrations.qdrant import FairQdrantIndex, LocalStore, ServerStore, as_store, open_store, point_id
 from mteb_fairpos.integrations.qdrant.search import position_filter
 from mteb_fairpos.integrations.qdrant.store import PAYLOAD_INDEXES
 
@@ -122,9 +122,12 @@ def test_the_embedded_stores_page_count_and_query_alike(tmp_path):
     assert local["counts"][:2] == [12, 4] and local["counts"][-1] == 5 and local["batch first is the query"]
 
 
-def test_a_users_qdrant_client_is_wrapped_in_the_store_its_settings_name():
+def test_a_users_qdrant_client_is_wrapped_in_the_store_its_settings_name(model):
     local = as_store(QdrantClient(location=":memory:"))
     assert isinstance(local, LocalStore) and local.capabilities.name == "local"
+    with FairQdrantIndex(model, "c", client=QdrantClient(location=":memory:")) as index:
+        index.index([{"id": "a", "segments": ["One short text.", "And a second one."]}], show_progress=False)
+        assert isinstance(index.store, LocalStore) and index.count() == 1
     server = FakeServer()
     remote = as_store(QdrantClient(url="https://qdrant.test:6333", transport=httpx.MockTransport(server),
                                    check_compatibility=False))

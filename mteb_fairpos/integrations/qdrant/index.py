@@ -45,7 +45,7 @@ from .points import collection_spec, content_hash, document_points
 from .input import InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
 from .search import SearchHit, search
-from .store import open_store
+from .store import CollectionSpec, open_store
 from .writer import Writer
 
 logger = logging.getLogger(__name__)
@@ -111,12 +111,12 @@ class FairQdrantIndex:
             ``encode_query`` does not) or any SentenceTransformer (then the stored calibration is
             ``"none"`` and each document has one vector, ``uncalibrated``).
         collection: the collection name.
-        store: an open :class:`.backends.Store` (:func:`.store.open_store`) or a ready
-            ``qdrant_client.QdrantClient`` (wrapped in the store its settings name, see
-            :func:`.clients.as_store`); otherwise one is opened from ``path`` (an embedded store:
-            Qdrant Edge for a new folder; local mode in memory by default) or ``url`` + ``api_key``
-            (a server or cluster).
-        client: the same as ``store``, by the name a ``QdrantClient`` goes by.
+        store: an open :class:`.backends.Store` (:func:`.store.open_store`); otherwise one is
+            opened from ``path`` (an embedded store: Qdrant Edge for a new folder; local mode in
+            memory by default) or ``url`` + ``api_key`` (a server or cluster).
+        client: a ready ``qdrant_client.QdrantClient`` instead, wrapped in the store its
+            settings name (:func:`.clients.as_store`). A given store or client stays the
+            caller's to close.
         model_name: the name stored in the collection (default: the model's Hub id or path).
         **client_kwargs: passed to :func:`.store.open_store`.
     """
@@ -125,7 +125,7 @@ class FairQdrantIndex:
         self,
         model: SentenceTransformer,
         collection: str,
-        store: Store | Any = None,
+        store: Store | None = None,
         *,
         client: Any = None,
         path: str | None = None,
@@ -151,8 +151,8 @@ class FairQdrantIndex:
                 raise ValueError("give either a store (or client) or a path/url, not both.")
             self.store = as_store(given)
             self._owns_store = False
-        self._prepared: store.CollectionSpec | None = None
-        self._search_spec: store.CollectionSpec | None = None  # set by prepare() or searchable_spec()
+        self._prepared: CollectionSpec | None = None
+        self._search_spec: CollectionSpec | None = None  # set by prepare() or searchable_spec()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -362,7 +362,7 @@ class FairQdrantIndex:
 
 
 def index_documents(model: SentenceTransformer, documents: Iterable[Document | dict], collection: str,
-                    store: Store | Any = None, **options: Any) -> IndexReport:
+                    store: Store | None = None, **options: Any) -> IndexReport:
     """One-call indexing; ``options`` are split between :class:`FairQdrantIndex` and :meth:`FairQdrantIndex.index`."""
     opening = {k: options.pop(k) for k in list(options) if k in {"path", "url", "api_key", "timeout", "model_name",
                                                                    "client"}}

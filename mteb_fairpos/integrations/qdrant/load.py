@@ -1,12 +1,12 @@
-"""Loading Parquet parts of points into Qdrant: a server or cluster, or the embedded local mode.
+"""Loading Parquet parts of points into a store: Qdrant Edge, qdrant-client's local mode, or a server or cluster.
 
 Before the first write: every part file is read back and its rows counted (a foreign or truncated
 file, or one whose rows disagree with its metadata or the manifest, is named and refused, or
 skipped with ``on_bad="skip"``), the parts must agree on model, calibration,
-vectors and collection, document ids must be unique across parts (duplicates are counted), and
+vectors and collection, document ids must be unique across parts (duplicates are counted),
 and the collection is created or checked. The points then go through :class:`.writer.Writer`, the
 writer ``index`` uses too: bulk-load settings (HNSW deferred where the backend has the setting,
-restored even on failure), ``upload_points`` with retries, each part's segment points before
+restored even on failure), writes with retries, each part's segment points before
 its document points, and a read-back after each part, so every number in the report counts
 points read from the files and found in the store, never what a file's metadata claims. Ids are
 deterministic: a failed or killed load is finished by running it again.

@@ -9,7 +9,7 @@ The writer owns everything between a point and the store:
 - the bulk-load settings: where the backend has HNSW settings, building is deferred (``m=0``)
   for the load and restored afterwards, also when the load fails; a backend that builds its
   indexes only when asked (Edge) builds them at the end;
-- ``upload_points`` with transient failures (connection, timeout, 429, 5xx) retried with
+- :meth:`.backends.Store.write` with transient failures (connection, timeout, 429, 5xx) retried with
   exponential backoff and client errors (4xx) raised at once;
 - the content-hash skip: :meth:`Writer.stored` returns what the store holds of the documents,
   so a caller leaves unchanged ones out, and a changed document's stale segment points go;
@@ -49,7 +49,7 @@ class Writer:
 
     Args:
         batch_size: points per request.
-        parallel: upload streams of ``upload_points`` (a server only; an embedded store is written
+        parallel: upload streams of a server's ``upload_points`` (an embedded store is written
             from the thread that opened it).
         retries / backoff: a transient failure is retried up to ``retries`` times, waiting
             ``backoff * 2**attempt`` seconds; re-sending is safe since point ids are deterministic.
