@@ -2,7 +2,7 @@
 
 Each (backend, size) runs in its own process on a fresh folder with the same points: 384-d
 float32 vectors (MiniLM's size) with a payload shaped like a document point's (id, layout of
-three segments), written through `store.connect(...)` in upserts of 256 points, as the index
+three segments), written through `store.open_store(...)` in writes of 256 points, as the index
 writes them. Printed: upsert time, points per second, Edge's index build after the writes
 (its optimizer: HNSW and payload indexes; local mode has none), median latency of 200 single queries
 (with and without a position filter), the time to reopen the store and answer one query, and the
@@ -40,9 +40,9 @@ def run_case(backend: str, size: int, folder: str) -> dict:
     from mteb_fairpos.integrations.qdrant.search import position_filter
 
     rng = np.random.default_rng(0)
-    client = store.connect(folder, backend=backend)
-    client.create_collection("bench", vectors_config={"calibrated": models.VectorParams(
-        size=DIMENSION, distance=models.Distance.COSINE)}, metadata={"bench": True})
+    opened = store.open_store(folder, backend=backend)
+    opened.create("bench", {"calibrated": models.VectorParams(size=DIMENSION, distance=models.Distance.COSINE)},
+                  metadata={"bench": True})
     start = time.perf_counter()
     for begin in range(0, size, 256):
         vectors = rng.standard_normal((min(256, size - begin), DIMENSION)).astype(np.float32)
@@ -51,10 +51,10 @@ def run_case(backend: str, size: int, folder: str) -> dict:
                                               "segments": [{"position": p, "language": "en", "coverage": "full"}
                                                            for p in (1, 2, 3)]})
                   for i, v in enumerate(vectors)]
-        client.upsert("bench", points, wait=True)
+        opened.write("bench", points)
     upsert = time.perf_counter() - start
     start = time.perf_counter()
-    store.build_indexes(client, "bench")  # Edge indexes only when asked (the writers ask after their writes)
+    opened.build_indexes("bench")  # Edge indexes only when asked (the writers ask after their writes)
     build = time.perf_counter() - start
     queries = rng.standard_normal((200, DIMENSION)).astype(np.float32)
     latencies = {}
@@ -62,15 +62,15 @@ def run_case(backend: str, size: int, folder: str) -> dict:
         times = []
         for q in queries:
             began = time.perf_counter()
-            client.query_points("bench", query=q.tolist(), using="calibrated", limit=10, query_filter=flt)
+            opened.query("bench", q.tolist(), using="calibrated", limit=10, filter=flt)
             times.append(time.perf_counter() - began)
         latencies[label] = statistics.median(times) * 1000
-    client.close()
+    opened.close()
     start = time.perf_counter()  # reopening: until the first query is answered
-    client = store.connect(folder, backend=backend)
-    client.query_points("bench", query=queries[0].tolist(), using="calibrated", limit=10)
+    opened = store.open_store(folder, backend=backend)
+    opened.query("bench", queries[0].tolist(), using="calibrated", limit=10)
     reopen = time.perf_counter() - start
-    client.close()
+    opened.close()
     disk = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder) for name in names)
     return {"upsert_s": upsert, "build_s": build, "reopen_s": reopen, "points_per_s": size / upsert, "query_ms": latencies, "disk_mb": disk / 2**20}
 

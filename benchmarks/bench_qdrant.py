@@ -6,7 +6,7 @@ timer starts, so only the writing path is compared. The fairpos side runs its fu
 per chunk of documents, as the indexer does on an existing collection (existence /
 content-hash lookup, payload and point construction, batched upserts through the retry
 wrapper; the indexer skips the lookup in a collection it has just created, the benchmark
-keeps it, so the number is the conservative one); the plain side is ``client.upsert``
+keeps it, so the number is the conservative one); the plain side is ``Store.write``
 of the same points from ready-made ids and payload dicts and the model's float32 vectors (both
 sides turn arrays into lists inside their timer). The two sides alternate chunk by chunk, so
 load from other processes hits both alike; per repetition the ratio of the totals is taken:
@@ -43,7 +43,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from qdrant_client import models  # noqa: E402
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, minilm_path  # noqa: E402
-from mteb_fairpos.integrations.qdrant import FairQdrantIndex, connect, encode_documents, parse_documents  # noqa: E402
+from mteb_fairpos.integrations.qdrant import FairQdrantIndex, encode_documents, open_store, parse_documents  # noqa: E402
 from mteb_fairpos.integrations.qdrant.points import document_points  # noqa: E402
 
 WORDS = ("market city council river science football election weather school music health energy village "
@@ -82,43 +82,43 @@ def run_fairpos(index: FairQdrantIndex, encoded, batch: int) -> float:
     return elapsed
 
 
-def run_plain(client, collection: str, points: list[tuple[str, dict, dict]], batch: int) -> float:
+def run_plain(target, collection: str, points: list[tuple[str, dict, dict]], batch: int) -> float:
     gc.collect()
     start = time.perf_counter()
     for begin in range(0, len(points), batch):
         chunk = points[begin:begin + batch]
-        client.upsert(collection, wait=True, points=[
-            models.PointStruct(id=i, vector={k: a.tolist() for k, a in v.items()}, payload=p) for i, v, p in chunk])
+        target.write(collection, [models.PointStruct(id=i, vector={k: a.tolist() for k, a in v.items()}, payload=p)
+                                  for i, v, p in chunk], batch_size=batch)
     return time.perf_counter() - start
 
 
-def bench_backend(label: str, make_client, model, encoded, spec_kwargs: dict, batch: int, chunk: int,
+def bench_backend(label: str, make_store, model, encoded, spec_kwargs: dict, batch: int, chunk: int,
                   repeats: int) -> float:
     """Total write time of each side per repetition; the sides alternate chunk by chunk (noise hits both)."""
     fair_totals, plain_totals = [], []
     n_points = 0
     for rep in range(repeats):
-        client = make_client()
+        target = make_store()
         try:
-            index = FairQdrantIndex(model, f"bench_fairpos_{rep}", client)
+            index = FairQdrantIndex(model, f"bench_fairpos_{rep}", target)
             spec, _ = index.prepare(**spec_kwargs)
-            client.create_collection(f"bench_plain_{rep}", vectors_config=spec.vectors_config())
+            target.create(f"bench_plain_{rep}", spec.vectors_config())
             fair = plain = 0.0
             for k, begin in enumerate(range(0, len(encoded), chunk)):
                 part = encoded[begin:begin + chunk]
                 points = plain_points(index, part, spec)
                 if (k + rep) % 2 == 0:
                     fair += run_fairpos(index, part, batch)
-                    plain += run_plain(client, f"bench_plain_{rep}", points, batch)
+                    plain += run_plain(target, f"bench_plain_{rep}", points, batch)
                 else:
-                    plain += run_plain(client, f"bench_plain_{rep}", points, batch)
+                    plain += run_plain(target, f"bench_plain_{rep}", points, batch)
                     fair += run_fairpos(index, part, batch)
-            n_points = client.count(f"bench_plain_{rep}").count
-            assert n_points == client.count(f"bench_fairpos_{rep}").count
+            n_points = target.count(f"bench_plain_{rep}")
+            assert n_points == target.count(f"bench_fairpos_{rep}")
             fair_totals.append(fair)
             plain_totals.append(plain)
         finally:
-            client.close()
+            target.close()
     fair, plain = statistics.median(fair_totals), statistics.median(plain_totals)
     ratios = sorted(f / p - 1 for f, p in zip(fair_totals, plain_totals))
     overhead = statistics.median(ratios)
@@ -161,15 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0.0
     for backend in args.backends:
         if backend == "memory":
-            ratio = bench_backend("local :memory:", lambda: connect(":memory:"), model, encoded, spec_kwargs, args.batch, args.chunk, args.repeats)
+            ratio = bench_backend("local :memory:", lambda: open_store(":memory:"), model, encoded, spec_kwargs, args.batch, args.chunk, args.repeats)
         else:
             with tempfile.TemporaryDirectory(prefix="bench-qdrant-", dir=args.disk_dir) as folder:
                 counter = iter(range(10**6))
-                ratio = bench_backend("local on-disk" if args.disk_dir is None else f"local on-disk ({args.disk_dir})", lambda: connect(backend="local", path=os.path.join(folder, f"db{next(counter)}")),
+                ratio = bench_backend("local on-disk" if args.disk_dir is None else f"local on-disk ({args.disk_dir})", lambda: open_store(backend="local", path=os.path.join(folder, f"db{next(counter)}")),
                                       model, encoded, spec_kwargs, args.batch, args.chunk, args.repeats)
         worst = max(worst, ratio)
     if args.url:
-        ratio = bench_backend("server", lambda: connect(url=args.url, api_key=os.environ.get("QDRANT_API_KEY")),
+        ratio = bench_backend("server", lambda: open_store(url=args.url, api_key=os.environ.get("QDRANT_API_KEY")),
                               model, encoded, spec_kwargs, args.batch, args.chunk, args.repeats)
         worst = max(worst, ratio)
     print(f"overhead (median over repetitions of fairpos time / plain time - 1), worst backend: "

@@ -2,7 +2,8 @@
 
 No Qdrant server can be installed on the test machines, so these tests give qdrant-client an
 ``httpx.MockTransport`` with this object: it answers the REST calls the integration makes (list,
-create, get, update and delete collections, payload indexes, retrieve, upsert) and records every
+create, get, update and delete collections, payload indexes, retrieve, upsert, delete points, an
+unfiltered count) and records every
 request, so the assertions are on exactly what a real server or cluster would receive.
 """
 
@@ -66,9 +67,15 @@ class FakeServer:
             self.indexes[name][body["field_name"]] = body["field_schema"]
             return self._ok({"operation_id": 1, "status": "completed"})
         if rest == ["points"] and method == "POST":  # retrieve
-            found = [{"id": i, "payload": {k: self.points[name][i]["payload"].get(k) for k in ("content_hash", "n_segments")}}
+            found = [self._record(self.points[name][i], body.get("with_payload"), body.get("with_vector"))
                      for i in body["ids"] if i in self.points[name]]
             return self._ok(found)
+        if rest == ["points", "delete"] and method == "POST":
+            for i in body["points"]:
+                self.points[name].pop(i, None)
+            return self._ok({"operation_id": 3, "status": "completed"})
+        if rest == ["points", "count"] and method == "POST" and body.get("filter") is None:
+            return self._ok({"count": len(self.points[name])})
         if rest == ["points"] and method == "PUT":  # upsert
             if self.upsert_failures:
                 return self._error(self.upsert_failures.pop(0), "service unavailable")
@@ -94,9 +101,27 @@ class FakeServer:
         }
 
     @staticmethod
+    def _record(point: dict, with_payload, with_vector) -> dict:
+        """A stored point as the server returns it: payload keys and vectors as selected (``true``,
+        ``false`` or a list of names; a server stores cosine vectors normalised)."""
+        payload = point.get("payload") or {}
+        if isinstance(with_payload, list):
+            payload = {k: payload[k] for k in with_payload if k in payload}
+        vectors = {name: _normalised(v) for name, v in (point.get("vector") or {}).items()}
+        if isinstance(with_vector, list):
+            vectors = {k: v for k, v in vectors.items() if k in with_vector}
+        return {"id": point["id"], "payload": payload if with_payload is not False else None,
+                "vector": vectors if with_vector else None}
+
+    @staticmethod
     def _ok(result) -> httpx.Response:
         return httpx.Response(200, json={"result": result, "status": "ok", "time": 0.0})
 
     @staticmethod
     def _error(status: int, message: str) -> httpx.Response:
         return httpx.Response(status, json={"status": {"error": message}, "time": 0.0})
+
+
+def _normalised(vector: list[float]) -> list[float]:
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector] if norm else vector

@@ -149,3 +149,19 @@ def test_the_mteb_encoder_leaves_prompts_and_routing_to_mteb():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert not {"encode_query", "encode_document"} & called  # mteb's wrapper routes queries and documents
     assert "get_prompt_name" not in imported  # mteb's wrapper picks the prompt
+
+
+STORE_IMPLEMENTATIONS = {"integrations/qdrant/clients.py"}
+"""The stores on qdrant-client (local mode, a server); Qdrant Edge's store uses qdrant_edge."""
+
+
+def test_only_the_store_implementations_hold_a_qdrant_client():
+    """Callers hold a `Store` (backends.py); a `QdrantClient` is made, wrapped and called in clients.py alone."""
+    holders = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            if any(alias.name == "QdrantClient" or alias.name.endswith(".QdrantClient") for alias in names) or (
+                    isinstance(node, ast.Attribute) and node.attr == "QdrantClient"):
+                holders.add(str(path.relative_to(PACKAGE)))
+    assert holders == STORE_IMPLEMENTATIONS

@@ -37,13 +37,6 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no store at {args.source!r} to copy from.")
     if os.path.abspath(args.source) == os.path.abspath(args.target):
         raise ValueError("the source and the target are the same folder; copy into a new one.")
-    source = store.connect(args.source)
-    try:
-        target = store.connect(args.target, backend=args.target_backend)
-        try:
-            report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
-        finally:
-            target.close()
-    finally:
-        source.close()
+    with store.open_store(args.source) as source, store.open_store(args.target, backend=args.target_backend) as target:
+        report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
     return qdrant_common.print_report(report, args.report)

@@ -37,14 +37,14 @@ def run(args: argparse.Namespace) -> int:
 
     queries = read_queries(args.queries) if args.queries else None
     documents = read_documents(args.input)[0] if args.input else None
-    client = qdrant_common.connect_from(args, existing=True)
+    opened = qdrant_common.open_store_from(args, existing=True)
     try:
-        model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
-        index = FairQdrantIndex(model, args.collection, client, model_name=name)
+        model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)
+        index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth,
                                        show_progress=not args.quiet)
     finally:
-        client.close()
+        opened.close()
     paths = report.save(Path(str(args.out).replace("<collection>", args.collection)))
     print(f"collection {report.collection!r} ({report.model}, calibration {report.calibration})")
     print(report.table())

@@ -50,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant.input import scan_file
 
     scan = scan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
-    client = qdrant_common.connect_from(args)
+    opened = qdrant_common.open_store_from(args)
     try:
-        model, name = qdrant_common.model_for_collection(args, client, calibrated=True)
-        index = FairQdrantIndex(model, args.collection, client, model_name=name)
+        model, name = qdrant_common.model_for_collection(args, opened, calibrated=True)
+        index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         report = index.index_scan(
             scan, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
             store_text=args.store_text, batch_size=args.batch_size, upsert_batch_size=args.upsert_batch_size,
@@ -61,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
             replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
         )
     finally:
-        client.close()
+        opened.close()
     return qdrant_common.print_report(report, args.report)

@@ -39,14 +39,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant.load import load_parts
 
-    client = qdrant_common.connect_from(args)
+    opened = qdrant_common.open_store_from(args)
     try:
         report = load_parts(
-            args.parts, client, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
+            args.parts, opened, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
             batch_size=args.batch_size, parallel=args.parallel, max_retries=args.retries,
             defer_indexing=args.defer_indexing, shard_number=args.shard_number,
             replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
             on_disk_payload=args.on_disk_payload, show_progress=not args.quiet)
     finally:
-        client.close()
+        opened.close()
     return qdrant_common.print_report(report, args.report)

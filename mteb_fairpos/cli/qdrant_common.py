@@ -1,4 +1,4 @@
-"""What the Qdrant subcommands share once their arguments are parsed: the client for the connection
+"""What the Qdrant subcommands share once their arguments are parsed: the store for the connection
 options (`options.add_connection_arguments`), the model a collection was built with, and the report.
 
 Nothing heavy is imported at module level: building the CLI's parser (``--help``) must stay fast.
@@ -27,15 +27,15 @@ def print_report(report: Any, path: str | None) -> int:
     return 0
 
 
-def connect_from(args: argparse.Namespace, *, existing: bool = False):
-    """A client for the parsed connection arguments (probing a server before anything else).
+def open_store_from(args: argparse.Namespace, *, existing: bool = False):
+    """The store of the parsed connection arguments (a server is probed before anything else).
 
     ``existing``: the command only reads, so a local folder that does not exist is an error
     (a mistyped ``--path`` must not leave an empty store behind).
     """
     if args.url is not None:
         api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
-        return _store().connect(url=args.url, api_key=api_key, timeout=args.timeout)
+        return _store().open_store(url=args.url, api_key=api_key, timeout=args.timeout)
     if args.api_key is not None:
         raise ValueError("--api-key applies to a server; give --url as well.")
     if args.backend == "edge" and args.path == ":memory:":
@@ -48,7 +48,7 @@ def connect_from(args: argparse.Namespace, *, existing: bool = False):
     if args.backend is None and path != ":memory:" and store.holds_local_mode(path) and not getattr(args, "quiet", False):
         print(f"note: {path} is a qdrant-client local-mode store, opened as it is; `mteb-fairpos copy {path} NEW "
               "-c COLLECTION` copies a collection into Qdrant Edge, the faster default.", file=sys.stderr)
-    return store.connect(path, backend=args.backend)
+    return store.open_store(path, backend=args.backend)
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):
@@ -58,9 +58,9 @@ def load_model(name: str, calibration: str | None, device: str | None = None):
     return ModelLoader(name, calibration or "none", device=device)()
 
 
-def model_for_collection(args: argparse.Namespace, client, *, calibrated: bool):
+def model_for_collection(args: argparse.Namespace, opened, *, calibrated: bool):
     """The model named by ``--model`` or, by default, the one stored with the collection; with its name."""
-    spec = _store().read_spec(client, args.collection)
+    spec = _store().read_spec(opened, args.collection)
     name = args.model or (spec.model if spec else MINILM_HUB_ID)
     calibration = None
     if calibrated:

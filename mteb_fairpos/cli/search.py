@@ -40,17 +40,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant import FairQdrantIndex
 
-    client = qdrant_common.connect_from(args, existing=True)
+    opened = qdrant_common.open_store_from(args, existing=True)
     try:
-        model, name = qdrant_common.model_for_collection(args, client, calibrated=False)
-        index = FairQdrantIndex(model, args.collection, client, model_name=name)
+        model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)
+        index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
         language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)
         hits = index.search(args.query, limit=args.limit, vector=args.vector, position=position, language=language,
                             level="segment" if args.segments else "document", with_text=True,
                             coverage=None if args.include_cut else ("full", "partial"))
     finally:
-        client.close()
+        opened.close()
     if args.json:
         for hit in hits:
             print(json.dumps(hit.to_dict(), ensure_ascii=False))

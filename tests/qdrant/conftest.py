@@ -32,7 +32,7 @@ def open_store(backend, tmp_path) -> Iterator[Callable[[str], object]]:
     opened = []
 
     def make(name: str):
-        client = store.connect(str(tmp_path / name), backend=backend)
+        client = store.open_store(str(tmp_path / name), backend=backend)
         opened.append(client)
         return client
 
@@ -50,9 +50,9 @@ def new_store(backend, tmp_path) -> Iterator[Callable[[], object]]:
 
     def make():
         if backend == "local":
-            client = store.connect(":memory:")
+            client = store.open_store(":memory:")
         else:
-            client = store.connect(str(tmp_path / f"edge-{next(names)}"), backend="edge")
+            client = store.open_store(str(tmp_path / f"edge-{next(names)}"), backend="edge")
         made.append(client)
         return client
 

@@ -51,8 +51,8 @@ def write_jsonl(path, items, blank_after=()):
     return path
 
 
-def points_of(client, collection):
-    points, _ = client.scroll(collection, limit=10_000, with_vectors=True, with_payload=True)
+def points_of(opened, collection):
+    points, _ = opened.scroll(collection, limit=10_000, vectors=True, payload=True)
     return {str(p.id): p for p in points}
 
 

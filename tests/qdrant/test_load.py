@@ -116,10 +116,10 @@ def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model,
     assert loaded.documents == 30 and loaded.created_collection and loaded.points == report.points
     with FairQdrantIndex(model, "pages", new_store(), model_name=MINILM_HUB_ID) as index:
         index.index_file(path, late_chunks=True, show_progress=False)
-        expected = points_of(index.client, "pages")
+        expected = points_of(index.store, "pages")
     assert len(expected) == report.points > 30
     assert_same_points(expected, points_of(client, "pages"))
-    assert client.get_collection("pages").config.metadata == index_metadata(model, late_chunks=True)
+    assert client.describe("pages").metadata == index_metadata(model, late_chunks=True)
     # an `index` run into the loaded collection finds every document complete
     again = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID).index_file(path, show_progress=False)
     assert again.unchanged == 30 and again.written == 0
@@ -218,10 +218,10 @@ def test_a_truncated_or_foreign_part_is_named_and_nothing_written(parts, new_sto
     client = new_store()
     with pytest.raises(PartError, match=rf"(?s)2 of 4 file\(s\).*{victim.name}.*truncated.*notes.parquet.*foreign"):
         load_parts(parts, client, show_progress=False)
-    assert not client.collection_exists("pages")
+    assert not client.exists("pages")
     report = load_parts(parts, client, on_bad="skip", show_progress=False)
     assert report.documents == 8 and len(report.bad_parts) == 2
-    assert client.count("pages", exact=True).count == 8
+    assert client.count("pages") == 8
 
 
 def halve_rows(path, *, metadata=None):
@@ -239,11 +239,11 @@ def test_a_part_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused
     with pytest.raises(PartError, match=rf"{victim.name}: its metadata says 4 document\(s\) in 4 point\(s\), "
                                          rf"but its rows hold {rows} in {rows}"):
         load_parts(parts, client, show_progress=False)
-    assert not client.collection_exists("pages")
+    assert not client.exists("pages")
     report = load_parts(parts, client, on_bad="skip", show_progress=False)
     assert (report.documents, report.points, report.parts) == (8, 8, 2)
     assert len(report.bad_parts) == 1 and victim.name in report.bad_parts[0]
-    assert client.count("pages", exact=True).count == 8
+    assert client.count("pages") == 8
     about = json.loads(pq.read_schema(victim).metadata[b"mteb_fairpos_shard"])
     about.update(documents=rows, points=rows)  # the file agrees with itself now, not with the manifest
     pq.write_table(pq.read_table(victim).replace_schema_metadata({b"mteb_fairpos_shard": json.dumps(about)}), victim)
@@ -255,10 +255,10 @@ def test_load_reports_the_points_it_reads_back(parts, new_store):
     """The read-back counts what the store holds: a store that drops points fails the load."""
     client = new_store()
     report = load_parts(parts, client, show_progress=False)
-    assert (report.documents, report.points) == (12, 12) == (12, client.count("pages", exact=True).count)
+    assert (report.documents, report.points) == (12, 12) == (12, client.count("pages"))
     dropping = new_store()
-    real = dropping.upload_points
-    dropping.upload_points = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
+    real = dropping.write
+    dropping.write = lambda name, points, **kw: real(name, points[1:], **kw)  # a store that loses a point
     with pytest.raises(store.UpsertFailedError, match=r"1 of its 4 point\(s\) are missing"):
         load_parts(parts, dropping, show_progress=False)
 
@@ -269,7 +269,7 @@ def test_duplicates_across_part_folders_are_counted(tmp_path, parts, model, new_
     client = new_store()
     with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one part \(8 copies\)"):
         load_parts(parts, client, partial=True, show_progress=False)
-    assert not client.collection_exists("pages")
+    assert not client.exists("pages")
 
 
 def test_unfinished_encode_and_other_collection_are_refused(parts, model, new_store):
@@ -288,7 +288,7 @@ def test_a_mismatched_collection_is_refused_before_any_write(parts, model, loade
         records(2, prefix="z"), show_progress=False)
     with pytest.raises(store.CollectionMismatchError, match="b16_lhalf_a0.5"):
         load_parts(parts, client, show_progress=False)
-    assert client.count("pages", exact=True).count == 2
+    assert client.count("pages") == 2
 
 
 def test_load_twice_rewrites_the_same_points(parts, new_store):
@@ -296,14 +296,14 @@ def test_load_twice_rewrites_the_same_points(parts, new_store):
     load_parts(parts, client, show_progress=False)
     first = points_of(client, "pages")
     second = load_parts(parts, client, show_progress=False)
-    assert not second.created_collection and client.count("pages", exact=True).count == 12
+    assert not second.created_collection and client.count("pages") == 12
     assert_same_points(first, points_of(client, "pages"))
 
 
 def test_bulk_load_requests_sent_to_a_cluster(parts):
     """A server cannot be installed here: the stand-in records the REST requests a cluster would receive."""
     server = FakeServer()
-    client = store.connect(url="https://qdrant.test:6333", api_key="k", transport=httpx.MockTransport(server))
+    client = store.open_store(url="https://qdrant.test:6333", api_key="k", transport=httpx.MockTransport(server))
     report = load_parts(parts, client, shard_number=4, replication_factor=2, write_consistency_factor=2,
                          batch_size=5, show_progress=False)
     assert report.documents == 12 and report.deferred_indexing
@@ -327,12 +327,12 @@ def test_transient_errors_are_retried_and_hnsw_restored_after_a_failure(parts):
     a 400 stops the load at once, with how to resume, and HNSW is restored all the same."""
     server = FakeServer()
     server.upsert_failures = [503] * 3
-    client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
+    client = store.open_store(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
     assert load_parts(parts, client, backoff=0, show_progress=False).documents == 12
     assert len(server.points["pages"]) == 12
     server = FakeServer()
     server.upsert_failures = [400]
-    client = store.connect(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
+    client = store.open_store(url="https://qdrant.test:6333", transport=httpx.MockTransport(server))
     with pytest.raises(store.UpsertFailedError, match="Run the same load again"):
         load_parts(parts, client, backoff=0, show_progress=False)
     assert len(server.calls("PUT", "/collections/pages/points")) == 1  # a client error is not retried
@@ -382,28 +382,28 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
 
     items = records(26, seed=9)
     path = write_jsonl(tmp_path / "docs.jsonl", items)
-    client = store.connect(str(tmp_path / "qdrant"), backend="local")  # on disk: SQLite, bound to this thread
+    client = store.open_store(str(tmp_path / "qdrant"), backend="local")  # on disk: SQLite, bound to this thread
     index = FairQdrantIndex(model, "pages", client, model_name=MINILM_HUB_ID)
     client_threads = set()
-    original_upsert = client.upload_points
+    original_upsert = client.write
 
     def recording(*args, **kwargs):
         client_threads.add(threading.current_thread().name)
         return original_upsert(*args, **kwargs)
 
-    monkeypatch.setattr(client, "upload_points", recording)
+    monkeypatch.setattr(client, "write", recording)
     reads = []
     from mteb_fairpos.integrations.qdrant import index as index_module
 
     original_read = index_module.read_range
     monkeypatch.setattr(index_module, "read_range", lambda span: reads.append(span.documents) or original_read(span))
     report = index.index_scan(scan_file(path, range_size=10), batch_size=4, show_progress=False)
-    assert report.written == 26 and client.count("pages", exact=True).count == 26
+    assert report.written == 26 and client.count("pages") == 26
     assert reads == [10, 10, 6]  # three reads of bounded size, not one of the whole file
     assert client_threads == {threading.current_thread().name}
     with FairQdrantIndex(model, "pages", model_name=MINILM_HUB_ID) as reference:
         reference.index(items, show_progress=False)
-        assert_same_points(points_of(reference.client, "pages"), points_of(client, "pages"))
+        assert_same_points(points_of(reference.store, "pages"), points_of(client, "pages"))
     client.close()
 
 

@@ -20,7 +20,7 @@ from mteb_fairpos.integrations.qdrant import (
     PositionQuery,
     QdrantIndexError,
     UpsertFailedError,
-    connect,
+    open_store,
     encode_documents,
     parse_documents,
     point_id,
@@ -46,20 +46,20 @@ def stored(model, new_store):
     return FairQdrantIndex(model, "news", new_store())
 
 
-def _count_upserts(client, monkeypatch):
+def _count_upserts(opened, monkeypatch):
     calls = []
-    original = client.upload_points
+    original = opened.write
 
     def counting(*args, **kwargs):
         calls.append(len(kwargs.get("points", args[1] if len(args) > 1 else [])))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(client, "upload_points", counting)
+    monkeypatch.setattr(opened, "write", counting)
     return calls
 
 
 def _vector(index, pid, name):
-    point = index.client.retrieve(index.collection, [pid], with_vectors=[name])[0]
+    point = index.store.retrieve(index.collection, [pid], vectors=[name])[0]
     return np.asarray(point.vector[name], dtype=np.float32)
 
 
@@ -74,10 +74,10 @@ def test_points_payload_and_collection_metadata(index, model):
     assert index.count("document") == 3 and index.count("segment") == 7 and index.count() == 10
     assert report.points_written == 10
 
-    info = index.client.get_collection("news")
-    assert set(info.config.params.vectors) == {"calibrated", "uncalibrated", "late_chunk", "late_chunk_uncalibrated"}
-    assert all(v.size == 384 and v.distance.value == "Cosine" for v in info.config.params.vectors.values())
-    stored = info.config.metadata["mteb_fairpos"]
+    info = index.store.describe("news")
+    assert set(info.vectors) == {"calibrated", "uncalibrated", "late_chunk", "late_chunk_uncalibrated"}
+    assert all(v.size == 384 and v.distance.value == "Cosine" for v in info.vectors.values())
+    stored = info.metadata["mteb_fairpos"]
     assert stored["model"] == MINILM_HUB_ID and stored["calibration"] == "b8_lhalf_a0.5" == str(CALIBRATION)
 
     doc = index.get_document("city")
@@ -98,7 +98,7 @@ def test_points_payload_and_collection_metadata(index, model):
     for (a, b), text in zip(spans, texts):
         assert model.tokenizer.decode(ids[a:b]).replace(" ", "") == text.lower().replace(" ", "")
 
-    seg = index.client.retrieve("news", [point_id("news", "science", 2)], with_payload=True)[0].payload
+    seg = index.store.retrieve("news", [point_id("news", "science", 2)])[0].payload
     assert seg["kind"] == "segment" and seg["doc_id"] == "science" and seg["position"] == 2
     assert seg["parent_id"] == point_id("news", "science", 0) and seg["char_span"] == [74, 155]
     assert seg["text"].startswith("A new species") and seg["segment_id"] is None and seg["language"] == "en"
@@ -125,12 +125,12 @@ def test_vectors_calibrated_uncalibrated_and_late_chunks(index, model):
 
 def test_reindexing_writes_nothing_new(stored, monkeypatch):
     stored.index(RECORDS, late_chunks=True, show_progress=False)
-    ids_before = sorted(str(p.id) for p in stored.client.scroll("news", limit=100)[0])
-    calls = _count_upserts(stored.client, monkeypatch)
+    ids_before = sorted(str(p.id) for p in stored.store.scroll("news", limit=100)[0])
+    calls = _count_upserts(stored.store, monkeypatch)
     report = stored.index(RECORDS, show_progress=False)  # options follow the existing collection
     assert (report.written, report.unchanged, report.points_written) == (0, 3, 0)
     assert calls == []
-    assert sorted(str(p.id) for p in stored.client.scroll("news", limit=100)[0]) == ids_before
+    assert sorted(str(p.id) for p in stored.store.scroll("news", limit=100)[0]) == ids_before
     expected = {point_id("news", r["id"], p) for r in RECORDS for p in range(len(r["segments"]) + 1)}
     assert set(ids_before) == expected
 
@@ -149,7 +149,7 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, open_store,
                                                           f"A second part of story {i} on harbours and ships."]}
                          for i in range(3)]
     with FairQdrantIndex(model, "news", open_store("qdrant")) as first:
-        original = first.client.upload_points
+        original = first.store.write
         calls = []
 
         def dies_on_sixth_call(*args, **kwargs):
@@ -160,12 +160,12 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, open_store,
 
         # 2 documents per batch, 2 points per upsert: city and science complete, then the two
         # segment points of "markets" are written but the run dies before its document point
-        monkeypatch.setattr(first.client, "upload_points", dies_on_sixth_call)
+        monkeypatch.setattr(first.store, "write", dies_on_sixth_call)
         with pytest.raises(KeyboardInterrupt):
             first.index(records, late_chunks=True, batch_size=2, upsert_batch_size=2, show_progress=False)
         done_before = first.count("document")
         half_written = first.count("segment")
-        first.client.close()
+        first.store.close()
     assert done_before == 2 and half_written == 3 + 2 + 2
 
     with FairQdrantIndex(model, "news", open_store("qdrant")) as second:  # a new process on the same folder
@@ -173,7 +173,7 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, open_store,
         assert report.unchanged == done_before and report.written == len(records) - done_before
         n_points = sum(len(r["segments"]) + 1 for r in records)
         assert second.count() == n_points and second.count("document") == len(records)
-        points = second.client.scroll("news", limit=1000)[0]
+        points = second.store.scroll("news", limit=1000)[0]
         assert len({str(p.id) for p in points}) == n_points
         assert {(p.payload["doc_id"], p.payload.get("position", 0)) for p in points} == {
             (r["id"], pos) for r in records for pos in range(len(r["segments"]) + 1)}
@@ -184,7 +184,7 @@ def test_killed_run_resumes_with_exactly_one_point_per_record(model, open_store,
 def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(stored, monkeypatch):
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    original = stored.client.upload_points
+    original = stored.store.write
     failures = iter([ResponseHandlingException(ConnectionError("reset")), TimeoutError("slow")])
 
     def flaky(*args, **kwargs):
@@ -193,14 +193,14 @@ def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(stored, monkeyp
             raise err
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(stored.client, "upload_points", flaky)
+    monkeypatch.setattr(stored.store, "write", flaky)
     report = stored.index(RECORDS, backoff=0, show_progress=False)
     assert report.written == 3 and stored.count() == 3
 
     def down(*args, **kwargs):
         raise ResponseHandlingException(ConnectionError("connection refused"))
 
-    monkeypatch.setattr(stored.client, "upload_points", down)
+    monkeypatch.setattr(stored.store, "write", down)
     more = [{"id": "late", "segments": ["A late story about trains."]}]
     with pytest.raises(UpsertFailedError, match="Re-run the same command to resume"):
         stored.index(more, retries=2, backoff=0, show_progress=False)
@@ -209,8 +209,8 @@ def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(stored, monkeyp
 
 def test_index_counts_what_it_reads_back(stored, monkeypatch):
     """The report's numbers are points found in the store: a store that loses a point fails the run."""
-    real = stored.client.upload_points
-    monkeypatch.setattr(stored.client, "upload_points", lambda name, points, **kw: real(name, points[1:], **kw))
+    real = stored.store.write
+    monkeypatch.setattr(stored.store, "write", lambda name, points, **kw: real(name, points[1:], **kw))
     with pytest.raises(UpsertFailedError, match=r"1 of its 3 point\(s\) are missing"):
         stored.index(RECORDS, show_progress=False)
     assert stored.count("document") == 2
@@ -245,13 +245,13 @@ def test_truncation_is_reported_with_the_segments_it_cut(model):
 # ---------------------------------------------------------------------------- refusals
 def test_mismatched_collection_is_refused_before_anything_is_written(stored, model, monkeypatch):
     stored.index(RECORDS, show_progress=False)
-    calls = _count_upserts(stored.client, monkeypatch)
+    calls = _count_upserts(stored.store, monkeypatch)
 
     other = FairSentenceTransformer(model, CalibrationConfig(basket_size=16))
     with pytest.raises(CollectionMismatchError, match=r"calibration: collection has 'b8_lhalf_a0.5', this run uses 'b16_lhalf_a0.5'"):
-        FairQdrantIndex(other, "news", stored.client).index([{"id": "x", "segments": ["new text"]}], show_progress=False)
+        FairQdrantIndex(other, "news", stored.store).index([{"id": "x", "segments": ["new text"]}], show_progress=False)
     with pytest.raises(CollectionMismatchError, match="model: collection has"):
-        FairQdrantIndex(model, "news", stored.client, model_name="someone/else").index(RECORDS, show_progress=False)
+        FairQdrantIndex(model, "news", stored.store, model_name="someone/else").index(RECORDS, show_progress=False)
     with pytest.raises(CollectionMismatchError, match="named vectors"):
         stored.index(RECORDS, late_chunks=True, show_progress=False)
     with pytest.raises(CollectionMismatchError, match="named vectors"):
@@ -260,10 +260,10 @@ def test_mismatched_collection_is_refused_before_anything_is_written(stored, mod
 
     from qdrant_client import models
 
-    stored.client.create_collection("foreign", vectors_config={"v": models.VectorParams(size=384, distance=models.Distance.COSINE)})
+    stored.store.create("foreign", {"v": models.VectorParams(size=384, distance=models.Distance.COSINE)})
     with pytest.raises(CollectionMismatchError, match="not created by mteb-fairpos"):
-        FairQdrantIndex(model, "foreign", stored.client).index(RECORDS, show_progress=False)
-    assert stored.client.count("foreign").count == 0
+        FairQdrantIndex(model, "foreign", stored.store).index(RECORDS, show_progress=False)
+    assert stored.store.count("foreign") == 0
 
 
 def test_bad_records_are_refused_before_the_collection_is_touched(stored):
@@ -271,7 +271,7 @@ def test_bad_records_are_refused_before_the_collection_is_touched(stored):
         stored.index([{"id": "a", "segments": ["fine"]}, {"id": "b", "text": "tiny", "spans": [[0, 50]]}], show_progress=False)
     with pytest.raises(InputError, match="no segments"):
         stored.index([{"id": "a", "segments": []}], show_progress=False)
-    assert not stored.client.collection_exists("news")
+    assert not stored.store.exists("news")
     report = stored.index([{"id": "a", "segments": ["fine words here"]}, {"id": "b", "segments": []}],
                          on_error="skip", show_progress=False)
     assert report.written == 1 and len(report.invalid) == 1 and "no segments" in report.summary()
@@ -282,7 +282,7 @@ def test_late_chunks_need_mean_pooling(model):
     with FairQdrantIndex(cls_model, "cls") as index:
         with pytest.raises(ValueError, match="mean-pooled models only"):
             index.index(RECORDS, late_chunks=True, show_progress=False)
-        assert not index.client.collection_exists("cls")
+        assert not index.store.exists("cls")
 
 
 def test_unreachable_server_is_a_clear_error_and_nothing_is_written(model, monkeypatch):
@@ -296,14 +296,14 @@ def test_unreachable_server_is_a_clear_error_and_nothing_is_written(model, monke
     with pytest.raises(store.QdrantUnavailableError, match=rf"cannot reach the Qdrant server at {url}.*nothing was written"):
         FairQdrantIndex(model, "news", url=url, timeout=2)
     with pytest.raises(store.QdrantUnavailableError):
-        connect(url=url, timeout=2)
+        open_store(url=url, timeout=2)
 
 
 def test_a_locked_local_folder_is_a_clear_error(tmp_path):
-    first = connect(str(tmp_path / "db"), backend="local")
+    first = open_store(str(tmp_path / "db"), backend="local")
     try:
         with pytest.raises(QdrantIndexError, match="already accessed by another instance"):
-            connect(str(tmp_path / "db"), backend="local")
+            open_store(str(tmp_path / "db"), backend="local")
     finally:
         first.close()
 
@@ -348,7 +348,7 @@ def test_search_errors(index, model):
     with pytest.raises(ValueError, match="1-based"):
         index.search("anything", position=0)
     with pytest.raises(CollectionMismatchError, match="built with model"):
-        FairQdrantIndex(model, "news", index.client, model_name="other/model").search("anything")
+        FairQdrantIndex(model, "news", index.store, model_name="other/model").search("anything")
 
 
 def test_position_filter_shapes():
@@ -490,7 +490,7 @@ def test_an_uncalibrated_collection_stores_one_vector(model):
     with FairQdrantIndex(plain, "plain", model_name=MINILM_HUB_ID) as index:
         index.index(RECORDS, late_chunks=True, show_progress=False)
         spec = index.stored_spec()
-        point = index.client.retrieve("plain", [point_id("plain", "city", 0)], with_vectors=True)[0]
+        point = index.store.retrieve("plain", [point_id("plain", "city", 0)], vectors=True)[0]
         hits = index.search("snow in the Alps")
         report = index.discoverability(ks=(1,))
         with pytest.raises(ValueError, match="stores only uncalibrated vectors"):

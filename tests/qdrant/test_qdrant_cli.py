@@ -115,10 +115,10 @@ def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys, minilm_
     assert main(["index", str(docs_file), "-c", "real", "--path", store, "--calibration", "b8_lhalf_a0.5",
                  "--no-uncalibrated", "--quiet"]) == 0
     assert "3 written (3 points)" in capsys.readouterr().out
-    from mteb_fairpos.integrations.qdrant import connect
+    from mteb_fairpos.integrations.qdrant import open_store
     from mteb_fairpos.integrations.qdrant.store import read_spec
 
-    client = connect(store)
+    client = open_store(store)
     try:
         spec = read_spec(client, "real")
     finally:

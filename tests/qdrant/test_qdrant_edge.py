@@ -32,7 +32,7 @@ from corpus import RECORDS, assert_same_points, points_of, records, write_jsonl 
 
 
 def both(tmp_path):
-    return store.connect(str(tmp_path / "local"), backend="local"), store.connect(str(tmp_path / "edge"), backend="edge")
+    return store.open_store(str(tmp_path / "local"), backend="local"), store.open_store(str(tmp_path / "edge"), backend="edge")
 
 
 def test_edge_stores_and_finds_what_local_mode_does(tmp_path, model):
@@ -41,7 +41,7 @@ def test_edge_stores_and_finds_what_local_mode_does(tmp_path, model):
         FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, late_chunks=True,
                                                                                show_progress=False)
     assert_same_points(points_of(local, "news"), points_of(edge, "news"))
-    assert edge.get_collection("news").config.metadata == local.get_collection("news").config.metadata
+    assert edge.describe("news").metadata == local.describe("news").metadata
     for options in ({}, {"position": 3}, {"language": "de"}, {"position": [1, 2], "language": "en"},
                     {"level": "segment"}, {"level": "segment", "position": 2}):
         found = [FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).search("football championship", **options)
@@ -52,7 +52,7 @@ def test_edge_stores_and_finds_what_local_mode_does(tmp_path, model):
     reference = FairQdrantIndex(model, "news", local, model_name=MINILM_HUB_ID).discoverability(show_progress=False)
     assert report.rows == reference.rows
     # payload indexes exist in Edge (local mode scans)
-    assert {"doc_id", "segments[].position", "position"} <= set(edge.get_collection("news").payload_schema)
+    assert {"doc_id", "segments[].position", "position"} <= edge.describe("news").payload_indexes
     local.close()
     edge.close()
 
@@ -64,47 +64,47 @@ def test_reopen_after_a_crash_keeps_every_acknowledged_point(tmp_path):
         import os
         from qdrant_client import models
         from mteb_fairpos.integrations.qdrant import store
-        client = store.connect({str(path)!r}, backend="edge")
-        client.create_collection("c", vectors_config={{"v": models.VectorParams(size=4, distance=models.Distance.COSINE)}},
+        client = store.open_store({str(path)!r}, backend="edge")
+        client.create("c", {{"v": models.VectorParams(size=4, distance=models.Distance.COSINE)}},
                                  metadata={{"k": 1}})
         for batch in range(5):
-            client.upsert("c", [models.PointStruct(id=store.point_id("c", f"d{{batch}}-{{i}}"), vector={{"v": [1.0, i, 2.0, batch]}},
+            client.write("c", [models.PointStruct(id=store.point_id("c", f"d{{batch}}-{{i}}"), vector={{"v": [1.0, i, 2.0, batch]}},
                                                    payload={{"n": i}}) for i in range(40)])
         os._exit(1)
     """)
     assert subprocess.run([sys.executable, "-c", script], capture_output=True).returncode == 1
-    client = store.connect(str(path), backend="edge")
-    assert client.count("c").count == 200
-    assert client.get_collection("c").config.metadata == {"k": 1}
-    found = client.retrieve("c", [store.point_id("c", "d4-39")], with_vectors=True)
+    client = store.open_store(str(path), backend="edge")
+    assert client.count("c") == 200
+    assert client.describe("c").metadata == {"k": 1}
+    found = client.retrieve("c", [store.point_id("c", "d4-39")], vectors=True)
     assert found[0].payload == {"n": 39} and np.allclose(found[0].vector["v"], np.array([1, 39, 2, 4]) / np.linalg.norm([1, 39, 2, 4]))
     client.close()
 
 
 def test_mismatch_is_refused_and_a_store_has_one_client(tmp_path, model):
     path = str(tmp_path / "edge")
-    client = store.connect(path, backend="edge")
+    client = store.open_store(path, backend="edge")
     FairQdrantIndex(model, "news", client).index(RECORDS, show_progress=False)
     other = FairSentenceTransformer(model, CalibrationConfig(basket_size=16))
     with pytest.raises(CollectionMismatchError, match="b16_lhalf_a0.5"):
         FairQdrantIndex(other, "news", client).index([{"id": "x", "segments": ["new"]}], show_progress=False)
-    assert client.count("news").count == 3
+    assert client.count("news") == 3
     with pytest.raises(QdrantIndexError, match="already open"):
-        store.connect(path, backend="edge")
+        store.open_store(path, backend="edge")
     client.close()
-    local = store.connect(str(tmp_path / "local-mode"), backend="local")
+    local = store.open_store(str(tmp_path / "local-mode"), backend="local")
     FairQdrantIndex(model, "news", local).index(RECORDS[:1], show_progress=False)
     local.close()
     with pytest.raises(ValueError, match="local-mode store"):
-        store.connect(str(tmp_path / "local-mode"), backend="edge")
+        store.open_store(str(tmp_path / "local-mode"), backend="edge")
 
 
 def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):
     path = write_jsonl(tmp_path / "docs.jsonl", records(14))
     encode_to_parts(path, tmp_path / "parts", model, "pages", part_size=5, late_chunks=True, show_progress=False)
-    edge = store.connect(str(tmp_path / "edge"), backend="edge")
+    edge = store.open_store(str(tmp_path / "edge"), backend="edge")
     assert load_parts(tmp_path / "parts", edge, show_progress=False).documents == 14
-    local = store.connect(":memory:")
+    local = store.open_store(":memory:")
     load_parts(tmp_path / "parts", local, show_progress=False)
     assert_same_points(points_of(local, "pages"), points_of(edge, "pages"))
     assert edge.retrieve("pages", [point_id("pages", "d3")])[0].payload["doc_id"] == "d3"
@@ -117,29 +117,27 @@ def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):
 
 # ---------------------------------------------------------------------------- Edge as the default, and moving to it
 def test_capabilities_say_what_each_backend_does_and_edge_reports_only_what_it_knows(tmp_path, model):
-    from mteb_fairpos.integrations.qdrant.backends import capabilities
-
     local, edge = both(tmp_path)
-    assert (capabilities(local).name, capabilities(edge).name, capabilities(store.connect(":memory:")).name) == \
+    assert (local.capabilities.name, edge.capabilities.name, store.open_store(":memory:").capabilities.name) == \
         ("local", "edge", "local")
-    assert capabilities(edge).payload_indexes and capabilities(edge).indexes_on_request
-    assert not capabilities(local).payload_indexes and not capabilities(edge).hnsw_settings
+    assert edge.capabilities.payload_indexes and edge.capabilities.indexes_on_request
+    assert not local.capabilities.payload_indexes and not edge.capabilities.hnsw_settings
     FairQdrantIndex(model, "news", edge, model_name=MINILM_HUB_ID).index(RECORDS, show_progress=False)
-    info = edge.get_collection("news")
-    assert info.points_count == len(RECORDS)
-    assert (info.status, info.config.hnsw_config, info.config.optimizer_config) == (None, None, None)
+    info = edge.describe("news")
+    assert info.points == len(RECORDS)
+    assert info.hnsw_m is None  # Edge reports no HNSW settings, so none is made up
 
 
 def test_a_new_folder_is_edge_and_a_local_mode_folder_opens_as_it_is_with_a_note(tmp_path, model, capsys):
     assert store.embedded_backend(str(tmp_path / "new")) == "edge"
     assert store.embedded_backend(":memory:") == store.embedded_backend(None) == "local"
     old = tmp_path / "old"
-    client = store.connect(str(old), backend="local")
+    client = store.open_store(str(old), backend="local")
     FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, show_progress=False)
     client.close()
     assert store.embedded_backend(str(old)) == "local"
-    with closing(store.connect(str(old))) as reopened:
-        assert reopened.count("news").count == len(RECORDS)
+    with closing(store.open_store(str(old))) as reopened:
+        assert reopened.count("news") == len(RECORDS)
     capsys.readouterr()
     assert main(["search", "football", "-c", "news", "--path", str(old)]) == 0
     err = capsys.readouterr().err
@@ -149,7 +147,7 @@ def test_a_new_folder_is_edge_and_a_local_mode_folder_opens_as_it_is_with_a_note
 
 def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, model, capsys):
     old, new = tmp_path / "old", tmp_path / "new"
-    with closing(store.connect(str(old), backend="local")) as client:
+    with closing(store.open_store(str(old), backend="local")) as client:
         FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, late_chunks=True,
                                                                                show_progress=False)
         expected = points_of(client, "news")
@@ -157,11 +155,11 @@ def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, 
     assert f"{len(expected)} point(s) copied from the local store into the edge store, collection created" \
         in capsys.readouterr().out
     assert store.embedded_backend(str(new)) == "edge"
-    with closing(store.connect(str(new))) as copied:
+    with closing(store.open_store(str(new))) as copied:
         assert_same_points(expected, points_of(copied, "news"))
-        assert {"doc_id", "segments[].position"} <= set(copied.get_collection("news").payload_schema)
+        assert {"doc_id", "segments[].position"} <= copied.describe("news").payload_indexes
     assert main(["copy", str(old), str(new), "-c", "news"]) == 0  # again: the same points, none added
-    with closing(store.connect(str(new))) as copied:
-        assert copied.count("news").count == len(expected)
+    with closing(store.open_store(str(new))) as copied:
+        assert copied.count("news") == len(expected)
     assert main(["copy", str(old), str(new), "-c", "other"]) == 2
     assert "'other' does not exist in the source store" in capsys.readouterr().err

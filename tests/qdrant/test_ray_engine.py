@@ -73,11 +73,11 @@ def test_ray_pipeline_equals_the_single_process_index(tmp_path):
     report = encode_to_parts(path, tmp_path / "parts", loader, "pages", engine="ray", actors=2, part_size=6,
                               late_chunks=True, show_progress=False)
     assert (report.engine, report.documents, report.parts, report.parts_encoded) == ("ray", 36, 6, 6)
-    client = store.connect(":memory:")
+    client = store.open_store(":memory:")
     assert load_parts(tmp_path / "parts", client, show_progress=False).documents == 36
     with FairQdrantIndex(loader(), "pages", model_name=MINILM_HUB_ID) as index:
         index.index_file(path, late_chunks=True, show_progress=False)
-        assert_same_points(points_of(index.client, "pages"), points_of(client, "pages"))
+        assert_same_points(points_of(index.store, "pages"), points_of(client, "pages"))
     again = encode_to_parts(path, tmp_path / "parts", loader, "pages", engine="ray", actors=2, part_size=6,
                              late_chunks=True, show_progress=False)
     assert (again.parts_skipped, again.forward_passes) == (6, 0)

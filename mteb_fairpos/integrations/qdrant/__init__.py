@@ -11,12 +11,14 @@
 Modules: :mod:`.records` (the record format and its validation), :mod:`.input` (the one reader
 of input files: JSONL and Parquet, local or object storage, ids checked, cut into ranges),
 :mod:`.storage` (local paths and ``s3://``-style URIs), :mod:`.encoding` (vectors, token
-spans, truncation, late chunks), :mod:`.store` (connection, collection metadata, ids,
+spans, truncation, late chunks), :mod:`.store` (:func:`open_store`, collection metadata, ids,
 retries), :mod:`.index` (:class:`FairQdrantIndex`), :mod:`.search`, :mod:`.discoverability`;
 the part route past one machine: :mod:`.part_encoder`, :mod:`.parts`,
 :mod:`.encode` (:func:`encode_to_parts`), :mod:`.load` (:func:`load_parts`); the stores:
-:mod:`.backends` (what each backend can do), :mod:`.edge` (Qdrant Edge, the default for a new
-folder), :mod:`.copy` (a collection from one store into another).
+:mod:`.backends` (the :class:`Store` interface and what each backend can do), :mod:`.edge`
+(:class:`EdgeStore`: Qdrant Edge, the default for a new folder), :mod:`.clients`
+(:class:`LocalStore` and :class:`ServerStore` on qdrant-client), :mod:`.copy` (a collection from
+one store into another).
 """
 
 from .load import LoadReport, load_parts
@@ -41,11 +43,22 @@ from .store import (
     QdrantIndexError,
     QdrantUnavailableError,
     UpsertFailedError,
-    connect,
+    open_store,
     point_id,
 )
+from .backends import Capabilities, Collection, Store
+from .clients import LocalStore, ServerStore, as_store
+from .edge import EdgeStore
 
 __all__ = [
+    "Capabilities",
+    "Collection",
+    "EdgeStore",
+    "LocalStore",
+    "ServerStore",
+    "Store",
+    "as_store",
+    "open_store",
     "CollectionMismatchError",
     "CollectionSpec",
     "DiscoverabilityReport",
@@ -68,7 +81,6 @@ __all__ = [
     "SegmentLayout",
     "Truncation",
     "UpsertFailedError",
-    "connect",
     "discoverability",
     "encode_documents",
     "encode_to_parts",

@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from . import store
+from .backends import Store
 from .writer import Writer
 
 
@@ -41,22 +42,19 @@ class CopyReport:
                 "created_collection": self.created_collection, "seconds": round(self.seconds, 3)}
 
 
-def copy_collection(source: QdrantClient, target: QdrantClient, collection: str, *, batch_size: int = 256,
+def copy_collection(source: Store, target: Store, collection: str, *, batch_size: int = 256,
                     retries: int = 3, backoff: float = 0.5) -> CopyReport:
     """Copy ``collection`` from ``source`` into ``target`` (created there, or checked to match first)."""
-    from .backends import capabilities
-
     start = time.perf_counter()
     spec = store.read_spec(source, collection)
     if spec is None:
         raise store.QdrantIndexError(f"collection {collection!r} does not exist in the source store; nothing to copy.")
-    report = CopyReport(collection, capabilities(source).name, capabilities(target).name)
+    report = CopyReport(collection, source.capabilities.name, target.capabilities.name)
     writer, report.created_collection = Writer.open(target, collection, spec, batch_size=batch_size, retries=retries,
                                                     backoff=backoff)
     offset = None
     while True:
-        records, offset = source.scroll(collection, limit=batch_size, offset=offset, with_payload=True,
-                                        with_vectors=True)
+        records, offset = source.scroll(collection, limit=batch_size, offset=offset, payload=True, vectors=True)
         if records:
             points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
             report.points += writer.write(points, what=f"{len(points)} copied point(s)",

@@ -195,9 +195,9 @@ def discoverability(
             chunk = items[begin:begin + batch_size]
             requests = [models.QueryRequest(query=vec.tolist(), using=name, limit=depth, with_payload=["doc_id"])
                         for vec in encoded[begin:begin + batch_size]]
-            responses = index.client.query_batch_points(index.collection, requests=requests)
+            responses = index.store.query_batch(index.collection, requests)
             for q, response in zip(chunk, responses):
-                hits = [p.payload.get("doc_id") for p in response.points]
+                hits = [p.payload.get("doc_id") for p in response]
                 ranks.append((q.doc_id, q.position, hits.index(q.doc_id) + 1 if q.doc_id in hits else None))
             progress.update(len(chunk))
         report.ranks[name] = ranks
@@ -211,7 +211,7 @@ def _stored_layouts(index: SearchableIndex, doc_ids: Sequence[str]) -> dict[str,
     layouts: dict[str, list[dict[str, Any]]] = {}
     for begin in range(0, len(doc_ids), 1000):
         ids = [store.point_id(index.collection, doc_id, 0) for doc_id in doc_ids[begin:begin + 1000]]
-        for point in index.client.retrieve(index.collection, ids, with_payload=["doc_id", "segments"]):
+        for point in index.store.retrieve(index.collection, ids, payload=["doc_id", "segments"]):
             layouts[str(point.payload["doc_id"])] = list(point.payload.get("segments") or [])
     return layouts
 
@@ -242,8 +242,8 @@ def stored_segment_queries(index: SearchableIndex) -> list[PositionQuery]:
     flt = models.Filter(must=[models.FieldCondition(key="kind", match=models.MatchValue(value=store.KIND_DOCUMENT))])
     offset = None
     while True:
-        points, offset = index.client.scroll(index.collection, scroll_filter=flt, limit=256, offset=offset,
-                                             with_payload=["doc_id", "text", "segments"], with_vectors=False)
+        points, offset = index.store.scroll(index.collection, filter=flt, limit=256, offset=offset,
+                                            payload=["doc_id", "text", "segments"])
         for p in points:
             payload = p.payload or {}
             text = payload.get("text")

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 from sentence_transformers import SentenceTransformer
 
 from ...segmented import require_mean_pooling
 from . import store
-from .backends import capabilities
+from .backends import Store
+from .clients import as_store
 from .discoverability import DiscoverabilityReport, discoverability
 from .encoding import (
     EncodedDocument,
@@ -44,6 +45,7 @@ from .points import collection_spec, content_hash, document_points
 from .input import InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
 from .search import SearchHit, search
+from .store import CollectionSpec, open_store
 from .writer import Writer
 
 logger = logging.getLogger(__name__)
@@ -109,18 +111,23 @@ class FairQdrantIndex:
             ``encode_query`` does not) or any SentenceTransformer (then the stored calibration is
             ``"none"`` and each document has one vector, ``uncalibrated``).
         collection: the collection name.
-        client: a ready ``QdrantClient``; otherwise one is made from ``path`` (local mode,
-            default in memory) or ``url`` + ``api_key`` (server / cluster).
+        store: an open :class:`.backends.Store` (:func:`.store.open_store`); otherwise one is
+            opened from ``path`` (an embedded store: Qdrant Edge for a new folder; local mode in
+            memory by default) or ``url`` + ``api_key`` (a server or cluster).
+        client: a ready ``qdrant_client.QdrantClient`` instead, wrapped in the store its
+            settings name (:func:`.clients.as_store`). A given store or client stays the
+            caller's to close.
         model_name: the name stored in the collection (default: the model's Hub id or path).
-        **client_kwargs: passed to :func:`store.connect`.
+        **client_kwargs: passed to :func:`.store.open_store`.
     """
 
     def __init__(
         self,
         model: SentenceTransformer,
         collection: str,
-        client: QdrantClient | None = None,
+        store: Store | None = None,
         *,
+        client: Any = None,
         path: str | None = None,
         url: str | None = None,
         api_key: str | None = None,
@@ -133,23 +140,25 @@ class FairQdrantIndex:
         self.model = model
         self.collection = collection
         self.model_name = model_name or _model_name(model)
-        if client is None:
-            client = store.connect(path, url=url, api_key=api_key, timeout=timeout, **client_kwargs)
-            self._owns_client = True
+        if store is not None and client is not None:
+            raise ValueError("give either a store or a client, not both.")
+        given = store if store is not None else client
+        if given is None:
+            self.store = open_store(path, url=url, api_key=api_key, timeout=timeout, **client_kwargs)
+            self._owns_store = True
         else:
             if path is not None or url is not None:
-                raise ValueError("give either a client or a path/url, not both.")
-            store.check_reachable(client)
-            self._owns_client = False
-        self.client = client
-        self._prepared: store.CollectionSpec | None = None
-        self._search_spec: store.CollectionSpec | None = None  # set by prepare() or searchable_spec()
+                raise ValueError("give either a store (or client) or a path/url, not both.")
+            self.store = as_store(given)
+            self._owns_store = False
+        self._prepared: CollectionSpec | None = None
+        self._search_spec: CollectionSpec | None = None  # set by prepare() or searchable_spec()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Close the client if this index opened it (local mode releases its folder lock)."""
-        if self._owns_client:
-            self.client.close()
+        """Close the store if this index opened it (an embedded store releases its folder lock)."""
+        if self._owns_store:
+            self.store.close()
 
     def __enter__(self) -> FairQdrantIndex:
         return self
@@ -164,7 +173,7 @@ class FairQdrantIndex:
 
     def stored_spec(self) -> store.CollectionSpec | None:
         """The spec stored with the collection, ``None`` if the collection does not exist."""
-        return store.read_spec(self.client, self.collection)
+        return store.read_spec(self.store, self.collection)
 
     def searchable_spec(self) -> store.CollectionSpec:
         """The collection's spec, once checked that it exists and that this index's model built it (cached)."""
@@ -207,7 +216,7 @@ class FairQdrantIndex:
         if late_chunks:
             require_mean_pooling(self.model)
         wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
-        created = store.open_collection(self.client, self.collection, wanted, shard_number=shard_number,
+        created = store.open_collection(self.store, self.collection, wanted, shard_number=shard_number,
                                         replication_factor=replication_factor,
                                         write_consistency_factor=write_consistency_factor,
                                         on_disk_payload=on_disk_payload)
@@ -275,12 +284,12 @@ class FairQdrantIndex:
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
                                                        **collection_options)
-        writer = Writer(self.client, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
+        writer = Writer(self.store, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
                         backoff=backoff)
         hashes = _Hashes(spec, store_text)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
         background = ThreadPoolExecutor(1, thread_name_prefix="fairpos-write") \
-            if capabilities(self.client).concurrent_writers else None
+            if self.store.capabilities.concurrent_writers else None
         pending: Future | None = None
         try:
             for chunk in batches:
@@ -321,7 +330,7 @@ class FairQdrantIndex:
         spec = self._prepared
         if spec is None:
             raise store.QdrantIndexError(f"call prepare() before write_encoded() (collection {self.collection!r}).")
-        writer = Writer(self.client, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
+        writer = Writer(self.store, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
                         backoff=backoff)
         hashes = _Hashes(spec, store_text)
         report = IndexReport(self.collection, documents=len(encoded))
@@ -336,11 +345,11 @@ class FairQdrantIndex:
     def count(self, kind: str | None = None) -> int:
         """Number of points (all, or only ``"document"`` / ``"segment"`` points)."""
         flt = None if kind is None else models.Filter(must=[models.FieldCondition(key="kind", match=models.MatchValue(value=kind))])
-        return self.client.count(self.collection, count_filter=flt, exact=True).count
+        return self.store.count(self.collection, flt)
 
     def get_document(self, doc_id: str) -> dict[str, Any] | None:
         """The payload of a document point, or ``None``."""
-        found = self.client.retrieve(self.collection, [store.point_id(self.collection, str(doc_id), 0)], with_payload=True)
+        found = self.store.retrieve(self.collection, [store.point_id(self.collection, str(doc_id), 0)])
         return dict(found[0].payload or {}) if found else None
 
     def search(self, query: str, **options: Any) -> list[SearchHit]:
@@ -353,11 +362,11 @@ class FairQdrantIndex:
 
 
 def index_documents(model: SentenceTransformer, documents: Iterable[Document | dict], collection: str,
-                    client: QdrantClient | None = None, **options: Any) -> IndexReport:
+                    store: Store | None = None, **options: Any) -> IndexReport:
     """One-call indexing; ``options`` are split between :class:`FairQdrantIndex` and :meth:`FairQdrantIndex.index`."""
-    connect_keys = {"path", "url", "api_key", "timeout", "model_name"}
-    connect = {k: options.pop(k) for k in list(options) if k in connect_keys}
-    with FairQdrantIndex(model, collection, client, **connect) as index:
+    opening = {k: options.pop(k) for k in list(options) if k in {"path", "url", "api_key", "timeout", "model_name",
+                                                                   "client"}}
+    with FairQdrantIndex(model, collection, store, **opening) as index:
         return index.index(documents, **options)
 
 

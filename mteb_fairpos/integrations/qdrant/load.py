@@ -1,12 +1,12 @@
-"""Loading Parquet parts of points into Qdrant: a server or cluster, or the embedded local mode.
+"""Loading Parquet parts of points into a store: Qdrant Edge, qdrant-client's local mode, or a server or cluster.
 
 Before the first write: every part file is read back and its rows counted (a foreign or truncated
 file, or one whose rows disagree with its metadata or the manifest, is named and refused, or
 skipped with ``on_bad="skip"``), the parts must agree on model, calibration,
-vectors and collection, document ids must be unique across parts (duplicates are counted), and
+vectors and collection, document ids must be unique across parts (duplicates are counted),
 and the collection is created or checked. The points then go through :class:`.writer.Writer`, the
 writer ``index`` uses too: bulk-load settings (HNSW deferred where the backend has the setting,
-restored even on failure), ``upload_points`` with retries, each part's segment points before
+restored even on failure), writes with retries, each part's segment points before
 its document points, and a read-back after each part, so every number in the report counts
 points read from the files and found in the store, never what a file's metadata claims. Ids are
 deterministic: a failed or killed load is finished by running it again.
@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from qdrant_client import QdrantClient
-
 from . import parts as part_files
 from . import store
+from .backends import Store
 from .encode import MANIFEST
 from .storage import Location, locate
 from .writer import Writer
@@ -64,7 +63,7 @@ class LoadReport:
 
 def load_parts(
     folder: str | Path,
-    client: QdrantClient,
+    target: Store,
     collection: str | None = None,
     *,
     on_bad: OnBad = "raise",
@@ -80,7 +79,7 @@ def load_parts(
     on_disk_payload: bool | None = None,
     show_progress: bool = True,
 ) -> LoadReport:
-    """Load the parts under ``folder`` (written by ``encode_to_parts``) into ``collection``.
+    """Load the parts under ``folder`` (written by ``encode_to_parts``) into ``collection`` of ``target``.
 
     Args:
         collection: default: the collection the parts' ids were made for; another name is refused
@@ -88,7 +87,8 @@ def load_parts(
         on_bad: a foreign or damaged part file stops the load before any write (``"raise"``) or is
             skipped and reported (``"skip"``).
         partial: load a folder whose encode has not finished (no ``manifest.json``).
-        parallel: upload streams (``upload_points``; processes on a server, ignored in local mode).
+        parallel: upload streams (``upload_points`` processes; a server only, see
+            :attr:`.backends.Capabilities.concurrent_writers`).
         max_retries / backoff: a transient failure (connection, timeout, 429, 5xx) is retried up to
             ``max_retries`` times with exponential backoff from ``backoff`` seconds (re-sending the
             part's phase: ids are idempotent); a client error (4xx) stops the load at once.
@@ -103,17 +103,17 @@ def load_parts(
     files = part_files.part_files(folder)
     manifest = _read_manifest(folder, partial)
     parts, bad = _read_parts(folder, files, on_bad, manifest)
-    spec, target = _agreed_settings(parts, collection, folder)
+    spec, name = _agreed_settings(parts, collection, folder)
     _check_manifest(folder, manifest, parts, partial or bool(bad))
     _check_unique(parts)
-    report = LoadReport(target, parts=len(parts), bad_parts=[str(err) for err in bad])
+    report = LoadReport(name, parts=len(parts), bad_parts=[str(err) for err in bad])
     writer, report.created_collection = Writer.open(
-        client, target, spec, batch_size=batch_size, parallel=parallel, retries=max_retries, backoff=backoff,
+        target, name, spec, batch_size=batch_size, parallel=parallel, retries=max_retries, backoff=backoff,
         cluster={"shard_number": shard_number, "replication_factor": replication_factor,
                  "write_consistency_factor": write_consistency_factor, "on_disk_payload": on_disk_payload})
     from tqdm.auto import tqdm
 
-    progress = tqdm(total=sum(len(part.point_ids) for part in parts), desc=f"loading into {target}", unit="point",
+    progress = tqdm(total=sum(len(part.point_ids) for part in parts), desc=f"loading into {name}", unit="point",
                     disable=not show_progress)
     try:
         with writer.bulk(report.created_collection if defer_indexing is None else defer_indexing) as deferred:

@@ -13,15 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from . import store
+from .backends import Store
 
 
 class SearchableIndex(Protocol):
     """What searching needs of an index (`FairQdrantIndex` is one); this module imports no index."""
 
-    client: QdrantClient
+    store: Store
     collection: str
     model: Any
 
@@ -101,10 +102,9 @@ def search(
     using = vector_name(spec, vector, level)
     query_vector = index.model.encode_query([query], show_progress_bar=False)[0]
     payload: bool | list[str] = True if with_text else models.PayloadSelectorExclude(exclude=["text"])
-    found = index.client.query_points(
-        index.collection, query=query_vector.tolist(), using=using, limit=limit,
-        query_filter=position_filter(position, language, level=level, coverage=coverage), with_payload=payload,
-    ).points
+    found = index.store.query(index.collection, query_vector.tolist(), using=using, limit=limit,
+                              filter=position_filter(position, language, level=level, coverage=coverage),
+                              payload=payload)
     if level == "document":
         return [_document_hit(p) for p in found]
     parents = _parents(index, [p.payload.get("parent_id") for p in found])
@@ -157,5 +157,5 @@ def _parents(index: SearchableIndex, ids: list[str | None]) -> dict[str, dict]:
     wanted = sorted({i for i in ids if i})
     if not wanted:
         return {}
-    found = index.client.retrieve(index.collection, wanted, with_payload=["doc_id", "n_segments", "segments"])
+    found = index.store.retrieve(index.collection, wanted, payload=["doc_id", "n_segments", "segments"])
     return {str(p.id): dict(p.payload or {}) for p in found}

@@ -1,10 +1,11 @@
-"""Talking to Qdrant: connecting, the collection's schema and metadata, point ids, retries.
+"""Opening a store, and what this package keeps in one: the collection's spec, point ids, retries.
 
-A folder (``path``) is an embedded store: Qdrant Edge for a new one, qdrant-client's local mode
-for one local mode already holds or one in memory; a URL (plus API key) selects a server or
-cluster. What each can do is in :mod:`.backends`. Everything the index needs to refuse a mismatched
-write (model, calibration, vector size and distance, vector names) is stored in the
-collection's own metadata (Qdrant >= 1.16) and checked before the first point is written.
+:func:`open_store` is the one entry point: a folder (``path``) is an embedded store, Qdrant Edge
+for a new one and qdrant-client's local mode for one local mode already holds or one in memory;
+a URL (plus API key) is a server or cluster. Each is a :class:`.backends.Store` that declares
+what it can do. Everything the index needs to refuse a mismatched write (model, calibration,
+vector size and distance, vector names) is stored in the collection's own metadata
+(Qdrant >= 1.16) and checked before the first point is written.
 """
 
 from __future__ import annotations
@@ -17,10 +18,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
-from .backends import capabilities
-from .edge import EdgeClient, holds_local_mode  # the adapter only: qdrant_edge itself is imported when a store is opened
+from .backends import (  # noqa: F401 - the errors are part of this module's interface
+    CollectionMismatchError,
+    QdrantIndexError,
+    QdrantUnavailableError,
+    Store,
+    UpsertFailedError,
+    short,
+    status_of,
+)
+from .clients import LocalStore, ServerStore, holds_local_mode
+from .edge import EdgeStore  # the store only: qdrant_edge itself is imported when a store is opened
 
 logger = logging.getLogger(__name__)
 
@@ -60,33 +70,17 @@ _DISTANCES = {
 T = TypeVar("T")
 
 
-class QdrantIndexError(RuntimeError):
-    """Base class of the errors of the Qdrant integration."""
-
-
-class QdrantUnavailableError(QdrantIndexError):
-    """The Qdrant server cannot be reached (checked before anything is written)."""
-
-
-class CollectionMismatchError(QdrantIndexError):
-    """The existing collection was built with other settings; nothing was written."""
-
-
-class UpsertFailedError(QdrantIndexError):
-    """Writing a batch failed after all retries; finished documents stay, a re-run resumes."""
-
-
-# ---------------------------------------------------------------------------- connecting
-def connect(
-    path: str | None = None,
+# ---------------------------------------------------------------------------- opening
+def open_store(
+    path: str | os.PathLike[str] | None = None,
     *,
     url: str | None = None,
     api_key: str | None = None,
     timeout: float = 10.0,
     backend: str | None = None,
     **client_kwargs: Any,
-) -> QdrantClient:
-    """A client for an embedded store at ``path`` or a server at ``url``.
+) -> Store:
+    """The store in the folder ``path`` or at the server ``url``.
 
     ``backend`` picks the embedded engine (see :func:`embedded_backend`): ``"edge"`` (Qdrant Edge,
     the default for a new folder), ``"local"`` (qdrant-client's local mode: an existing local-mode
@@ -97,26 +91,15 @@ def connect(
     """
     if url is not None and path is not None:
         raise ValueError("give either a local path or a server url, not both.")
-    if url is None:
-        if api_key is not None:
-            raise ValueError("an API key only applies to a server; give url= as well.")
-        if embedded_backend(path, backend) == "edge":
-            if path is None or path == ":memory:":
-                raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
-            try:
-                return EdgeClient(path)  # type: ignore[return-value]
-            except RuntimeError as err:  # the folder is locked by another client
-                raise QdrantIndexError(str(err)) from err
-        if path is None or path == ":memory:":
-            return QdrantClient(location=":memory:", **client_kwargs)
-        try:
-            return QdrantClient(path=str(path), **client_kwargs)
-        except RuntimeError as err:  # the folder is locked by another local client
-            raise QdrantIndexError(f"cannot open the local Qdrant folder {str(path)!r}: {err}") from err
-    client_kwargs.setdefault("check_compatibility", False)
-    client = QdrantClient(url=url, api_key=api_key, timeout=int(max(1, round(timeout))), **client_kwargs)
-    check_reachable(client, url)
-    return client
+    if url is not None:
+        return ServerStore.open(url, api_key=api_key, timeout=timeout, **client_kwargs)
+    if api_key is not None:
+        raise ValueError("an API key only applies to a server; give url= as well.")
+    if embedded_backend(path, backend) == "edge":
+        if path is None or str(path) == ":memory:":
+            raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
+        return EdgeStore(path)
+    return LocalStore.open(path, **client_kwargs)
 
 
 def embedded_backend(path: str | os.PathLike[str] | None, backend: str | None = None) -> str:
@@ -130,26 +113,6 @@ def embedded_backend(path: str | os.PathLike[str] | None, backend: str | None = 
     if path is None or str(path) == ":memory:" or holds_local_mode(path):
         return "local"
     return "edge"
-
-
-def check_reachable(client: QdrantClient, where: str | None = None) -> None:
-    """Fail with a clear message if ``client`` cannot talk to its Qdrant (no-op for an embedded store)."""
-    if not capabilities(client).remote:
-        return
-    try:
-        client.get_collections()
-    except Exception as err:  # noqa: BLE001 - httpx, grpc and qdrant raise many kinds
-        options = client.init_options
-        target = where or options.get("url") or options.get("host") or "the Qdrant server"
-        if _status_of(err) in (401, 403):
-            raise QdrantUnavailableError(
-                f"the Qdrant server at {target} refused the credentials ({_short(err)}); check the API key. "
-                "Nothing was written."
-            ) from err
-        raise QdrantUnavailableError(
-            f"cannot reach the Qdrant server at {target} ({_short(err)}). Check the URL and that the server is "
-            "running; nothing was written. Leave out the URL to use an embedded store (--path)."
-        ) from err
 
 
 # ---------------------------------------------------------------------------- schema
@@ -215,26 +178,24 @@ def distance_for(similarity_fn_name: str | None) -> str:
     return _DISTANCES[name].value
 
 
-def read_spec(client: QdrantClient, collection: str) -> CollectionSpec | None:
+def read_spec(store: Store, collection: str) -> CollectionSpec | None:
     """The stored spec of ``collection``; ``None`` if it does not exist. Raises if it is not ours."""
-    if not client.collection_exists(collection):
+    if not store.exists(collection):
         return None
-    info = client.get_collection(collection)
-    spec = CollectionSpec.from_metadata(info.config.metadata)
+    info = store.describe(collection)
+    spec = CollectionSpec.from_metadata(info.metadata)
     if spec is None:
         raise CollectionMismatchError(
             f"collection {collection!r} exists but was not created by mteb-fairpos (its metadata has no "
             f"{METADATA_KEY!r} entry), so its model and calibration are unknown. Use a new collection name. "
             "(A server older than Qdrant 1.16 does not keep collection metadata.)"
         )
-    actual = info.config.params.vectors
-    if isinstance(actual, Mapping):
-        for name, params in actual.items():
-            if name in spec.vectors and (params.size != spec.dimension or params.distance.value != spec.distance):
-                raise CollectionMismatchError(
-                    f"collection {collection!r}: vector {name!r} is {params.size}-d {params.distance.value}, but its "
-                    f"metadata says {spec.dimension}-d {spec.distance}; the collection was changed outside mteb-fairpos."
-                )
+    for name, params in info.vectors.items():
+        if name in spec.vectors and (params.size != spec.dimension or params.distance.value != spec.distance):
+            raise CollectionMismatchError(
+                f"collection {collection!r}: vector {name!r} is {params.size}-d {params.distance.value}, but its "
+                f"metadata says {spec.dimension}-d {spec.distance}; the collection was changed outside mteb-fairpos."
+            )
     return spec
 
 
@@ -258,68 +219,45 @@ def check_compatible(collection: str, stored: CollectionSpec, wanted: Collection
         )
 
 
-def create_collection(
-    client: QdrantClient,
-    collection: str,
-    spec: CollectionSpec,
-    *,
-    shard_number: int | None = None,
-    replication_factor: int | None = None,
-    write_consistency_factor: int | None = None,
-    on_disk_payload: bool | None = None,
-) -> None:
-    """Create ``collection`` for ``spec`` (cluster settings passed through) and its payload indexes."""
-    client.create_collection(
-        collection,
-        vectors_config=spec.vectors_config(),
-        shard_number=shard_number,
-        replication_factor=replication_factor,
-        write_consistency_factor=write_consistency_factor,
-        on_disk_payload=on_disk_payload,
-        metadata=spec.metadata(),
-    )
-    if capabilities(client).remote and CollectionSpec.from_metadata(
-            client.get_collection(collection).config.metadata) is None:
-        client.delete_collection(collection)
+def create_collection(store: Store, collection: str, spec: CollectionSpec, **cluster: Any) -> None:
+    """Create ``collection`` for ``spec`` (``cluster`` settings passed through: ``shard_number``,
+    ``replication_factor``, ``write_consistency_factor``, ``on_disk_payload``) and its payload indexes."""
+    store.create(collection, spec.vectors_config(), metadata=spec.metadata(), **cluster)
+    if store.capabilities.remote and CollectionSpec.from_metadata(store.describe(collection).metadata) is None:
+        store.drop(collection)
         raise QdrantIndexError(
             "the Qdrant server did not keep the collection metadata (it needs Qdrant >= 1.16), so a later run "
             "could not check the model and calibration; the new collection was removed again."
         )
-    ensure_payload_indexes(client, collection)
+    ensure_payload_indexes(store, collection)
 
 
-def open_collection(client: QdrantClient, collection: str, spec: CollectionSpec, **cluster: Any) -> bool:
+def open_collection(store: Store, collection: str, spec: CollectionSpec, **cluster: Any) -> bool:
     """Create ``collection`` for ``spec`` or check that the existing one matches it (raising
     :class:`CollectionMismatchError` before any write); returns whether it was created.
 
     The one create-or-check of every writer (``index``, ``load``, ``copy``); ``cluster`` settings
     (``shard_number``, ...) apply to a new collection."""
-    stored = read_spec(client, collection)
+    stored = read_spec(store, collection)
     if stored is None:
-        create_collection(client, collection, spec, **cluster)
+        create_collection(store, collection, spec, **{k: v for k, v in cluster.items() if v is not None})
         return True
     check_compatible(collection, stored, spec)
-    ensure_payload_indexes(client, collection)
+    ensure_payload_indexes(store, collection)
     return False
 
 
-def ensure_payload_indexes(client: QdrantClient, collection: str) -> list[str]:
-    """Create the missing payload indexes where the backend supports them; returns the fields created."""
-    if not capabilities(client).payload_indexes:
+def ensure_payload_indexes(store: Store, collection: str) -> list[str]:
+    """Create the missing payload indexes where the backend has them; returns the fields created."""
+    if not store.capabilities.payload_indexes:
         return []  # local mode scans payloads; indexes would be no-ops with a warning
-    existing = set(client.get_collection(collection).payload_schema or {})
+    existing = store.describe(collection).payload_indexes
     created = []
     for field, schema in PAYLOAD_INDEXES:
         if field not in existing:
-            client.create_payload_index(collection, field_name=field, field_schema=schema, wait=True)
+            store.add_payload_index(collection, field, schema)
             created.append(field)
     return created
-
-
-def build_indexes(client: QdrantClient, collection: str) -> None:
-    """Build the indexes of what was written, on a backend that builds them only when asked (Edge)."""
-    if capabilities(client).indexes_on_request:
-        client.optimize(collection)
 
 
 # ---------------------------------------------------------------------------- ids
@@ -344,7 +282,7 @@ def with_retries(action: Callable[[], T], *, what: str, retries: int = 3, backof
                 raise
             delay = backoff * (2 ** attempt)
             attempt += 1
-            logger.warning("%s failed (%s); retry %d of %d in %.1f s", what, _short(err), attempt, retries, delay)
+            logger.warning("%s failed (%s); retry %d of %d in %.1f s", what, short(err), attempt, retries, delay)
             sleep(delay)
 
 
@@ -352,7 +290,7 @@ def is_transient(err: BaseException) -> bool:
     """Whether retrying ``err`` can help."""
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    status = _status_of(err)
+    status = status_of(err)
     if status is not None:
         return status == 429 or status >= 500
     if isinstance(err, (ResponseHandlingException, ConnectionError, TimeoutError)):
@@ -367,16 +305,3 @@ def is_transient(err: BaseException) -> bool:
     except ImportError:  # pragma: no cover
         pass
     return type(err).__name__ == "ResourceExhaustedResponse"
-
-
-def _status_of(err: BaseException) -> int | None:
-    from qdrant_client.http.exceptions import UnexpectedResponse
-
-    if isinstance(err, UnexpectedResponse):
-        return int(err.status_code)
-    return None
-
-
-def _short(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__

@@ -9,7 +9,7 @@ The writer owns everything between a point and the store:
 - the bulk-load settings: where the backend has HNSW settings, building is deferred (``m=0``)
   for the load and restored afterwards, also when the load fails; a backend that builds its
   indexes only when asked (Edge) builds them at the end;
-- ``upload_points`` with transient failures (connection, timeout, 429, 5xx) retried with
+- :meth:`.backends.Store.write` with transient failures (connection, timeout, 429, 5xx) retried with
   exponential backoff and client errors (4xx) raised at once;
 - the content-hash skip: :meth:`Writer.stored` returns what the store holds of the documents,
   so a caller leaves unchanged ones out, and a changed document's stale segment points go;
@@ -27,10 +27,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from . import store
-from .backends import capabilities
+from .backends import Store
 
 logger = logging.getLogger(__name__)
 
@@ -45,39 +45,38 @@ class Written:
 
 
 class Writer:
-    """Writes points into ``collection`` of ``client`` (see the module docstring).
+    """Writes points into ``collection`` of ``target`` (see the module docstring).
 
     Args:
         batch_size: points per request.
-        parallel: upload streams of ``upload_points`` (a server only; an embedded store is written
+        parallel: upload streams of a server's ``upload_points`` (an embedded store is written
             from the thread that opened it).
         retries / backoff: a transient failure is retried up to ``retries`` times, waiting
             ``backoff * 2**attempt`` seconds; re-sending is safe since point ids are deterministic.
     """
 
-    def __init__(self, client: QdrantClient, collection: str, spec: store.CollectionSpec, *, batch_size: int = 256,
+    def __init__(self, target: Store, collection: str, spec: store.CollectionSpec, *, batch_size: int = 256,
                  parallel: int = 1, retries: int = 3, backoff: float = 0.5) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         if parallel < 1:
             raise ValueError(f"parallel must be >= 1, got {parallel}.")
-        self.client = client
+        self.target = target
         self.collection = collection
         self.spec = spec
         self.batch_size = batch_size
-        self.parallel = parallel if capabilities(client).concurrent_writers else 1
+        self.parallel = parallel if target.capabilities.concurrent_writers else 1
         self.retries = retries
         self.backoff = backoff
 
     @classmethod
-    def open(cls, client: QdrantClient, collection: str, spec: store.CollectionSpec, *,
+    def open(cls, target: Store, collection: str, spec: store.CollectionSpec, *,
              cluster: Mapping[str, Any] | None = None, **options: Any) -> tuple[Writer, bool]:
         """Create ``collection`` for ``spec`` or check the existing one (raising before any write);
         returns the writer and whether the collection was created. ``cluster`` settings
         (``shard_number``, ...) apply to a new collection."""
-        created = store.open_collection(client, collection, spec, **{k: v for k, v in (cluster or {}).items()
-                                                                       if v is not None})
-        return cls(client, collection, spec, **options), created
+        created = store.open_collection(target, collection, spec, **dict(cluster or {}))
+        return cls(target, collection, spec, **options), created
 
     # ------------------------------------------------------------------ bulk settings
     @contextmanager
@@ -85,23 +84,27 @@ class Writer:
         """Around a load: defer HNSW building (``m=0``) if asked and the backend has the setting,
         restore it afterwards even on failure, then build indexes on a backend that waits to be
         asked. Yields whether building was deferred."""
-        defer = defer and capabilities(self.client).hnsw_settings
+        defer = defer and self.target.capabilities.hnsw_settings
         restore = self._defer_hnsw() if defer else None
         try:
-            yield defer
+            yield restore is not None
         finally:
             if restore is not None:
-                self.client.update_collection(self.collection, hnsw_config=models.HnswConfigDiff(m=restore))
+                self.target.set_hnsw_m(self.collection, restore)
         self.finish()
 
     def finish(self) -> None:
         """Build the indexes of what was written, where the backend builds them only when asked (Edge)."""
-        store.build_indexes(self.client, self.collection)
+        if self.target.capabilities.indexes_on_request:
+            self.target.build_indexes(self.collection)
 
-    def _defer_hnsw(self) -> int:
-        original = self.client.get_collection(self.collection).config.hnsw_config.m
-        self.client.update_collection(self.collection, hnsw_config=models.HnswConfigDiff(m=0))
-        return int(original if original is not None else 16)
+    def _defer_hnsw(self) -> int | None:
+        """Set ``m=0``; returns the ``m`` to restore (``None``: the server reported none, so nothing is deferred)."""
+        original = self.target.describe(self.collection).hnsw_m
+        if original is None:
+            return None
+        self.target.set_hnsw_m(self.collection, 0)
+        return original
 
     # ------------------------------------------------------------------ content-hash skip
     def stored(self, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -110,9 +113,9 @@ class Writer:
         if not doc_ids:
             return {}
         ids = {store.point_id(self.collection, doc_id, 0): doc_id for doc_id in doc_ids}
-        found = self._retried(lambda: self.client.retrieve(self.collection, list(ids),
-                                                           with_payload=["content_hash", "n_segments"],
-                                                           with_vectors=False), "lookup of stored documents")
+        found = self._retried(lambda: self.target.retrieve(self.collection, list(ids),
+                                                           payload=["content_hash", "n_segments"]),
+                              "lookup of stored documents")
         return {ids[str(p.id)]: dict(p.payload or {}) for p in found}
 
     def stale(self, doc_id: str, previous: Mapping[str, Any] | None, points: Sequence[models.PointStruct]) -> list[str]:
@@ -135,16 +138,17 @@ class Writer:
         written = Written()
         if stale:
             ids = list(stale)
-            self._retried(lambda: self.client.delete(self.collection, points_selector=models.PointIdsList(points=ids),
-                                                     wait=True), "delete of stale segment points")
+            self._retried(lambda: self.target.delete(self.collection, ids), "delete of stale segment points")
             written.stale = len(ids)
         try:
             for batch in self._requests(points):
-                self._retried(lambda batch=batch: self._upload(batch), f"upload of {len(batch)} points")
+                self._retried(lambda batch=batch: self.target.write(self.collection, batch, batch_size=self.batch_size,
+                                                                    parallel=self.parallel),
+                              f"upload of {len(batch)} points")
         except Exception as err:
             raise store.UpsertFailedError(
                 f"writing {what} into collection {self.collection!r} failed despite {self.retries} retries "
-                f"({store._short(err)}); documents whose points were all written are complete. {resume}: ids are "
+                f"({store.short(err)}); documents whose points were all written are complete. {resume}: ids are "
                 "deterministic, so it rewrites the same points and adds no duplicate.") from err
         found = self.read_back(points)
         written.documents, written.points = found
@@ -160,8 +164,8 @@ class Writer:
         found_documents = found = 0
         for begin in range(0, len(points), chunk):
             ids = [p.id for p in points[begin:begin + chunk]]
-            records = self._retried(lambda ids=ids: self.client.retrieve(self.collection, ids, with_payload=False,
-                                                                         with_vectors=False), "read-back")
+            records = self._retried(lambda ids=ids: self.target.retrieve(self.collection, ids, payload=False),
+                                    "read-back")
             found += len(records)
             found_documents += sum(1 for r in records if str(r.id) in documents)
         return found_documents, found
@@ -177,11 +181,6 @@ class Writer:
             return
         for begin in range(0, len(points), self.batch_size):
             yield list(points[begin:begin + self.batch_size])
-
-    def _upload(self, batch: list[models.PointStruct]) -> None:
-        # upload_points' own retries are immediate and include 4xx: off; _retried backs off instead
-        self.client.upload_points(self.collection, batch, batch_size=self.batch_size, parallel=self.parallel,
-                                  max_retries=0, wait=True)
 
     def _retried(self, action: Any, what: str) -> Any:
         return store.with_retries(action, what=f"{what} in {self.collection!r}", retries=self.retries,
