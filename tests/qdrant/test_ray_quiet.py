@@ -22,8 +22,9 @@ pytestmark = pytest.mark.slow
 SUMMARY = re.compile(r"^\S+: 9 document\(s\) in 3 part\(s\) \(9 points\); 3 part\(s\) encoded, 0 already complete "
                      r"and skipped; \d+ forward pass\(es\) on ray \[\d+\.\d s\]$")
 ACTOR_NOTE = re.compile(r"core_worker\.cc:\d+: Actor with class name: .* has constructor arguments in the object store")
-"""Ray's core prints this for every Ray Data actor it starts. Ray Data puts the actors' constructor
-arguments in the object store itself, so no choice of this package avoids the line. It is printed
+"""Ray's core prints this once per process, when it starts the first Ray Data actor. Ray Data puts
+the actors' constructor arguments in the object store itself, so no choice of this package avoids
+the line. It is printed
 at Ray's error level, and the only switch for that level, RAY_BACKEND_LOG_LEVEL, prints a line of
 its own. docs/scale.md says so."""
 
@@ -46,7 +47,8 @@ def test_quiet_ray_encode_prints_the_summary_and_the_uncalibrated_count_once(tmp
     lines = quiet.stdout.splitlines()
     assert len(lines) == 2 and SUMMARY.match(lines[0]), quiet.stdout
     assert lines[1] == UncalibratedCount.line(3)
-    assert [line for line in quiet.stderr.splitlines() if not ACTOR_NOTE.search(line)] == []
+    noted = [line for line in quiet.stderr.splitlines() if ACTOR_NOTE.search(line)]
+    assert quiet.stderr.splitlines() == noted and len(noted) <= 1
 
     shown = encode(tmp_path, "shown")
     assert shown.returncode == 0, shown.stderr
