@@ -243,8 +243,7 @@ class FairQdrantIndex:
         ``collection_options`` (``shard_number``, ``replication_factor``, ...) apply when the
         collection is created.
         """
-        if window < 1:
-            raise ValueError(f"window must be >= 1, got {window}.")
+        _require_window(window)
         docs, problems = _as_documents(documents, on_error)
         require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
         windows = (docs[begin:begin + window] for begin in range(0, len(docs), window))
@@ -260,6 +259,7 @@ class FairQdrantIndex:
         The whole file is validated first (see :func:`.input.scan_file`; only ids and byte ranges
         are kept), then read again range by range, so memory does not grow with the file.
         """
+        _require_window(window)
         return self.index_scan(scan_file(path, on_error=on_error, format=format, range_size=window), **options)
 
     def index_scan(self, scan: InputScan, *, batch_size: int = 32, uncalibrated: bool | None = None,
@@ -397,6 +397,11 @@ def _write(writer: Writer, hashes: _Hashes, encoded: Sequence[EncodedDocument], 
     report.stale_points_deleted += written.stale
     if progress is not None:
         progress.update(len(encoded))
+
+
+def _require_window(window: int) -> None:
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}.")
 
 
 def _as_documents(documents: Iterable[Document | dict], on_error: OnError) -> tuple[list[Document], list[Problem]]:
