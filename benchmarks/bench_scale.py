@@ -2,7 +2,8 @@
 
 1. Encode throughput: the Ray Data pipeline (1 and 2 model actors) against the local engine,
    which runs the same `PartEncoder` in this process (the single-process case of the pipeline),
-   and against `FairQdrantIndex.index_file` into an in-memory collection (encode + write).
+   and against `FairQdrantIndex.index_file` into an in-memory collection (encode + write), whose
+   windows hold as many documents as the parts (the unit both embed, sorted by length).
    Each Ray run starts its own actor pool and loads the model in every actor, as a real job
    does; the Ray runtime itself is started once, before the timers (reported separately).
 2. Bulk load: `load_parts` into a fresh collection against a plain ``Store.write``
@@ -142,7 +143,7 @@ def main() -> None:
 
     def index_file() -> None:
         with FairQdrantIndex(model, "bench", model_name=MINILM_HUB_ID) as index:
-            index.index_file(source, show_progress=False)
+            index.index_file(source, window=args.part_size, show_progress=False)  # a window is a part's worth
 
     modes = {"local engine (this process)": lambda: encode("local", 1),
              "index_file (encode + write)": index_file}

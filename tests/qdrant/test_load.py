@@ -407,6 +407,31 @@ def test_index_file_streams_in_bounded_reads_on_one_thread_in_local_mode(tmp_pat
     client.close()
 
 
+def test_index_runs_the_forward_passes_of_the_parts_and_gives_their_vectors(tmp_path, model, new_store):
+    """With windows as large as the parts, `index` embeds the same documents in the same batches as
+    `encode`: as many forward passes, and vectors equal bit for bit (both loaded into the same engine)."""
+    path = write_jsonl(tmp_path / "docs.jsonl", records(23, seed=5))
+    report = encode_to_parts(path, tmp_path / "parts", model, "pages", part_size=8, batch_size=3,
+                             show_progress=False)
+    loaded = new_store()
+    load_parts(tmp_path / "parts", loaded, show_progress=False)
+    passes = []
+    hook = model.register_forward_hook(lambda *_: passes.append(1))
+    try:
+        with FairQdrantIndex(model, "pages", new_store(), model_name=MINILM_HUB_ID) as index:
+            index.index_file(path, window=8, batch_size=3, show_progress=False)
+            indexed = points_of(index.store, "pages")
+    finally:
+        hook.remove()
+    assert len(passes) == report.forward_passes == 2 * (3 + 3 + 3)  # 8 + 8 + 7 documents, 3 a batch, 2 passes
+    expected = points_of(loaded, "pages")
+    assert indexed.keys() == expected.keys() and len(indexed) == 23
+    for pid, point in expected.items():
+        assert indexed[pid].payload == point.payload
+        for name, vector in point.vector.items():
+            assert np.array_equal(np.asarray(vector), np.asarray(indexed[pid].vector[name]))
+
+
 def test_on_a_server_batches_are_written_while_the_next_is_embedded(tmp_path, model):
     """The recorded-request stand-in (no server here): upserts are sent from the writer thread."""
     import threading

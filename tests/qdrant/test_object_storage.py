@@ -174,6 +174,35 @@ def test_a_partial_s3_run_resumes_exactly(bucket, model):
     assert client.count("pages") == first.points
 
 
+def test_a_part_uploaded_in_several_parts_loads_exactly(bucket, tmp_path, model):
+    """A part file larger than pyarrow's upload part (10 MiB) goes to S3 as a multipart upload
+    (its ETag says in how many parts) and loads point for point as the same part from disk.
+    The documents carry about 2 MB of text each, stored in their payloads; embedding reads only
+    the model's first tokens, so the test stays quick."""
+    rng = np.random.default_rng(11)
+    alphabet = np.array(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+    items = [{"id": f"big{i}", "segments": [" ".join("".join(word) for word in rng.choice(alphabet, size=(120_000, 8)))
+                                            for _ in range(2)]} for i in range(12)]
+    (tmp_path / "docs.jsonl").write_bytes(jsonl(items))
+    local = encode_to_parts(tmp_path / "docs.jsonl", tmp_path / "parts", model, "pages", show_progress=False)
+    remote = encode_to_parts(tmp_path / "docs.jsonl", f"s3://{bucket}/parts", model, "pages", show_progress=False)
+    assert (remote.parts, remote.points) == (local.parts, local.points) == (1, 12)
+    [part] = part_files(tmp_path / "parts")
+    head = boto3.client("s3").head_object(Bucket=bucket, Key=f"parts/{part.name}")
+    assert head["ContentLength"] > 20 * 2**20 and int(head["ETag"].strip('"').rsplit("-", 1)[1]) >= 2
+
+    here, there = store.open_store(":memory:"), store.open_store(":memory:")
+    load_parts(tmp_path / "parts", here, show_progress=False)
+    report = load_parts(f"s3://{bucket}/parts", there, show_progress=False)
+    assert (report.documents, report.points) == (12, 12)
+    expected, actual = stored(here), stored(there)
+    assert expected.keys() == actual.keys() and len(expected) == 12
+    for pid, point in expected.items():
+        assert actual[pid].payload == point.payload and len(point.payload["text"]) > 10**6
+        for name, vector in point.vector.items():
+            assert np.array_equal(np.asarray(vector), np.asarray(actual[pid].vector[name]))
+
+
 # ---------------------------------------------------------------------------- clear errors
 def test_bad_uri_missing_bucket_and_missing_credentials_are_one_clear_error(bucket, tmp_path, monkeypatch, capsys):
     put(bucket, "in/docs.jsonl", jsonl(records(2)))

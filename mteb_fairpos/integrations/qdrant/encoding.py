@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from ...segmented import (
     COVERAGE_CUT,
     COVERAGE_PARTIAL,
     SegmentLayout,
+    TokenLayout,
     document_prompt,
     encode_segmented,
     require_mean_pooling,
@@ -31,8 +32,8 @@ from ...segmented import (
 )
 from .records import Document
 
-__all__ = ["EncodedDocument", "ModelLoader", "SegmentLayout", "Truncation", "calibration_text", "encode_documents", "model_name",
-           "resolve_model_path"]
+__all__ = ["EncodedDocument", "ModelLoader", "SegmentLayout", "Truncation", "calibration_text", "encode_batches",
+           "encode_documents", "model_name", "resolve_model_path"]
 
 
 @dataclass(frozen=True)
@@ -172,20 +173,58 @@ def encode_documents(
     late_chunks: bool = False,
     batch_size: int = 32,
 ) -> list[EncodedDocument]:
-    """Embed ``documents``: calibrated (and optionally uncalibrated) vectors, token layout, late chunks."""
+    """Embed ``documents``: calibrated (and optionally uncalibrated) vectors, token layout, late chunks.
+
+    The documents go through the model as `encode_batches` sends them (longest first); the result
+    is in the order given."""
+    order = {id(doc): i for i, doc in enumerate(documents)}
+    encoded = [enc for batch in encode_batches(model, documents, uncalibrated_vectors=uncalibrated_vectors,
+                                               late_chunks=late_chunks, batch_size=batch_size) for enc in batch]
+    return sorted(encoded, key=lambda enc: order[id(enc.document)])
+
+
+def encode_batches(
+    model: SentenceTransformer,
+    documents: Sequence[Document],
+    *,
+    uncalibrated_vectors: bool = True,
+    late_chunks: bool = False,
+    batch_size: int = 32,
+) -> Iterator[list[EncodedDocument]]:
+    """Embed a window of documents longest first, yielding one model batch at a time.
+
+    Sorting the whole window puts documents of like length into one batch, so little of each
+    forward pass is padding; yielding batch by batch lets a caller write one batch while the next
+    is embedded. A part (`part_encoder`) and an ``index`` window both embed through here, so the
+    two routes run the same forward passes on the same documents.
+    """
     if not documents:
-        return []
+        return
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     if late_chunks:
         require_mean_pooling(model)
     if not getattr(model.tokenizer, "is_fast", False):
         raise ValueError("token spans need a fast (Rust) tokenizer with offset mapping; this model's tokenizer is slow.")
+    layouts = token_layouts(model.tokenizer, [doc.text for doc in documents],
+                            [[(segment.start, segment.end) for segment in doc.segments] for doc in documents],
+                            int(model.max_seq_length), prompt=document_prompt(model), straddling="every")
+    lengths = [len(doc.text[:layout.text_chars]) for doc, layout in zip(documents, layouts)]  # what the model reads
+    order = [int(i) for i in np.argsort([-n for n in lengths], kind="stable")]
+    for begin in range(0, len(order), batch_size):
+        picked = order[begin:begin + batch_size]
+        yield _encode_batch(model, [documents[i] for i in picked], [layouts[i] for i in picked],
+                            uncalibrated_vectors=uncalibrated_vectors, late_chunks=late_chunks)
+
+
+def _encode_batch(model: SentenceTransformer, documents: list[Document], layouts: list[TokenLayout], *,
+                  uncalibrated_vectors: bool, late_chunks: bool) -> list[EncodedDocument]:
+    """One forward pass per calibration mode over one batch whose token layouts are known."""
     texts = [doc.text for doc in documents]
     spans = [[(segment.start, segment.end) for segment in doc.segments] for doc in documents]
-    layouts = token_layouts(model.tokenizer, texts, spans, int(model.max_seq_length),
-                            prompt=document_prompt(model), straddling="every")
     modes = [True, False] if uncalibrated_vectors else [True]
     passes = [encode_segmented(model, texts, spans, calibrated=mode, late_chunks=late_chunks, layouts=layouts,
-                               batch_size=batch_size) for mode in modes]
+                               batch_size=len(documents)) for mode in modes]
     for pass_ in passes:
         if pass_.aligned is not None and not all(pass_.aligned):
             doc_id = documents[pass_.aligned.index(False)].doc_id
@@ -209,4 +248,3 @@ def encode_documents(
             n_tokens_exact=layouts[i].n_tokens_exact,
         ))
     return encoded
-

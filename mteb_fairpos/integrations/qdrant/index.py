@@ -7,7 +7,11 @@ model name and the calibration text. With ``late_chunks=True`` (mean-pooled mode
 segment that reached the model also becomes a point (position 1..n) holding its
 late-chunking vector(s) ``late_chunk`` / ``late_chunk_uncalibrated``.
 
-Writes are idempotent and resumable: before embedding a batch, the index looks up its
+Documents are embedded as an ``encode`` part embeds them: a window of documents (a range of
+the input) sorted by length, in model batches (`encoding.encode_batches`), each batch written
+as soon as it is embedded.
+
+Writes are idempotent and resumable: before embedding a window, the index looks up its
 document points; a document whose stored ``content_hash`` matches is skipped (nothing is
 written), and since a document's point is upserted after its segment points, a document point
 exists only once the document is complete. A killed run therefore resumes where it stopped
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,11 +42,11 @@ from .encoding import (
     Truncation,
     UncalibratedCount,
     calibration_text,
-    encode_documents,
+    encode_batches,
     model_name,
 )
 from .points import collection_spec, content_hash, document_points
-from .input import InputScan, parse_documents, read_range, scan_file
+from .input import INDEX_WINDOW, InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
 from .search import SearchHit, search
 from .store import CollectionSpec, open_store
@@ -232,6 +236,7 @@ class FairQdrantIndex:
         late_chunks: bool | None = None,
         store_text: bool = True,
         batch_size: int = 32,
+        window: int = INDEX_WINDOW,
         upsert_batch_size: int = 256,
         on_error: OnError = "raise",
         retries: int = 3,
@@ -242,44 +247,51 @@ class FairQdrantIndex:
     ) -> IndexReport:
         """Index documents (:class:`Document` objects or records as in :mod:`.records`).
 
-        Every record is validated before the collection is touched. ``collection_options``
-        (``shard_number``, ``replication_factor``, ...) apply when the collection is created.
+        Every record is validated before the collection is touched. ``window`` documents at a time
+        are sorted by length and embedded ``batch_size`` at a time (see :func:`.encoding.encode_batches`).
+        ``collection_options`` (``shard_number``, ``replication_factor``, ...) apply when the
+        collection is created.
         """
+        _require_window(window)
         docs, problems = _as_documents(documents, on_error)
         require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
-        batches = (docs[begin:begin + batch_size] for begin in range(0, len(docs), batch_size))
-        return self._index_batches(batches, len(docs), list(invalid) + problems, uncalibrated=uncalibrated,
+        windows = (docs[begin:begin + window] for begin in range(0, len(docs), window))
+        return self._index_windows(windows, len(docs), list(invalid) + problems, uncalibrated=uncalibrated,
                                    late_chunks=late_chunks, store_text=store_text, batch_size=batch_size,
                                    upsert_batch_size=upsert_batch_size, retries=retries, backoff=backoff,
                                    show_progress=show_progress, collection_options=collection_options)
 
     def index_file(self, path: str | Path, *, format: str | None = None, on_error: OnError = "raise",
-                   batch_size: int = 32, **options: Any) -> IndexReport:
-        """Index a JSONL or Parquet file of any size, streamed in bounded batches.
+                   window: int = INDEX_WINDOW, **options: Any) -> IndexReport:
+        """Index a JSONL or Parquet file of any size, streamed one window of ``window`` documents at a time.
 
         The whole file is validated first (see :func:`.input.scan_file`; only ids and byte ranges
-        are kept), then read again batch by batch, so memory does not grow with the file.
+        are kept), then read again range by range, so memory does not grow with the file.
         """
-        return self.index_scan(scan_file(path, on_error=on_error, format=format), batch_size=batch_size, **options)
+        _require_window(window)
+        return self.index_scan(scan_file(path, on_error=on_error, format=format, range_size=window), **options)
 
     def index_scan(self, scan: InputScan, *, batch_size: int = 32, uncalibrated: bool | None = None,
                    late_chunks: bool | None = None, store_text: bool = True, upsert_batch_size: int = 256,
                    retries: int = 3, backoff: float = 0.5, show_progress: bool = True,
                    **collection_options: Any) -> IndexReport:
-        """Index a validated input (`input.scan_file`, `input.scan_input`), reading it range by range."""
-        documents = (doc for span in scan.ranges for doc in read_range(span))
-        return self._index_batches(_batched(documents, batch_size), scan.documents, list(scan.problems),
-                                   uncalibrated=uncalibrated, late_chunks=late_chunks, store_text=store_text,
-                                   batch_size=batch_size, upsert_batch_size=upsert_batch_size, retries=retries,
-                                   backoff=backoff, show_progress=show_progress, collection_options=collection_options)
+        """Index a validated input (`input.scan_file`, `input.scan_input`); each of its ranges is one window."""
+        windows = (read_range(span) for span in scan.ranges)
+        return self._index_windows(windows, scan.documents, list(scan.problems), uncalibrated=uncalibrated,
+                                   late_chunks=late_chunks, store_text=store_text, batch_size=batch_size,
+                                   upsert_batch_size=upsert_batch_size, retries=retries, backoff=backoff,
+                                   show_progress=show_progress, collection_options=collection_options)
 
-    def _index_batches(self, batches: Iterable[list[Document]], total: int, invalid: list[Problem], *,
+    def _index_windows(self, windows: Iterable[list[Document]], total: int, invalid: list[Problem], *,
                        uncalibrated: bool | None, late_chunks: bool | None, store_text: bool, batch_size: int,
                        upsert_batch_size: int, retries: int, backoff: float, show_progress: bool,
                        collection_options: dict[str, Any]) -> IndexReport:
-        """Embed and write batch after batch. On a server, batch k is written on a thread while batch
-        k+1 is embedded (the network wait overlaps the model); local mode writes in place, since
-        its SQLite store belongs to the thread that opened it and the write costs little."""
+        """Embed and write window after window, as an ``encode`` part is embedded: the documents of a
+        window whose stored content hash differs are sorted by length and embedded batch by batch
+        (`encoding.encode_batches`), and each batch is written as soon as it is embedded. On a server,
+        batch k is written on a thread while batch k+1 is embedded (the network wait overlaps the
+        model); local mode writes in place, since its SQLite store belongs to the thread that opened
+        it and the write costs little."""
         start = time.perf_counter()
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
@@ -292,26 +304,26 @@ class FairQdrantIndex:
             if self.store.capabilities.concurrent_writers else None
         pending: Future | None = None
         try:
-            for chunk in batches:
+            for window in windows:
                 # a collection this run created holds only this run's documents (ids are unique): no lookup
-                previous = {} if report.created_collection else writer.stored([d.doc_id for d in chunk])
-                todo = [d for d in chunk if not hashes.unchanged(d, previous)]
-                report.unchanged += len(chunk) - len(todo)
+                previous = {} if report.created_collection else writer.stored([d.doc_id for d in window])
+                todo = [d for d in window if not hashes.unchanged(d, previous)]
+                report.unchanged += len(window) - len(todo)
+                progress.update(len(window) - len(todo))
                 with UncalibratedCount() as count:
-                    encoded = encode_documents(self.model, todo, uncalibrated_vectors=spec.both_passes,
-                                               late_chunks=spec.late_chunks, batch_size=batch_size) if todo else []
+                    for encoded in encode_batches(self.model, todo, uncalibrated_vectors=spec.both_passes,
+                                                  late_chunks=spec.late_chunks, batch_size=batch_size):
+                        for enc in encoded:
+                            if enc.truncation is not None:
+                                report.truncated.append(enc.truncation)
+                                logger.warning("truncated: %s", enc.truncation)
+                        if pending is not None:
+                            pending.result()  # the previous batch is written before this one starts
+                        if background is None:
+                            _write(writer, hashes, encoded, previous, report, progress)
+                        else:
+                            pending = background.submit(_write, writer, hashes, encoded, previous, report, progress)
                 report.uncalibrated += count.documents
-                for enc in encoded:
-                    if enc.truncation is not None:
-                        report.truncated.append(enc.truncation)
-                        logger.warning("truncated: %s", enc.truncation)
-                if pending is not None:
-                    pending.result()  # the previous batch is written before this one starts
-                if background is None:
-                    _write(writer, hashes, encoded, previous, report)
-                    progress.update(len(chunk))
-                else:
-                    pending = background.submit(_write, writer, hashes, encoded, previous, report, progress, len(chunk))
             if pending is not None:
                 pending.result()
             if report.written:
@@ -376,7 +388,7 @@ def _model_name(model: SentenceTransformer) -> str:
 
 
 def _write(writer: Writer, hashes: _Hashes, encoded: Sequence[EncodedDocument], previous: dict[str, dict],
-           report: IndexReport, progress: Any = None, size: int = 0) -> None:
+           report: IndexReport, progress: Any = None) -> None:
     """Write one batch of encoded documents through the writer and add what it read back to ``report``."""
     points: list[models.PointStruct] = []
     stale: list[str] = []
@@ -393,20 +405,12 @@ def _write(writer: Writer, hashes: _Hashes, encoded: Sequence[EncodedDocument], 
     report.points_written += written.points
     report.stale_points_deleted += written.stale
     if progress is not None:
-        progress.update(size)
+        progress.update(len(encoded))
 
 
-def _batched(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
-    if size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {size}.")
-    batch: list[Document] = []
-    for doc in documents:
-        batch.append(doc)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def _require_window(window: int) -> None:
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}.")
 
 
 def _as_documents(documents: Iterable[Document | dict], on_error: OnError) -> tuple[list[Document], list[Problem]]:

@@ -27,6 +27,8 @@ from .records import Document, InputError, OnError, Problem, check_iterable_of_r
 from .storage import Location, locate
 
 INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
+INDEX_WINDOW = 1024
+"""Documents ``index`` reads and embeds at once, sorted by length: a range, as an ``encode`` part is."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def read_range(span: InputRange) -> list[Document]:
 
 
 def scan_file(path: str | Path, *, on_error: OnError = "raise", format: str | None = None,
-              range_size: int = 1024) -> InputScan:
+              range_size: int = INDEX_WINDOW) -> InputScan:
     """`scan_input` of one file, as ``index`` takes it: a folder, a missing file or nothing to index is refused."""
     location = _one_file(path)
     scan = scan_input(location.uri, range_size=range_size, on_error=on_error, format=format)

@@ -107,8 +107,9 @@ class Location:
         """Write the whole file so that it appears under this name only complete.
 
         Locally: a temporary name in the same folder, renamed at the end (atomic). On object storage:
-        one upload of the finished bytes, which the store makes visible only once it completes (a
-        killed writer leaves nothing)."""
+        one upload of the finished bytes (a file over pyarrow's upload part size goes as a multipart
+        upload), which the store makes visible only once it completes (a killed writer leaves no
+        object; a multipart upload it began stays invisible until a bucket lifecycle rule aborts it)."""
         if not self.local:
             with self.failures("write"), self.filesystem.open_output_stream(self.path) as out:
                 out.write(data)
