@@ -30,7 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from mteb_fairpos.mteb_models import BASE_MODELS, calibrated_name, twin_name  # noqa: E402
 from mteb_fairpos.mteb_plugin import register  # noqa: E402
 from mteb_fairpos.results import collect  # noqa: E402
-from mteb_fairpos.sweep import grid  # noqa: E402
+from mteb_fairpos.results.schema import Counts, Estimate, Profile, ScoreEntry, Settings, dump  # noqa: E402
+from mteb_fairpos.grid import grid  # noqa: E402
 from mteb_fairpos.tasks.grouped_metrics import LENGTH_BUCKETS, POSITION_BINS  # noqa: E402
 
 CONFIGS = grid([64, 128], ["half", "last"], [0.25, 0.5, 1.0]) + grid([256], ["half"], [0.5])
@@ -38,27 +39,30 @@ SUBSETS = {"PosIR": 310, "PosIRCrossLingual": 248}
 
 
 def entries(task, rng: random.Random, quality: float) -> list[dict]:
+    """Synthetic score entries, written through the results schema as the tasks write theirs."""
     name = task.metadata.name
     if name.startswith("PermutationFairness"):
         return [probe_entry(subset, rng, quality) for subset in task.metadata.hf_subsets]
     if name in SUBSETS:
         return [posir_entry(subset, rng, quality) for subset in task.metadata.hf_subsets[:SUBSETS[name]]]
-    profile = {f"position_{k}": quality * rng.uniform(0.7, 1.0) for k in range(10)}
-    main = sum(profile.values()) / len(profile)
-    return [{"hf_subset": "default", "languages": ["eng-Latn"], "main_score": main, "ndcg_at_10": main, **profile}]
+    values = [quality * rng.uniform(0.7, 1.0) for _ in range(10)]
+    main = sum(values) / len(values)
+    profile = Profile({str(k): Estimate(v) for k, v in enumerate(values)})
+    return [{"hf_subset": "default", "languages": ["eng-Latn"], "main_score": main, "ndcg_at_10": main,
+             **dump(ScoreEntry(profiles={"": profile}))}]
 
 
 def probe_entry(subset: str, rng: random.Random, quality: float) -> dict:
     n = int(subset[1])
     means = [quality * rng.uniform(0.5, 0.7) for _ in range(n)]
-    entry = {"hf_subset": subset, "languages": ["eng-Latn"], "main_score": min(means) / max(means),
-             "position_fairness": min(means) / max(means), "corpus": "wiki_comparable_corpus", "corpus_fingerprint": "1a2b3c4d5e6f",
-             "num_segment_sets": 10, "seed": 42, "model_max_length": 8192}
-    for p, mean in enumerate(means, start=1):
-        entry.update({f"position_{p}": mean, f"position_{p}_ci_low": mean - 0.02, f"position_{p}_ci_high": mean + 0.02})
-        if p > 1:
-            entry.update({f"beta_{p}": mean - means[0], f"beta_{p}_se": 0.01, f"beta_{p}_pvalue": 0.01})
-    return entry
+    fairness = min(means) / max(means)
+    profile = Profile({str(p): Estimate(mean, ci_low=mean - 0.02, ci_high=mean + 0.02)
+                       for p, mean in enumerate(means, start=1)}, fairness=fairness)
+    terms = {f"beta_{p}": Estimate(means[p - 1] - means[0], se=0.01, pvalue=0.01) for p in range(2, n + 1)}
+    entry = ScoreEntry(profiles={"": profile}, terms=terms,
+                       settings=Settings(corpus="wiki_comparable_corpus", hash="1a2b3c4d5e6f", sets=10, seed=42,
+                                         model_length=8192))
+    return {"hf_subset": subset, "languages": ["eng-Latn"], "main_score": fairness, **dump(entry)}
 
 
 def posir_entry(subset: str, rng: random.Random, quality: float) -> dict:
@@ -70,8 +74,9 @@ def posir_entry(subset: str, rng: random.Random, quality: float) -> dict:
         cell[1] += quality * rng.uniform(0.4, 1.0)
     n = sum(c for bins in cells.values() for c, _ in bins.values())
     ndcg = sum(t for bins in cells.values() for _, t in bins.values()) / n
+    entry = ScoreEntry(psi=0.1, counts=Counts(queries=n), details={"cells": cells})
     return {"hf_subset": subset, "languages": [subset.split(".")[0]], "main_score": ndcg, "ndcg_at_10": ndcg,
-            "n_queries": n, "cells": cells, "psi": 0.1}
+            **dump(entry)}
 
 
 def write_sweep(root: Path) -> int:
