@@ -8,8 +8,10 @@ A store is a folder: one Edge shard per collection (``<collection>/``) with the 
 vector settings and mteb-fairpos metadata beside it (``<collection>.collection.json``, written
 once the shard exists, so a collection without it does not exist), and a lock file that keeps a
 second process out, as local mode does. A write is in the shard's write-ahead log when it
-returns, and a reopened shard replays the log, also after a crash; the segments are flushed
-(about 0.1-0.3 s each time on a plain disk) once, when the indexes are built, and at close.
+returns, and a reopened shard replays the log, also after the process was killed (the test
+ends one with ``os._exit``; a power loss can take what the operating system had not yet
+written); the segments are flushed (about 0.1-0.3 s each time on a plain disk) once, when the
+indexes are built, and at close.
 qdrant-edge is young (0.x): its version is pinned, and the filters and payload
 selectors used here are translated one by one.
 """
