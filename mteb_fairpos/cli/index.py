@@ -7,7 +7,7 @@ import logging
 
 from . import qdrant_common
 from .options import (add_batch_size, add_cluster_arguments, add_connection_arguments, add_device, add_max_length,
-                      add_model, add_quiet)
+                      add_model, add_quiet, positive_int)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -34,7 +34,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-store-text", dest="store_text", action="store_false",
                         help="do not store document / segment text in the payload")
     add_batch_size(parser, default=32, unit="documents through the model")
-    parser.add_argument("--upsert-batch-size", type=int, default=256, help="points per upsert request (default 256)")
+    parser.add_argument("--upsert-batch-size", type=positive_int, default=256, help="points per upsert request (default 256)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upsert (default 3)")
     add_cluster_arguments(parser)
     parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
-from .options import add_batch_size, add_cluster_arguments, add_connection_arguments, add_quiet
+from .options import add_batch_size, add_cluster_arguments, add_connection_arguments, add_quiet, positive_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_connection_arguments(
         parser, collection_help="collection to load into (default: the one the parts were encoded for)")
     add_batch_size(parser, default=256, unit="points uploaded")
-    parser.add_argument("--parallel", type=int, default=1, help="upload streams to a server (default 1)")
+    parser.add_argument("--parallel", type=positive_int, default=1, help="upload streams to a server (default 1)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upload batch (default 3)")
     add_cluster_arguments(parser)
     parser.add_argument("--on-disk-payload", action="store_true", default=None,

@@ -33,7 +33,7 @@ def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None, unit
     """``--batch-size``: how much goes into one step. Its default depends on ``unit`` (texts through the
     model are not points written to Qdrant), so each command names both."""
     shown = f"default {default}" if default is not None else "default: mteb's"
-    parser.add_argument("--batch-size", type=_positive_int, default=default, help=f"{unit} per batch ({shown})")
+    parser.add_argument("--batch-size", type=positive_int, default=default, help=f"{unit} per batch ({shown})")
 
 
 def add_output(parser: argparse.ArgumentParser, *, default: str | Path | None, what: str, dest: str = "out",
@@ -80,7 +80,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, ray_does: str, acto
                         help=f"local: this process; ray: {ray_does} (pip install 'mteb-fairpos[ray]')")
     parser.add_argument("--address", default=None,
                         help="Ray cluster to join (host:port, ray://host:port or auto); default a local Ray runtime")
-    parser.add_argument("--actors", type=int, default=1, help=f"{actor}s on Ray (default 1; one per GPU on a GPU cluster)")
+    parser.add_argument("--actors", type=positive_int, default=1, help=f"{actor}s on Ray (default 1; one per GPU on a GPU cluster)")
     parser.add_argument("--gpus-per-actor", type=float, default=None,
                         help=f"GPUs per {actor} (default: 1 when the cluster has GPUs, else 0)")
 
@@ -125,4 +125,5 @@ def _positive_of(what: str) -> Callable[[str], int]:
 
 
 _positive = _positive_of("a positive number of tokens")
-_positive_int = _positive_of("a positive integer")
+positive_int = _positive_of("a positive integer")
+"""A count that must be at least 1 (batch sizes, parts, actors, streams)."""

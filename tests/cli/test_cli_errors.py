@@ -18,13 +18,33 @@ from mteb_fairpos.cli import errors, main
         (["sweep", "-m", "fair/no-such-model", "-t", "FairPosTinyRetrieval", "-o", "{tmp}/r"], "no-such-model"),
         (["profile", "-o", "{tmp}/p.png"], "give at least one --text or a --file"),
         (["search", "q", "-c", "c", "--path", "{tmp}/typo"], "no local Qdrant store"),
+        (["load", "{tmp}/file", "--path", "{tmp}/store"], "is a file; give the part folder"),
+        (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/file", "--quiet"], "is a file; a Qdrant Edge store is a folder"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
     assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and message in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["encode", "docs.jsonl", "-o", "parts", "-c", "c", "--part-size", "0"], "--part-size"),
+        (["encode", "docs.jsonl", "-o", "parts", "-c", "c", "--actors", "0"], "--actors"),
+        (["index", "docs.jsonl", "-c", "c", "--upsert-batch-size", "0"], "--upsert-batch-size"),
+        (["load", "parts", "--parallel", "0"], "--parallel"),
+    ],
+)
+def test_a_count_below_one_is_refused_by_its_option_name(capsys, argv, option):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == errors.BAD_INPUT
+    assert f"argument {option}: expected a positive integer, got 0" in capsys.readouterr().err
 
 
 def test_a_failed_run_is_status_1_and_a_bug_keeps_its_traceback(capsys):

@@ -59,11 +59,10 @@ class EdgeStore(Store):
         if holds_local_mode(self.path):
             raise ValueError(f"{str(self.path)!r} holds a qdrant-client local-mode store, not a Qdrant Edge one; "
                              "open it with the local backend, or give Edge a folder of its own.")
+        if self.path.exists() and not self.path.is_dir():
+            raise QdrantIndexError(f"{str(self.path)!r} is a file; a Qdrant Edge store is a folder.")
         self.path.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock = _lock(self.path / LOCK_FILE)
-        except RuntimeError as err:
-            raise QdrantIndexError(str(err)) from None
+        self._lock = _lock(self.path / LOCK_FILE)
         self._shards: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -267,8 +266,8 @@ def _lock(path: Path) -> Any:
         portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
     except portalocker.exceptions.LockException:
         handle.close()
-        raise RuntimeError(f"the Qdrant Edge store {path.parent} is already open in another client or process; "
-                           "close it there first.") from None
+        raise QdrantIndexError(f"the Qdrant Edge store {path.parent} is already open in another client or process; "
+                               "close it there first.") from None
     return handle
 
 

@@ -206,22 +206,23 @@ def encode_batches(
         require_mean_pooling(model)
     if not getattr(model.tokenizer, "is_fast", False):
         raise ValueError("token spans need a fast (Rust) tokenizer with offset mapping; this model's tokenizer is slow.")
-    layouts = token_layouts(model.tokenizer, [doc.text for doc in documents],
-                            [[(segment.start, segment.end) for segment in doc.segments] for doc in documents],
-                            int(model.max_seq_length), prompt=document_prompt(model), straddling="every")
+    texts = [doc.text for doc in documents]
+    spans = [[(segment.start, segment.end) for segment in doc.segments] for doc in documents]
+    layouts = token_layouts(model.tokenizer, texts, spans, int(model.max_seq_length), prompt=document_prompt(model),
+                            straddling="every")
     lengths = [len(doc.text[:layout.text_chars]) for doc, layout in zip(documents, layouts)]  # what the model reads
     order = [int(i) for i in np.argsort([-n for n in lengths], kind="stable")]
     for begin in range(0, len(order), batch_size):
         picked = order[begin:begin + batch_size]
-        yield _encode_batch(model, [documents[i] for i in picked], [layouts[i] for i in picked],
+        yield _encode_batch(model, [documents[i] for i in picked], [texts[i] for i in picked],
+                            [spans[i] for i in picked], [layouts[i] for i in picked],
                             uncalibrated_vectors=uncalibrated_vectors, late_chunks=late_chunks)
 
 
-def _encode_batch(model: SentenceTransformer, documents: list[Document], layouts: list[TokenLayout], *,
+def _encode_batch(model: SentenceTransformer, documents: list[Document], texts: list[str],
+                  spans: list[list[tuple[int, int]]], layouts: list[TokenLayout], *,
                   uncalibrated_vectors: bool, late_chunks: bool) -> list[EncodedDocument]:
-    """One forward pass per calibration mode over one batch whose token layouts are known."""
-    texts = [doc.text for doc in documents]
-    spans = [[(segment.start, segment.end) for segment in doc.segments] for doc in documents]
+    """One forward pass per calibration mode over one batch whose texts, spans and token layouts are known."""
     modes = [True, False] if uncalibrated_vectors else [True]
     passes = [encode_segmented(model, texts, spans, calibrated=mode, late_chunks=late_chunks, layouts=layouts,
                                batch_size=len(documents)) for mode in modes]

@@ -172,7 +172,10 @@ def read_doc_ids(path: str | Path | Location) -> list[str]:
 def part_files(folder: str | Path | Location) -> list[Location]:
     """The Parquet files of a part folder, sorted by name (temporary files of a killed run left out)."""
     folder = locate(folder)
-    if folder.kind() != pafs.FileType.Directory:
+    kind = folder.kind()
+    if kind == pafs.FileType.File:
+        raise NotADirectoryError(f"{str(folder)!r} is a file; give the part folder `mteb-fairpos encode` wrote.")
+    if kind != pafs.FileType.Directory:
         raise FileNotFoundError(f"part folder {str(folder)!r} does not exist; run `mteb-fairpos encode` into it first.")
     return [p for p in folder.files() if p.name.endswith(SUFFIX) and not p.name.startswith(".")]
 
