@@ -30,7 +30,7 @@ git archive HEAD | tar -x -C "$scratch/source"
 # and what it needs, at the versions installed here. The rest of the project's dependencies serve the
 # MTEB tasks, Qdrant and chunking, which the GPU run does not touch; mteb alone would bring polars'
 # 54 MB runtime, past what travels. run.sh installs the project itself without dependencies.
-"$python" "$here/missing.py" "$here/machine.txt" nnsight > "$scratch/missing.txt"
+"$python" "$here/missing.py" "$here/machine.txt" nnsight transformers > "$scratch/missing.txt"
 echo "missing on the GPU machine: $(tr '\n' ' ' < "$scratch/missing.txt")"
 "$python" -m pip download --quiet --no-deps "${platform[@]}" --dest "$wheels" -r "$scratch/missing.txt"
 
@@ -42,7 +42,7 @@ for name in tokenizer.json tokenizer_config.json special_tokens_map.json vocab.t
     cp "$tokenizer/$name" "$wheels/tokenizer/"
 done
 
-for heavy in torch transformers sentence_transformers nvidia; do
+for heavy in torch sentence_transformers nvidia; do
     if ls "$wheels" | grep -qi "^${heavy}[-_]"; then
         echo "prepare.sh: $heavy is on the GPU machine already and must not travel" >&2; exit 1
     fi
