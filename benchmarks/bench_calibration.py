@@ -72,7 +72,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -414,13 +414,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all-references", action="store_true", help="the nnsight reference in every case (GPU memory)")
     parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"),
                         help="tokenizer folder of the random models (default: $FAIRPOS_TOKENIZER_DIR, else the offline MiniLM's)")
+    parser.add_argument("--scale", type=_at_least_one, default=1,
+                        help="documents and batch size of every case times this (a GPU needs larger batches to be busy; default 1)")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--documents", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--gte-dir", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    by_name = {c.name: c for c in CASES}
+    by_name = {c.name: replace(c, documents=c.documents * args.scale, quick_documents=c.quick_documents * args.scale,
+                               batch_size=c.batch_size * args.scale) for c in CASES}
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -458,12 +461,12 @@ def main(argv: list[str] | None = None) -> int:
                         f"{'max|fast-ref|':>13} {'max|fast-tiled|':>15}")
         memory_header = (f"{'case':<16} | {'tensor MB plain':>15} {'fast':>8} {'tiled':>8} | {'fast/plain':>10} "
                          f"{'tiled/plain':>11} | {'RSS +MB plain':>17} {'fast':>17} | {'fast/plain':>10}")
-        options = ["--dtype", args.dtype] + [flag for flag, on in (("--same-process", args.same_process),
+        options = ["--dtype", args.dtype, "--scale", str(args.scale)] + [flag for flag, on in (("--same-process", args.same_process),
                                                                    ("--all-references", args.all_references)) if on]
         targets = TARGETS["cuda" if device.startswith("cuda") else "cpu"]
         speed_lines, memory_lines, verdicts = [], [], []
         report = {"device": where, "torch": torch.__version__, "dtype": args.dtype, "gte_layers": args.gte_layers,
-                  "reps": reps, "targets": targets, "cases": {}}
+                  "reps": reps, "scale": args.scale, "targets": targets, "cases": {}}
         for case in cases:
             count = case.quick_documents if args.quick else case.documents
             results = run_case(case, count, reps, memory_runs, random_dir, device, scratch, options)
