@@ -231,7 +231,12 @@ class FairSentenceTransformer(SentenceTransformer):
         features = super().preprocess(inputs, *args, **kwargs)
         mask = features.get("attention_mask")
         limit = self.max_seq_length
-        if mask is not None and limit and mask.shape[1] >= limit:
+        if mask is None or not limit or mask.shape[1] < limit:
+            return features
+        encodings = getattr(features, "encodings", None)
+        if encodings:  # a fast tokenizer keeps what truncation cut off: no second pass over the texts
+            self._truncated += sum(bool(encoding.overflowing) for encoding in encodings)
+        else:
             full = (mask.sum(dim=1) >= limit).nonzero().flatten().tolist()
             if full:
                 texts = [inputs[i] for i in full]

@@ -92,6 +92,36 @@ def test_truncation_is_reported_once_per_call(fair):
     assert "2 input(s) exceeded the model's maximum of 256 tokens" in str(reports[0].message)
 
 
+@pytest.mark.parametrize("backend", ["tokenizers", "python"])
+def test_truncation_count_at_the_limit(minilm_dir, backend):
+    """A fast tokenizer's count comes from what truncation cut off (no second pass over the texts); a
+    Python tokenizer's from re-tokenizing the rows that reached the limit. Both count the same inputs:
+    one exactly at the limit is whole, one token more is cut, and a prompt counts towards the limit."""
+    import os
+
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertTokenizerLegacy
+
+    model = SentenceTransformer(minilm_dir, device="cpu")
+    if backend == "python":
+        model[0].processor = BertTokenizerLegacy(os.path.join(minilm_dir, "vocab.txt"))
+    model.max_seq_length = 16  # 14 words of one token, plus [CLS] and [SEP]
+    fair = FairSentenceTransformer(model, CalibrationConfig(basket_size=4, strength=1.0))
+    at_limit, over = "a " * 14, "a " * 15
+
+    def reported(texts, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fair.encode(texts, **kwargs)
+        return [str(w.message) for w in caught if issubclass(w.category, TruncationWarning)]
+
+    assert reported([at_limit, "b"]) == []
+    assert reported([at_limit, over, over]) == [
+        "2 input(s) exceeded the model's maximum of 16 tokens and were truncated; "
+        "their embeddings cover only the first tokens."]
+    assert len(reported([at_limit], prompt="a a ")) == 1
+
+
 def test_no_warning_for_inputs_that_fit(fair):
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
