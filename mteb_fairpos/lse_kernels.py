@@ -5,14 +5,16 @@ basket, the attention output over that basket's keys *and* its log-sum-exp. Publ
 no log-sum-exp, so each device gets PyTorch's own fused kernel through its private ATen op:
 
 * ``cpu``:  ``aten::_scaled_dot_product_flash_attention_for_cpu``;
-* ``cuda``: ``aten::_scaled_dot_product_efficient_attention`` (the memory-efficient kernel, the
+* ``cuda``: ``aten::_scaled_dot_product_flash_attention`` for a half-precision call without a mask,
+  ``aten::_scaled_dot_product_efficient_attention`` for the rest (the memory-efficient kernel, the
   one CUDA kernel that takes an additive mask and returns the log-sum-exp in every dtype).
 
-CUDA has other ways to the same pair, kept as candidates (:data:`CANDIDATES`) behind the default:
-the flash op (half precision, no mask: calls with a mask go to the default), the cuDNN op (half
-precision, additive mask) and ``flex_attention`` (compiled, the mask as a score modification).
-Which is fastest on a given GPU is what ``benchmarks/gpu/bench_kernels.py`` measures; the default
-stays until a GPU run shows another is both exact and faster.
+On an H200 (``docs/gpu.md``) both reproduced the explicit computation in every dtype they take, and
+the flash op ran an unmasked basket in 0.59-0.85 of the memory-efficient op's time in bf16 and fp16;
+calibrated layers of right-padded batches of equal lengths run most baskets unmasked. Other ways to
+the same pair stay as candidates (:data:`CANDIDATES`): the memory-efficient op alone, the cuDNN op
+(half precision, additive mask; slower there) and ``flex_attention`` (compiled, the mask as a score
+modification; 3-170x slower there). ``benchmarks/gpu/bench_kernels.py`` times each on a GPU.
 
 Private ops can change between torch releases, so a kernel is used only after it has reproduced
 the explicit computation (:func:`explicit_with_lse`) once per device type and dtype, on a small
@@ -58,10 +60,9 @@ def cuda_memory_efficient(query: Tensor, key: Tensor, value: Tensor, bias: Tenso
 
 
 def cuda_flash(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:
-    """PyTorch's flash attention for CUDA (fp16 and bf16 only) where there is no mask, which it cannot take;
-    a call with a mask goes to :func:`cuda_memory_efficient`. Calibrated layers of right-padded batches of
-    equal lengths run most baskets unmasked."""
-    if bias is not None:
+    """PyTorch's flash attention for CUDA where it applies (fp16 or bf16, no mask, which it cannot take);
+    other calls go to :func:`cuda_memory_efficient`."""
+    if bias is not None or query.dtype not in (torch.float16, torch.bfloat16):
         return cuda_memory_efficient(query, key, value, bias, scaling)
     out, lse, *_ = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, False, False, scale=scaling)
     return out, lse
@@ -103,9 +104,9 @@ def flex(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling
     return _compiled_flex()(query, key, value, score_mod=score_mod, scale=scaling, return_lse=True)
 
 
-LSE_KERNELS: dict[str, LseKernel] = {"cpu": cpu_flash, "cuda": cuda_memory_efficient}
+LSE_KERNELS: dict[str, LseKernel] = {"cpu": cpu_flash, "cuda": cuda_flash}
 """The fused kernel of each device type; a device without one uses :func:`explicit_with_lse`."""
-CANDIDATES: dict[str, tuple[LseKernel, ...]] = {"cuda": (cuda_flash, cuda_cudnn, flex)}
+CANDIDATES: dict[str, tuple[LseKernel, ...]] = {"cuda": (cuda_memory_efficient, cuda_cudnn, flex)}
 """Further kernels of a device type, checked in this order where its default kernel fails its check."""
 _VERIFIED: dict[tuple[str, torch.dtype, int], LseKernel | None] = {}
 
@@ -199,8 +200,8 @@ def reproduces_explicit(kernel: LseKernel, device: torch.device, dtype: torch.dt
 def _set_aside(name: str, device: torch.device, dtype: torch.dtype, head_dim: int, why: str) -> None:
     warnings.warn(
         f"mteb-fairpos: the fused kernel {name} is not used on {device.type} in {dtype} with head size {head_dim}: {why}. "
-        "Calibrated mean pooling computes its rows explicitly instead (exact, slower); "
-        "please report this with your torch version.",
+        "The next kernel is checked; where none reproduces the explicit computation, calibrated mean pooling "
+        "computes its rows explicitly (exact, slower). Please report this with your torch version and GPU.",
         RuntimeWarning,
         stacklevel=4,
     )

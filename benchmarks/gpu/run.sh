@@ -51,8 +51,9 @@ if [ "$quick" = 1 ]; then
     kernels=(--quick)
 else
     tests_filter=$device
-    calibration=(--gte-layers 12 --reps 5 --all-references
-                 --cases gte-mean-512,gte-cls-512,qwen3-last-2048,gte-mean-2048,gte-cls-2048,gte-mean-8192,gte-cls-8192)
+    # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
+    calibration=(--gte-layers 12 --reps 5 --scale 16
+                 --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
     kernels=()
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks

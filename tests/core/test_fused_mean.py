@@ -131,10 +131,10 @@ def test_the_first_use_check_passes_on_each_device(monkeypatch, device, dtype):
         assert not reasons
 
 
-@pytest.mark.parametrize("name", ["cuda_flash", "cuda_cudnn", "flex"])
+@pytest.mark.parametrize("name", ["cuda_memory_efficient", "cuda_cudnn", "flex"])
 def test_each_cuda_candidate_is_exact_or_set_aside_with_its_reason(name):
     """Every candidate behind the CUDA default either reproduces the explicit computation or is set aside
-    with a warning naming it and why, in each dtype (flash and cuDNN take half precision only)."""
+    with a warning naming it and why, in each dtype (cuDNN takes half precision only)."""
     if not torch.cuda.is_available():
         pytest.skip("CUDA is not available: the candidates are CUDA kernels")
     import mteb_fairpos.lse_kernels as lse_kernels
@@ -413,3 +413,51 @@ def test_a_half_precision_model_is_calibrated_like_fp32(tmp_path_factory, minilm
     assert error <= 2 * rounding + 1e-3, (error, rounding)
     # and the half-precision result is the calibrated one, not the plain one
     assert (fair16.float() - fair32).abs().mean() < (fair16.float() - plain32).abs().mean()
+
+
+def _flash_attention_contract(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    """Stands in for CUDA's aten::_scaled_dot_product_flash_attention, which cannot run without a GPU: the
+    same computation with the same contract (half precision only, no mask, nine results)."""
+    if query.dtype not in (torch.float16, torch.bfloat16):
+        raise RuntimeError("FlashAttention only support fp16 and bf16 data type")
+    out, lse = explicit_with_lse(query, key, value, None, scale)
+    return out, lse, None, None, 0, 0, torch.empty(()), torch.empty(()), torch.empty(())
+
+
+def test_the_cuda_default_takes_flash_where_it_applies_and_the_efficient_op_elsewhere(monkeypatch):
+    """The CUDA default's routing checked on the CPU with both ops replaced by their contracts (no GPU
+    here): flash for a half-precision call without a mask, the memory-efficient op for a mask or fp32,
+    and the first-use check passes in fp32 and bf16 without ever handing flash what it refuses."""
+    import mteb_fairpos.lse_kernels as lse_kernels
+
+    reached = []
+
+    def recording(name, op):
+        def call(*args, **kwargs):
+            reached.append((name, args[0].dtype))
+            return op(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention", recording("flash", _flash_attention_contract))
+    monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_efficient_attention",
+                        recording("efficient", _efficient_attention_contract))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # set aside would warn
+        assert lse_kernels.reproduces_explicit(lse_kernels.cuda_flash, torch.device("cpu"), torch.float32, 8)
+        assert {name for name, _ in reached} == {"efficient"}
+        reached.clear()
+        assert lse_kernels.reproduces_explicit(lse_kernels.cuda_flash, torch.device("cpu"), torch.bfloat16, 8)
+    assert reached == [("efficient", torch.bfloat16), ("efficient", torch.bfloat16), ("flash", torch.bfloat16)]  # per row, per key, none
+    assert lse_kernels.LSE_KERNELS["cuda"] is lse_kernels.cuda_flash
+
+
+def test_the_cuda_flash_op_still_has_the_signature_the_adapter_and_its_stand_in_use():
+    """As for the memory-efficient op: the flash op's registered schema still takes the positional
+    arguments the adapter passes, in this order, and returns the log-sum-exp second."""
+    passed = ["query", "key", "value", "dropout_p", "is_causal", "return_debug_mask"]
+    schema = torch.ops.aten._scaled_dot_product_flash_attention.default._schema
+    assert [argument.name for argument in schema.arguments if not argument.kwarg_only] == passed
+    assert [argument.name for argument in schema.arguments if argument.kwarg_only] == ["scale"]
+    assert [result.name for result in schema.returns][:2] == ["output", "logsumexp"]
+    stand_in = inspect.signature(_flash_attention_contract).parameters.values()
+    assert [p.name for p in stand_in if p.kind is not p.KEYWORD_ONLY] == passed
