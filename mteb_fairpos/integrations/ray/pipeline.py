@@ -10,6 +10,7 @@ range is never half-written or duplicated.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..qdrant.input import InputRange
 from ..qdrant.part_encoder import EncodeOptions, PartEncoder
-from .runtime import require_ray
+from .runtime import actor_note_dropped, require_ray
 
 RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "uncalibrated", "seconds")
 
@@ -70,7 +71,8 @@ def encode_ranges(todo: list[InputRange], loader: Callable[..., Any], options: E
         num_gpus=gpus_per_actor or None,
         num_cpus=cpus_per_actor,
     )
-    return list(encoded.iter_rows())
+    with contextlib.nullcontext() if show_progress else actor_note_dropped():  # quiet: Ray core's note on the pool
+        return list(encoded.iter_rows())
 
 
 def _range(text: str) -> InputRange:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +28,9 @@ AUTH_HELP = (f"set {AUTH_MODE}=token and give every process the head node's toke
              "environment variable, on the head (`ray start --head`), on each worker (`ray start --address`) and "
              "here (`encode --address`)")
 AUTH_NOTICES = "ray._private.authentication.authentication_token_setup"
+ACTOR_NOTE = re.compile(rb"core_worker\.cc:\d+: Actor with class name: .* has constructor arguments in the object store")
+"""Ray's core prints this at its error level, once per process, when Ray Data starts its actor pool: Ray Data
+itself puts the pool's constructor arguments in the object store (ray-project/ray#57733). Harmless here."""
 LOCAL_ADDRESSES = (None, "", "local")
 """Addresses that mean: start a Ray runtime on this machine (``"auto"`` joins one started with ``ray start``)."""
 
@@ -92,6 +98,36 @@ def _auth_notices_off() -> Iterator[None]:
         yield
     finally:
         notices.setLevel(level)
+
+
+@contextmanager
+def actor_note_dropped() -> Iterator[None]:
+    """Inside the block, everything written to standard error passes through except :data:`ACTOR_NOTE`.
+
+    Ray's core writes that line from C++ straight to file descriptor 2, past Python's ``sys.stderr``
+    and its loggers, and its only switches hide its real errors too or turn off actor restarts. So
+    the descriptor is pointed at a pipe whose lines a thread copies back, leaving out that one."""
+    sys.stderr.flush()
+    original = os.dup(2)
+    reader, writer = os.pipe()
+    os.dup2(writer, 2)
+    os.close(writer)
+    copier = threading.Thread(target=_copy_lines, args=(reader, os.dup(original)), daemon=True)
+    copier.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(original, 2)  # the pipe's last writer in this process gone: the copier reaches its end
+        os.close(original)
+        copier.join(timeout=5)  # processes started inside the block may still hold the pipe: do not wait on them
+
+
+def _copy_lines(reader: int, target: int) -> None:
+    with os.fdopen(reader, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
+        for line in lines:
+            if not ACTOR_NOTE.search(line):
+                out.write(line)
 
 
 def is_auth_failure(text: str) -> bool:
