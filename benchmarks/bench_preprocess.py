@@ -3,8 +3,8 @@ plain model's on the same documents.
 
 On a GPU the forward pass is fast enough that tokenization, done on the host, is a large share of an
 ``encode`` call, so host work the calibrated model adds shows up in its throughput almost one for
-one (the first H200 run, ``docs/gpu.md``, lost a quarter of it with cls pooling, which recomputes a
-single row per sequence). The documents are longer than the limit, as in ``bench_calibration.py``, so every one is
+one; the first H200 run (``docs/gpu.md``) lost a quarter of it with cls pooling, which recomputes a
+single row per sequence, most likely to the second tokenization this benchmark measured. The documents are longer than the limit, as in ``bench_calibration.py``, so every one is
 truncated and counted for the truncation warning.
 
     python benchmarks/bench_preprocess.py                 # 512 and 2,048 tokens, 7 interleaved rounds

@@ -10,7 +10,7 @@ no log-sum-exp, so each device gets PyTorch's own fused kernel through its priva
   one CUDA kernel that takes an additive mask and returns the log-sum-exp in every dtype).
 
 On an H200 (``docs/gpu.md``) both reproduced the explicit computation in every dtype they take, and
-the flash op ran an unmasked basket in 0.59-0.85 of the memory-efficient op's time in bf16 and fp16;
+the flash op ran an unmasked basket in 0.57-0.85 of the memory-efficient op's time in bf16 and fp16;
 calibrated layers of right-padded batches of equal lengths run most baskets unmasked. Other ways to
 the same pair stay as candidates (:data:`CANDIDATES`): the memory-efficient op alone, the cuDNN op
 (half precision, additive mask; slower there) and ``flex_attention`` (compiled, the mask as a score
@@ -60,12 +60,25 @@ def cuda_memory_efficient(query: Tensor, key: Tensor, value: Tensor, bias: Tenso
 
 
 def cuda_flash(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:
-    """PyTorch's flash attention for CUDA where it applies (fp16 or bf16, no mask, which it cannot take);
-    other calls go to :func:`cuda_memory_efficient`."""
-    if bias is not None or query.dtype not in (torch.float16, torch.bfloat16):
+    """PyTorch's flash attention for CUDA where it applies (see :func:`_flash_applies`; no mask, which it cannot
+    take); other calls go to :func:`cuda_memory_efficient`."""
+    if bias is not None or not _flash_applies(query):
         return cuda_memory_efficient(query, key, value, bias, scaling)
     out, lse, *_ = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, False, False, scale=scaling)
     return out, lse
+
+
+def _flash_applies(query: Tensor) -> bool:
+    """fp16 or bf16, a head size of at most 256 in steps of 8, on a GPU of compute capability 8.0 or newer:
+    what PyTorch's flash kernel takes. Anything else goes to the memory-efficient op without a warning."""
+    head = query.shape[-1]
+    return (query.dtype in (torch.float16, torch.bfloat16) and head % 8 == 0 and head <= 256
+            and _compute_capability(query.device) >= (8, 0))
+
+
+@functools.cache
+def _compute_capability(device: torch.device) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
 
 
 def cuda_cudnn(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, scaling: float) -> tuple[Tensor, Tensor]:

@@ -95,8 +95,9 @@ def test_truncation_is_reported_once_per_call(fair):
 @pytest.mark.parametrize("backend", ["tokenizers", "python"])
 def test_truncation_count_at_the_limit(minilm_dir, backend):
     """A fast tokenizer's count comes from what truncation cut off (no second pass over the texts); a
-    Python tokenizer's from re-tokenizing the rows that reached the limit. Both count the same inputs:
-    one exactly at the limit is whole, one token more is cut, and a prompt counts towards the limit."""
+    Python tokenizer's from re-tokenizing the rows that reached the limit, with the prompt's tokens
+    added (a prompt that merges with the first word is counted once more there). On these inputs both
+    agree: one exactly at the limit is whole, one token more is cut, and a prompt counts towards the limit."""
     import os
 
     from sentence_transformers import SentenceTransformer

@@ -426,8 +426,10 @@ def _flash_attention_contract(query, key, value, dropout_p=0.0, is_causal=False,
 
 def test_the_cuda_default_takes_flash_where_it_applies_and_the_efficient_op_elsewhere(monkeypatch):
     """The CUDA default's routing checked on the CPU with both ops replaced by their contracts (no GPU
-    here): flash for a half-precision call without a mask, the memory-efficient op for a mask or fp32,
-    and the first-use check passes in fp32 and bf16 without ever handing flash what it refuses."""
+    here, and the GPU's compute capability stood in for): flash for a half-precision call without a mask
+    on a GPU that has the flash kernel, the memory-efficient op for a mask, fp32 or an older GPU; the
+    first-use check passes in each case without ever handing flash what it refuses. Routing only: what
+    flash itself does on a GPU is for the CUDA run of this file."""
     import mteb_fairpos.lse_kernels as lse_kernels
 
     reached = []
@@ -438,6 +440,7 @@ def test_the_cuda_default_takes_flash_where_it_applies_and_the_efficient_op_else
             return op(*args, **kwargs)
         return call
 
+    monkeypatch.setattr(lse_kernels, "_compute_capability", lambda device: (9, 0))  # an H100/H200 (no GPU here)
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention", recording("flash", _flash_attention_contract))
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_efficient_attention",
                         recording("efficient", _efficient_attention_contract))
@@ -449,6 +452,12 @@ def test_the_cuda_default_takes_flash_where_it_applies_and_the_efficient_op_else
         assert lse_kernels.reproduces_explicit(lse_kernels.cuda_flash, torch.device("cpu"), torch.bfloat16, 8)
     assert reached == [("efficient", torch.bfloat16), ("efficient", torch.bfloat16), ("flash", torch.bfloat16)]  # per row, per key, none
     assert lse_kernels.LSE_KERNELS["cuda"] is lse_kernels.cuda_flash
+    reached.clear()
+    monkeypatch.setattr(lse_kernels, "_compute_capability", lambda device: (7, 5))  # a T4: no flash kernel
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert lse_kernels.reproduces_explicit(lse_kernels.cuda_flash, torch.device("cpu"), torch.bfloat16, 8)
+    assert {name for name, _ in reached} == {"efficient"}
 
 
 def test_the_cuda_flash_op_still_has_the_signature_the_adapter_and_its_stand_in_use():

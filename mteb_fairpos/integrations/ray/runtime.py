@@ -15,8 +15,8 @@ import logging
 import os
 import re
 import socket
+import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -106,28 +106,46 @@ def actor_note_dropped() -> Iterator[None]:
 
     Ray's core writes that line from C++ straight to file descriptor 2, past Python's ``sys.stderr``
     and its loggers, and its only switches hide its real errors too or turn off actor restarts. So
-    the descriptor is pointed at a pipe whose lines a thread copies back, leaving out that one."""
-    sys.stderr.flush()
-    original = os.dup(2)
-    reader, writer = os.pipe()
-    os.dup2(writer, 2)
-    os.close(writer)
-    copier = threading.Thread(target=_copy_lines, args=(reader, os.dup(original)), daemon=True)
-    copier.start()
+    the descriptor is pointed at a pipe into a small filter process that writes every other line to
+    the original standard error. Being a process of its own, it still passes on what a crashing
+    process wrote last. Where descriptor 2 cannot be duplicated or the filter cannot start, nothing
+    is filtered."""
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    try:
+        original = os.dup(2)
+    except OSError:  # no standard error to filter
+        yield
+        return
+    try:
+        copier = subprocess.Popen([sys.executable, "-I", "-c", _FILTER, ACTOR_NOTE.pattern.decode()],
+                                  stdin=subprocess.PIPE, stdout=original, stderr=original)
+    except OSError:
+        os.close(original)
+        yield
+        return
+    os.dup2(copier.stdin.fileno(), 2)
     try:
         yield
     finally:
-        sys.stderr.flush()
-        os.dup2(original, 2)  # the pipe's last writer in this process gone: the copier reaches its end
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        os.dup2(original, 2)
         os.close(original)
-        copier.join(timeout=5)  # processes started inside the block may still hold the pipe: do not wait on them
+        copier.stdin.close()  # the filter ends once every writer is gone: processes started inside may hold on
+        try:
+            copier.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
 
 
-def _copy_lines(reader: int, target: int) -> None:
-    with os.fdopen(reader, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
-        for line in lines:
-            if not ACTOR_NOTE.search(line):
-                out.write(line)
+_FILTER = ("import re, sys\n"
+           "note = re.compile(sys.argv[1].encode())\n"
+           "for line in sys.stdin.buffer:\n"
+           "    if not note.search(line):\n"
+           "        sys.stdout.buffer.write(line)\n"
+           "        sys.stdout.buffer.flush()\n")
+"""The filter process of :func:`actor_note_dropped`: standard input to standard output, line by line, less the note."""
 
 
 def is_auth_failure(text: str) -> bool:
