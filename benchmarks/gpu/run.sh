@@ -62,11 +62,11 @@ if wanted install; then
     if [ "$device" = cpu ]; then
         echo "=== install: skipped on the CPU dry run (this machine's packages are used)"
     else  # no index there: the carried wheels, without dependencies (machine.txt lists what is there)
-        step install 60 "$python" -m pip install --quiet --no-index --no-deps --no-cache-dir "$wheels"/*.whl
+        step install 30 "$python" -m pip install --quiet --no-index --no-deps --no-cache-dir "$wheels"/*.whl
     fi
 fi
 wanted environment && step environment 30 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
-wanted tests && step tests 200 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
+wanted tests && step tests 150 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
     tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
 wanted kernels && step kernels 90 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 for dtype in bf16 fp32; do
