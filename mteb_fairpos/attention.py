@@ -30,6 +30,7 @@ import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -38,7 +39,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, first_valid
+from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, content_members, first_valid
 from .config import CalibrationConfig, ConfigError, Pooling
 from .lse_kernels import TILE_ELEMENTS, attention_with_lse
 
@@ -104,6 +105,9 @@ class _ForwardState:
     plan: CalibrationPlan
     layout: BasketLayout
     seen: set[int] = field(default_factory=set)
+    shared: dict[tuple, Any] = field(default_factory=dict)
+    """What the calibrated layers of this pass share (:func:`_layer_shared`, :func:`_pooled_row_shared`), by the
+    model's mask, causality and dtype."""
 
 
 _ACTIVE: ContextVar[_ForwardState | None] = ContextVar("fairpos_calibration", default=None)
@@ -190,7 +194,9 @@ def calibrated_attention(
     rows = layout.query_rows
     batch = torch.arange(query.shape[0], device=query.device)
     pooled_query = query[batch, :, rows].unsqueeze(2)  # (N, H, 1, D)
-    pooled = _rows_output(pooled_query, rows[:, None], key, value, attention_mask, causal, scaling, layout, strength)
+    exact = torch.promote_types(query.dtype, torch.float32)
+    pooled = _rows_output(pooled_query, rows[:, None], key, value, attention_mask, causal, scaling, layout, strength,
+                          _pooled_row_shared(attention_mask, layout, causal, exact, key.shape[2]))
     output[batch, rows] = pooled[:, 0]
     return output, None
 
@@ -219,33 +225,27 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     length, at two passes per basket.
     """
     n, h, length, _ = query.shape
-    key_only = _key_only(attention_mask, layout, causal)
-    additive = not key_only and attention_mask is not None and attention_mask.dtype != torch.bool
+    shared = _layer_shared(attention_mask, layout, causal, query.dtype, length)
     query = query.contiguous()  # once per layer, not once per basket: the kernel is slower on strided queries
 
     iso = layout.isolated  # (N, n_iso)
     v_iso = _gather_keys(value, iso).float()
     iso_scores = _grouped_matmul(query, _gather_keys(key, iso).transpose(-1, -2)).float() * scaling
-    iso_allowed = _allowed(attention_mask, layout, causal, iso, torch.ones_like(iso, dtype=torch.bool), length, key_only)
-    iso_scores = iso_scores.masked_fill(~iso_allowed, float("-inf"))
-    if additive:
-        iso_scores = iso_scores + _gather_columns(attention_mask, iso, length).float()
+    iso_scores = iso_scores.masked_fill(~shared.iso_allowed, float("-inf"))
+    if shared.iso_additive is not None:
+        iso_scores = iso_scores + shared.iso_additive
 
-    def basket_attention(group: _BasketKeys) -> tuple[Tensor, Tensor]:
+    def basket_attention(b: int) -> tuple[Tensor, Tensor]:
         """o_ib and lse_ib, -inf where a row sees no key of the basket (the kernel gives 0 there)."""
-        allowed = _allowed(attention_mask, layout, causal, group.index, group.present, length, key_only)  # (N, 1, L|1, S)
-        sees_all = bool(allowed.all())
-        bias = None  # a basket every row sees in full needs no mask, and the kernel runs faster without one
-        if additive or not sees_all:
-            bias = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill_(~allowed, float("-inf"))
-        if additive:
-            bias = bias + _gather_columns(attention_mask, group.index, length).to(query.dtype)
-        out_b, lse_b = attention_with_lse(query, group.key, group.value, bias, scaling)
-        return out_b, lse_b if sees_all else lse_b.masked_fill(~allowed.any(-1), float("-inf"))
+        window = shared.windows[b]
+        bias, hidden = shared.key_masks[b] if shared.key_only else _basket_mask(
+            attention_mask, layout, causal, window, length, shared, query.dtype)
+        out_b, lse_b = attention_with_lse(query, window.keys(key), window.keys(value), bias, scaling)
+        return out_b, lse_b if hidden is None else lse_b.masked_fill(hidden, float("-inf"))
 
-    n_baskets = int(layout.n_baskets.max())
+    n_baskets = len(shared.windows)
     lses = torch.empty(n_baskets, n, h, length, device=query.device)  # (n_b, N, H, L), filled basket by basket
-    attended = (basket_attention(group) for group in _basket_groups(key, value, layout))
+    attended = (basket_attention(b) for b in range(n_baskets))
     hold_all = n_baskets <= HELD_BASKETS
     if hold_all:
         held = []
@@ -267,7 +267,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     filled = masses > 0
     a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
     target, iso_target = basket_targets(filled.sum(0, dtype=torch.float32)[..., None], a_iso, layout)
-    rows = layout.row_mask()[:, None, :, None] & sees_any[..., None]  # calibrated; other rows stay plain
+    rows = shared.row_mask[:, None, :, None] & sees_any[..., None]  # calibrated; other rows stay plain
     iso_weights = torch.where(rows, strength * iso_target + (1 - strength) * a_iso, a_iso)
     # written straight in the (N, L, H, D) layout the model reshapes next, so that is a view, not a copy
     out = torch.empty(n, length, h, value.shape[-1], dtype=torch.float32, device=value.device).transpose(1, 2)
@@ -282,9 +282,8 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
         # output of a basket that underflowed is recomputed and taken back out of the sum
         underflow = seen.logical_and_(filled.logical_not_())
         empty = set(underflow.flatten(1).any(1).nonzero().flatten().tolist())
-        for b, group in enumerate(_basket_groups(key, value, layout) if empty else ()):
-            if b in empty:
-                summed -= torch.where(underflow[b][..., None], basket_attention(group)[0].float(), 0.0)
+        for b in sorted(empty):
+            summed -= torch.where(underflow[b][..., None], basket_attention(b)[0].float(), 0.0)
         to_plain = torch.where(sees_any, torch.exp(ref - lse), 0.0)[..., None]  # weighted * to_plain = plain content
         weighted_coef = torch.where(rows, (1 - strength) * to_plain, to_plain)
         summed_coef = torch.where(rows, strength * target, 0.0)
@@ -342,15 +341,20 @@ _NO_FRAME = -1e30
 
 
 @dataclass(frozen=True)
-class _BasketKeys:
-    key: Tensor  # (N, H_kv, S, D)
-    value: Tensor
+class _Window:
+    """One content basket's key slots, the same in every layer of a forward pass."""
+
     index: Tensor  # (N, S) key positions
     present: Tensor  # (N, S) bool: the slot holds a key of this basket
+    span: tuple[int, int] | None  # the positions [start, stop) where they are the same for every sequence
+
+    def keys(self, tensor: Tensor) -> Tensor:
+        """This basket's slots of K or V, (N, H_kv, K, D) -> (N, H_kv, S, D): a view where the span is shared."""
+        return tensor[:, :, self.span[0]:self.span[1]] if self.span is not None else _gather_keys(tensor, self.index)
 
 
-def _basket_groups(key: Tensor, value: Tensor, layout: BasketLayout) -> Iterator[_BasketKeys]:
-    """The keys of each content basket in turn. Content is contiguous, so basket ``b`` spans
+def _basket_windows(layout: BasketLayout, keys: int) -> list[_Window]:
+    """The key slots of each content basket in turn. Content is contiguous, so basket ``b`` spans
     ``basket_size`` positions from its sequence's first content key; where that start is the same
     for the whole batch (right padding, equal lengths) the keys are a view, else they are gathered.
 
@@ -358,11 +362,12 @@ def _basket_groups(key: Tensor, value: Tensor, layout: BasketLayout) -> Iterator
     basket) over neighbouring keys, which ``present`` leaves out and the kernel masks: the CPU
     kernel runs 126 keys 1.2-1.7x slower than 128 (the last basket of a 512-token document with
     two isolated tokens), and the mask costs ~5 %."""
-    keys = key.shape[2]
+    device = layout.basket.device
     size = int(layout.basket.eq(0).sum(1).max()) or 1  # keys per basket (the basket size, or fewer)
     first = first_valid(layout.basket >= 0)  # per sequence
     aligned = bool((first == first[0]).all())
-    slots = torch.arange(size, device=key.device)
+    slots = torch.arange(size, device=device)
+    windows = []
     for b in range(int(layout.n_baskets.max())):
         if aligned:
             start = int(first[0]) + b * size
@@ -371,17 +376,71 @@ def _basket_groups(key: Tensor, value: Tensor, layout: BasketLayout) -> Iterator
             if stop - start < width <= min(size, keys):  # widen, backwards where the keys end
                 stop = min(start + width, keys)
                 start = stop - width
-            index = torch.arange(start, stop, device=key.device).expand(layout.basket.shape[0], -1)
-            yield _BasketKeys(key[:, :, start:stop], value[:, :, start:stop], index, layout.basket[:, start:stop] == b)
+            index = torch.arange(start, stop, device=device).expand(layout.basket.shape[0], -1)
+            windows.append(_Window(index, layout.basket[:, start:stop] == b, (start, stop)))
         else:
             position = first[:, None] + b * size + slots[None, :]  # (N, size)
             index = position.clamp(max=keys - 1)
-            present = (layout.basket.gather(1, index) == b) & (position < keys)
-            yield _BasketKeys(_gather_keys(key, index), _gather_keys(value, index), index, present)
+            windows.append(_Window(index, (layout.basket.gather(1, index) == b) & (position < keys), None))
+    return windows
+
+
+@dataclass(frozen=True)
+class _LayerShared:
+    """What the mean-pooling rows of every calibrated layer of one forward pass have in common: the
+    baskets' key windows, their masks where the model's mask hides padded keys only, the isolated
+    tokens' mask and the calibrated rows. Made in the first calibrated layer and reused by the
+    others, which then skip that mask arithmetic and the host reads of its checks (each a device
+    synchronisation). Per-row masks (causal, additive) are as large as the rows and are made per layer."""
+
+    mask: Tensor | None  # the model's mask this was made for (held, so its id stays unique during the pass)
+    key_only: bool
+    additive: bool
+    windows: list[_Window]
+    key_masks: list[tuple[Tensor | None, Tensor | None]]  # per window where key_only: see _basket_mask
+    iso_allowed: Tensor  # (N, 1, L|1, n_iso)
+    iso_additive: Tensor | None  # the model's additive mask at the isolated tokens, fp32
+    row_mask: Tensor  # (N, L): calibrated rows
+
+
+def _layer_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, dtype: torch.dtype,
+                  length: int) -> _LayerShared:
+    """The pass's :class:`_LayerShared` for this mask, made on first use (outside a pass: made afresh)."""
+    state = _ACTIVE.get()
+    memo = state.shared if state is not None and state.layout is layout else {}
+    entry = (id(attention_mask), causal, dtype, length)
+    if entry not in memo:
+        key_only = _key_only(attention_mask, layout, causal)
+        additive = not key_only and attention_mask is not None and attention_mask.dtype != torch.bool
+        iso = layout.isolated
+        windows = _basket_windows(layout, length)
+        shared = _LayerShared(
+            attention_mask, key_only, additive, windows, [],
+            _allowed(attention_mask, layout, causal, iso, torch.ones_like(iso, dtype=torch.bool), length, key_only),
+            _gather_columns(attention_mask, iso, length).float() if additive else None,
+            layout.row_mask())
+        if key_only:
+            shared.key_masks.extend(_basket_mask(attention_mask, layout, causal, w, length, shared, dtype) for w in windows)
+        memo[entry] = shared
+    return memo[entry]
+
+
+def _basket_mask(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, window: _Window, length: int,
+                 shared: _LayerShared, dtype: torch.dtype) -> tuple[Tensor | None, Tensor | None]:
+    """One basket's additive mask in ``dtype`` (``None`` where every row sees all its keys: the kernel runs
+    faster without one) and the rows that see none of its keys (``None`` where there are none)."""
+    allowed = _allowed(attention_mask, layout, causal, window.index, window.present, length, shared.key_only)
+    sees_all = bool(allowed.all())  # (N, 1, L|1, S)
+    bias = None
+    if shared.additive or not sees_all:
+        bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+    if shared.additive:
+        bias = bias + _gather_columns(attention_mask, window.index, length).to(dtype)
+    return bias, None if sees_all else ~allowed.any(-1)
 
 
 KEY_BLOCK = 16
-"""Key groups are padded to a multiple of this many keys (see :func:`_basket_groups`)."""
+"""Key groups are padded to a multiple of this many keys (see :func:`_basket_windows`)."""
 
 
 def _softmax_or_zero(scores: Tensor, lse: Tensor) -> Tensor:
@@ -463,21 +522,39 @@ def _rows_output(
     scaling: float,
     layout: BasketLayout,
     strength: float,
+    shared: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
-    """Calibrated attention output (N, R, H, D) of R query rows at positions ``rows`` ((R,) or (N, R))."""
+    """Calibrated attention output (N, R, H, D) of R query rows at positions ``rows`` ((R,) or (N, R)).
+
+    ``shared``: the rows' additive mask and the layout's basket membership in fp32 at least, where
+    the caller keeps them for every calibrated layer of the pass (:func:`_pooled_row_shared`)."""
     n, h, r, d = query.shape
     kv_heads = key.shape[1]
     grouped = query.reshape(n, kv_heads, (h // kv_heads) * r, d)  # GQA without repeating K and V
     # scores, softmax, calibration and the product with V in fp32 at least, whatever the model's dtype
     exact = torch.promote_types(query.dtype, torch.float32)
+    bias, members = shared or (_row_bias(attention_mask, rows, key.shape[2], causal, layout, exact), None)
     scores = (grouped.to(exact) @ key.to(exact).transpose(-1, -2)).view(n, h, r, -1) * scaling
-    scores = scores + _row_bias(attention_mask, rows, key.shape[2], causal, layout, scores.dtype)
-    probs = torch.softmax(scores, dim=-1)
+    probs = torch.softmax(scores + bias, dim=-1)
     row_positions = rows if rows.dim() == 1 else None
     row_mask = layout.row_mask(row_positions) if row_positions is not None else layout.active[:, None].expand(n, r)
-    probs = calibrate_rows(probs, layout, strength, row_mask)
+    probs = calibrate_rows(probs, layout, strength, row_mask, members)
     out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value.to(exact)).view(n, h, r, -1)
     return out.transpose(1, 2).to(value.dtype)
+
+
+def _pooled_row_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, dtype: torch.dtype,
+                       keys: int) -> tuple[Tensor, Tensor]:
+    """The pooling row's additive mask and the basket membership in ``dtype``, the same in every calibrated
+    layer of a pass: made in the first and reused (outside a pass: made afresh)."""
+    state = _ACTIVE.get()
+    memo = state.shared if state is not None and state.layout is layout else {}
+    entry = ("pooled rows", id(attention_mask), causal, dtype, keys)
+    if entry not in memo:
+        rows = layout.query_rows[:, None]
+        memo[entry] = (_row_bias(attention_mask, rows, keys, causal, layout, dtype), content_members(layout, dtype),
+                       attention_mask)  # the mask is held so its id stays unique during the pass
+    return memo[entry][:2]
 
 
 def _row_bias(

@@ -108,7 +108,8 @@ def content_members(layout: BasketLayout, dtype: torch.dtype) -> Tensor:
     return (members * (layout.basket >= 0)[..., None]).unsqueeze(1)
 
 
-def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor) -> Tensor:
+def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor,
+                   members: Tensor | None = None) -> Tensor:
     """Calibrate rows of attention probabilities (docs/method.md#s1-3, steps 1-5).
 
     Args:
@@ -117,8 +118,10 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
         strength: ``alpha`` in [0, 1].
         row_mask: (N, R) bool, the rows to calibrate (see :meth:`BasketLayout.row_mask`);
             other rows are returned unchanged.
+        members: ``content_members(layout, probs.dtype)``, where the caller keeps it for several calls.
     """
-    members = content_members(layout, probs.dtype)
+    if members is None:
+        members = content_members(layout, probs.dtype)
     iso_index = layout.isolated[:, None, None, :].expand(*probs.shape[:3], -1)
     original_iso = probs.gather(-1, iso_index)
     mass = probs @ members  # (N, H, R, n_b): A_b, the attention mass of each content basket

@@ -365,8 +365,8 @@ def test_a_short_last_basket_is_widened_to_a_full_key_block(lengths, combine, de
     padding = _padding(2, 61, lengths, device=device)
     config = CalibrationConfig(basket_size=32, strength=0.8, pooling="mean")
     layout = basket_layout(padding, "mean", 32, config.isolated_tokens("mean"))
-    last = list(attention._basket_groups(k, v, layout))[-1]
-    assert last.key.shape[2] == 32 and torch.equal(last.index[0].cpu(), torch.arange(29, 61))
+    last = attention._basket_windows(layout, 61)[-1]
+    assert last.keys(k).shape[2] == 32 and torch.equal(last.index[0].cpu(), torch.arange(29, 61))
     assert last.present.sum(1).tolist() == [29, lengths[1] - 32]
     mask = padding.bool()[:, None, None, :].expand(2, 1, 61, 61)
     grouped = grouped_mean_rows(q, k, v, mask, False, 0.25, layout, 0.8)
