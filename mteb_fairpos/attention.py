@@ -526,14 +526,15 @@ def _rows_output(
 ) -> Tensor:
     """Calibrated attention output (N, R, H, D) of R query rows at positions ``rows`` ((R,) or (N, R)).
 
-    ``shared``: the rows' additive mask and the layout's basket membership in fp32 at least, where
-    the caller keeps them for every calibrated layer of the pass (:func:`_pooled_row_shared`)."""
+    ``shared``: the rows' additive mask (fp32 at least) and the layout's basket membership (bool),
+    where the caller keeps them for every calibrated layer of the pass (:func:`_pooled_row_shared`)."""
     n, h, r, d = query.shape
     kv_heads = key.shape[1]
     grouped = query.reshape(n, kv_heads, (h // kv_heads) * r, d)  # GQA without repeating K and V
     # scores, softmax, calibration and the product with V in fp32 at least, whatever the model's dtype
     exact = torch.promote_types(query.dtype, torch.float32)
     bias, members = shared or (_row_bias(attention_mask, rows, key.shape[2], causal, layout, exact), None)
+    members = None if members is None else members.to(exact)
     scores = (grouped.to(exact) @ key.to(exact).transpose(-1, -2)).view(n, h, r, -1) * scaling
     probs = torch.softmax(scores + bias, dim=-1)
     row_positions = rows if rows.dim() == 1 else None
@@ -545,14 +546,15 @@ def _rows_output(
 
 def _pooled_row_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, dtype: torch.dtype,
                        keys: int) -> tuple[Tensor, Tensor]:
-    """The pooling row's additive mask and the basket membership in ``dtype``, the same in every calibrated
-    layer of a pass: made in the first and reused (outside a pass: made afresh)."""
+    """The pooling row's additive mask in ``dtype`` and the basket membership (bool: a quarter of fp32's memory,
+    held for the whole pass), the same in every calibrated layer of a pass: made in the first and reused
+    (outside a pass: made afresh)."""
     state = _ACTIVE.get()
     memo = state.shared if state is not None and state.layout is layout else {}
     entry = ("pooled rows", id(attention_mask), causal, dtype, keys)
     if entry not in memo:
         rows = layout.query_rows[:, None]
-        memo[entry] = (_row_bias(attention_mask, rows, keys, causal, layout, dtype), content_members(layout, dtype),
+        memo[entry] = (_row_bias(attention_mask, rows, keys, causal, layout, dtype), content_members(layout, torch.bool),
                        attention_mask)  # the mask is held so its id stays unique during the pass
     return memo[entry][:2]
 
