@@ -107,7 +107,7 @@ class _ForwardState:
     seen: set[int] = field(default_factory=set)
     shared: dict[tuple, Any] = field(default_factory=dict)
     """What the calibrated layers of this pass share (:func:`_layer_shared`, :func:`_pooled_row_shared`), by the
-    model's mask, causality and dtype."""
+    model's mask, causality, dtype and length. One block runs one forward pass."""
 
 
 _ACTIVE: ContextVar[_ForwardState | None] = ContextVar("fairpos_calibration", default=None)
@@ -196,7 +196,7 @@ def calibrated_attention(
     pooled_query = query[batch, :, rows].unsqueeze(2)  # (N, H, 1, D)
     exact = torch.promote_types(query.dtype, torch.float32)
     pooled = _rows_output(pooled_query, rows[:, None], key, value, attention_mask, causal, scaling, layout, strength,
-                          _pooled_row_shared(attention_mask, layout, causal, exact, key.shape[2]))
+                          _pooled_row_shared(attention_mask, layout, causal, exact, key))
     output[batch, rows] = pooled[:, 0]
     return output, None
 
@@ -225,6 +225,10 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     length, at two passes per basket.
     """
     n, h, length, _ = query.shape
+    if key.shape[2] != length:
+        raise UnsupportedModelError(
+            f"calibrated mean pooling needs keys for exactly the query positions ({key.shape[2]} keys, {length} "
+            "queries): a key/value cache or cross-attention cannot be calibrated.")
     shared = _layer_shared(attention_mask, layout, causal, query.dtype, length)
     query = query.contiguous()  # once per layer, not once per basket: the kernel is slower on strided queries
 
@@ -522,19 +526,19 @@ def _rows_output(
     scaling: float,
     layout: BasketLayout,
     strength: float,
-    shared: tuple[Tensor, Tensor] | None = None,
+    shared: tuple[Tensor, Tensor | None] | None = None,
 ) -> Tensor:
     """Calibrated attention output (N, R, H, D) of R query rows at positions ``rows`` ((R,) or (N, R)).
 
-    ``shared``: the rows' additive mask (fp32 at least) and the layout's basket membership (bool),
-    where the caller keeps them for every calibrated layer of the pass (:func:`_pooled_row_shared`)."""
+    ``shared``: the rows' additive mask (fp32 at least) and the basket membership (bool, or ``None``),
+    where the caller keeps them for every calibrated layer of the pass (:func:`_pooled_row_shared`);
+    made here otherwise."""
     n, h, r, d = query.shape
     kv_heads = key.shape[1]
     grouped = query.reshape(n, kv_heads, (h // kv_heads) * r, d)  # GQA without repeating K and V
     # scores, softmax, calibration and the product with V in fp32 at least, whatever the model's dtype
     exact = torch.promote_types(query.dtype, torch.float32)
     bias, members = shared or (_row_bias(attention_mask, rows, key.shape[2], causal, layout, exact), None)
-    members = None if members is None else members.to(exact)
     scores = (grouped.to(exact) @ key.to(exact).transpose(-1, -2)).view(n, h, r, -1) * scaling
     probs = torch.softmax(scores + bias, dim=-1)
     row_positions = rows if rows.dim() == 1 else None
@@ -545,17 +549,20 @@ def _rows_output(
 
 
 def _pooled_row_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, dtype: torch.dtype,
-                       keys: int) -> tuple[Tensor, Tensor]:
-    """The pooling row's additive mask in ``dtype`` and the basket membership (bool: a quarter of fp32's memory,
-    held for the whole pass), the same in every calibrated layer of a pass: made in the first and reused
-    (outside a pass: made afresh)."""
+                       key: Tensor) -> tuple[Tensor, Tensor | None]:
+    """The pooling row's additive mask in ``dtype``, (N, 1, 1, K), and the basket membership (bool), the same in
+    every calibrated layer of a pass: made in the first and reused (outside a pass: made afresh). The
+    membership (N x K x baskets) is held only while it is at most a quarter of the size of one layer's keys;
+    with many small baskets it is made in each layer instead."""
     state = _ACTIVE.get()
     memo = state.shared if state is not None and state.layout is layout else {}
-    entry = ("pooled rows", id(attention_mask), causal, dtype, keys)
-    if entry not in memo:
-        rows = layout.query_rows[:, None]
-        memo[entry] = (_row_bias(attention_mask, rows, keys, causal, layout, dtype), content_members(layout, torch.bool),
-                       attention_mask)  # the mask is held so its id stays unique during the pass
+    keys = key.shape[2]
+    entry = ("pooled row", id(attention_mask), causal, dtype, keys)
+    if entry not in memo:  # the mask is held with them, so its id stays unique during the pass
+        bias = _row_bias(attention_mask, layout.query_rows[:, None], keys, causal, layout, dtype)
+        members = content_members(layout, torch.bool)
+        held = members if members.numel() <= key.numel() * key.element_size() // 4 else None
+        memo[entry] = (bias, held, attention_mask)
     return memo[entry][:2]
 
 

@@ -118,10 +118,9 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
         strength: ``alpha`` in [0, 1].
         row_mask: (N, R) bool, the rows to calibrate (see :meth:`BasketLayout.row_mask`);
             other rows are returned unchanged.
-        members: ``content_members(layout, probs.dtype)``, where the caller keeps it for several calls.
+        members: :func:`content_members` of ``layout`` (any dtype), where the caller keeps it for several calls.
     """
-    if members is None:
-        members = content_members(layout, probs.dtype)
+    members = content_members(layout, probs.dtype) if members is None else members.to(probs.dtype)
     iso_index = layout.isolated[:, None, None, :].expand(*probs.shape[:3], -1)
     original_iso = probs.gather(-1, iso_index)
     mass = probs @ members  # (N, H, R, n_b): A_b, the attention mass of each content basket

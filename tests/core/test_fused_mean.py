@@ -470,3 +470,48 @@ def test_the_cuda_flash_op_still_has_the_signature_the_adapter_and_its_stand_in_
     assert [result.name for result in schema.returns][:2] == ["output", "logsumexp"]
     stand_in = inspect.signature(_flash_attention_contract).parameters.values()
     assert [p.name for p in stand_in if p.kind is not p.KEYWORD_ONLY] == passed
+
+
+@pytest.mark.parametrize(("pooling", "config"), [
+    ("last", CalibrationConfig(basket_size=4, layers=1.0, strength=0.8)),
+    ("mean", CalibrationConfig(basket_size=4, layers=1.0, strength=0.8, isolate_bos=True)),
+])
+def test_layers_share_their_masks_only_with_layers_of_the_same_mask(monkeypatch, pooling, config):
+    """What calibrated layers share within a pass (basket windows and masks, the pooling row's mask) is
+    keyed by the model's mask: a Qwen3 whose full and sliding-window layers get different masks gives
+    the same output, bit for bit, as a pass that makes everything afresh in every layer."""
+    from transformers import AutoModel, Qwen3Config
+
+    from mteb_fairpos.attention import attach
+
+    model_config = Qwen3Config(vocab_size=100, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                               num_key_value_heads=2, head_dim=8, intermediate_size=64, max_position_embeddings=64,
+                               pad_token_id=0, use_sliding_window=True, sliding_window=3, max_window_layers=0,
+                               layer_types=["full_attention", "sliding_attention"] * 2)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(model_config, attn_implementation="sdpa").eval()
+    ids = torch.randint(1, 100, (2, 14))
+    mask = torch.ones(2, 14, dtype=torch.long)
+    mask[1, :5] = 0  # left padding
+    plan = attach(model, config, pooling)
+
+    def run():
+        with torch.inference_mode(), plan.applied(mask):
+            return model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    shared = run()
+    masks = set()
+
+    def afresh(made):  # the same function, with the pass's memo emptied first
+        def make(attention_mask, *args):
+            masks.add(id(attention_mask))
+            attention._ACTIVE.get().shared.clear()
+            return made(attention_mask, *args)
+        return make
+
+    monkeypatch.setattr(attention, "_layer_shared", afresh(attention._layer_shared))
+    monkeypatch.setattr(attention, "_pooled_row_shared", afresh(attention._pooled_row_shared))
+    unshared = run()
+    assert len(masks) == 2  # the full and the sliding-window layers' masks
+    valid = mask.bool()
+    assert torch.equal(shared[valid], unshared[valid])
