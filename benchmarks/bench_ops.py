@@ -43,7 +43,7 @@ def counts(run) -> Counter:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="gte-cls-512,gte-mean-512,gte-mean-2048,qwen3-last-2048")
-    parser.add_argument("--documents", type=int, default=2, help="documents in the one batch (default 2)")
+    parser.add_argument("--documents", type=bench._at_least_one, default=2, help="documents in the one batch (default 2)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     from mteb_fairpos.offline import minilm_path

@@ -28,8 +28,8 @@ import bench_calibration as bench  # noqa: E402  (the same random models and doc
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=128, help="documents per call (default 128)")
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds (default 7)")
+    parser.add_argument("--documents", type=bench._at_least_one, default=128, help="documents per call (default 128)")
+    parser.add_argument("--rounds", type=bench._at_least_one, default=7, help="interleaved timed rounds (default 7)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     from sentence_transformers import SentenceTransformer

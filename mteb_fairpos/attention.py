@@ -243,7 +243,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
         """o_ib and lse_ib, -inf where a row sees no key of the basket (the kernel gives 0 there)."""
         window = shared.windows[b]
         bias, hidden = shared.key_masks[b] if shared.key_only else _basket_mask(
-            attention_mask, layout, causal, window, length, shared, query.dtype)
+            attention_mask, layout, causal, window, length, False, shared.additive, query.dtype)
         out_b, lse_b = attention_with_lse(query, window.keys(key), window.keys(value), bias, scaling)
         return out_b, lse_b if hidden is None else lse_b.masked_fill(hidden, float("-inf"))
 
@@ -401,7 +401,7 @@ class _LayerShared:
     key_only: bool
     additive: bool
     windows: list[_Window]
-    key_masks: list[tuple[Tensor | None, Tensor | None]]  # per window where key_only: see _basket_mask
+    key_masks: list[tuple[Tensor | None, Tensor | None]]  # per window where key_only (else empty): see _basket_mask
     iso_allowed: Tensor  # (N, 1, L|1, n_iso)
     iso_additive: Tensor | None  # the model's additive mask at the isolated tokens, fp32
     row_mask: Tensor  # (N, L): calibrated rows
@@ -418,27 +418,26 @@ def _layer_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: b
         additive = not key_only and attention_mask is not None and attention_mask.dtype != torch.bool
         iso = layout.isolated
         windows = _basket_windows(layout, length)
-        shared = _LayerShared(
-            attention_mask, key_only, additive, windows, [],
+        key_masks = [_basket_mask(attention_mask, layout, causal, w, length, key_only, additive, dtype)
+                     for w in windows] if key_only else []
+        memo[entry] = _LayerShared(
+            attention_mask, key_only, additive, windows, key_masks,
             _allowed(attention_mask, layout, causal, iso, torch.ones_like(iso, dtype=torch.bool), length, key_only),
             _gather_columns(attention_mask, iso, length).float() if additive else None,
             layout.row_mask())
-        if key_only:
-            shared.key_masks.extend(_basket_mask(attention_mask, layout, causal, w, length, shared, dtype) for w in windows)
-        memo[entry] = shared
     return memo[entry]
 
 
 def _basket_mask(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, window: _Window, length: int,
-                 shared: _LayerShared, dtype: torch.dtype) -> tuple[Tensor | None, Tensor | None]:
+                 key_only: bool, additive: bool, dtype: torch.dtype) -> tuple[Tensor | None, Tensor | None]:
     """One basket's additive mask in ``dtype`` (``None`` where every row sees all its keys: the kernel runs
     faster without one) and the rows that see none of its keys (``None`` where there are none)."""
-    allowed = _allowed(attention_mask, layout, causal, window.index, window.present, length, shared.key_only)
+    allowed = _allowed(attention_mask, layout, causal, window.index, window.present, length, key_only)
     sees_all = bool(allowed.all())  # (N, 1, L|1, S)
     bias = None
-    if shared.additive or not sees_all:
+    if additive or not sees_all:
         bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
-    if shared.additive:
+    if additive:
         bias = bias + _gather_columns(attention_mask, window.index, length).to(dtype)
     return bias, None if sees_all else ~allowed.any(-1)
 
