@@ -17,7 +17,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Embed every document with calibrated (and uncalibrated) attention and upsert it into Qdrant "
         "with its segment layout. Re-running the same command writes nothing new and resumes a killed run.",
     )
-    parser.add_argument("input", help="JSONL or Parquet file of documents (see the README for the record format)")
+    parser.add_argument("input", help="JSONL or Parquet file of documents (record format: docs/qdrant.md, section Input)")
     add_connection_arguments(parser)
     add_max_length(parser)
     add_model(parser, note="for an existing collection, the model stored with it")
@@ -31,8 +31,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("jsonl", "parquet"), default=None, help="input format (default: from the suffix)")
     parser.add_argument("--skip-invalid", action="store_true",
                         help="skip invalid records and report them instead of stopping at the first one")
-    parser.add_argument("--no-store-text", dest="store_text", action="store_false",
-                        help="do not store document / segment text in the payload")
+    parser.add_argument("--no-store-text", dest="store_text", action="store_false", default=None,
+                        help="do not store document / segment text in the payload (default: as the existing "
+                        "collection does; a new one stores it)")
     add_batch_size(parser, default=32, unit="documents through the model")
     parser.add_argument("--upsert-batch-size", type=positive_int, default=256, help="points per upsert request (default 256)")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed upsert (default 3)")

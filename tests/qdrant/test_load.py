@@ -203,6 +203,23 @@ def test_output_folder_of_another_run_is_refused(tmp_path, model):
         encode_to_parts(other_input, out, model, "pages", show_progress=False)
 
 
+def test_an_output_inside_the_input_or_an_unusable_collection_name_is_refused_before_any_work(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "docs.jsonl", records(3))
+
+    def no_model():
+        raise AssertionError("the model was loaded before the refusal")
+
+    for output in (folder, folder / "parts"):
+        with pytest.raises(ValueError, match="inside the input folder"):
+            encode_to_parts(folder, output, no_model, "pages", show_progress=False)
+    for name in ("a/b", "..", " ", "x\ty"):
+        with pytest.raises(ValueError, match="collection name"):
+            encode_to_parts(folder / "docs.jsonl", tmp_path / "parts", no_model, name, show_progress=False)
+    assert not (folder / "parts").exists() and not (tmp_path / "parts").exists()
+
+
 # ---------------------------------------------------------------------------- load: bad input
 @pytest.fixture()
 def parts(tmp_path, model):
@@ -289,6 +306,16 @@ def test_a_mismatched_collection_is_refused_before_any_write(parts, model, loade
     with pytest.raises(store.CollectionMismatchError, match="b16_lhalf_a0.5"):
         load_parts(parts, client, show_progress=False)
     assert client.count("pages") == 2
+
+
+def test_parts_without_text_are_refused_by_a_collection_that_stores_it(tmp_path, parts, model, new_store):
+    client = new_store()
+    load_parts(parts, client, show_progress=False)
+    path = write_jsonl(tmp_path / "more.jsonl", records(2, prefix="t"))
+    encode_to_parts(path, tmp_path / "no-text", model, "pages", store_text=False, show_progress=False)
+    with pytest.raises(store.CollectionMismatchError, match="document text: collection stores it, this run would not"):
+        load_parts(tmp_path / "no-text", client, show_progress=False)
+    assert client.count("pages") == 12
 
 
 def test_load_twice_rewrites_the_same_points(parts, new_store):

@@ -266,6 +266,38 @@ def test_mismatched_collection_is_refused_before_anything_is_written(stored, mod
     assert stored.store.count("foreign") == 0
 
 
+def test_storing_text_follows_the_collection_and_a_different_choice_is_refused(stored, model, monkeypatch):
+    stored.index(RECORDS, store_text=False, show_progress=False)
+    calls = _count_upserts(stored.store, monkeypatch)
+    with pytest.raises(CollectionMismatchError, match="document text: collection does not store it, this run would"):
+        stored.index([{"id": "x", "segments": ["new text"]}], store_text=True, show_progress=False)
+    assert calls == [] and stored.count() == 3
+
+    # left unsaid, the choice follows the collection: the new document carries no text either
+    stored.index([{"id": "x", "segments": ["new text"]}], show_progress=False)
+    [point] = stored.store.retrieve("news", [point_id("news", "x", 0)])
+    assert "text" not in point.payload and store.read_spec(stored.store, "news").store_text is False
+
+    other = FairQdrantIndex(model, "with-text", stored.store)
+    other.index(RECORDS, show_progress=False)
+    with pytest.raises(CollectionMismatchError, match="document text: collection stores it, this run would not"):
+        other.index(RECORDS, store_text=False, show_progress=False)
+    assert all("text" in p.payload for p in stored.store.scroll("with-text", limit=100)[0])
+
+
+def test_a_collection_without_a_recorded_text_choice_takes_either(stored, model):
+    """A collection of an earlier release has no store_text in its metadata: it is not refused."""
+    spec = stored.spec_for(uncalibrated=True, late_chunks=False)
+    metadata = spec.metadata()
+    del metadata[store.METADATA_KEY]["store_text"]
+    stored.store.create("older", spec.vectors_config(), metadata=metadata)
+    older = FairQdrantIndex(model, "older", stored.store)
+    assert store.read_spec(stored.store, "older").store_text is None
+    older.index(RECORDS[:1], store_text=False, show_progress=False)
+    older.index(RECORDS[1:], show_progress=False)
+    assert older.count("document") == 3
+
+
 def test_bad_records_are_refused_before_the_collection_is_touched(stored):
     with pytest.raises(InputError, match=r"record 2 \(document 'b'\) segment 1: .*outside the text"):
         stored.index([{"id": "a", "segments": ["fine"]}, {"id": "b", "text": "tiny", "spans": [[0, 50]]}], show_progress=False)

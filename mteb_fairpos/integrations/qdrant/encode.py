@@ -117,8 +117,7 @@ def encode_to_parts(
         part_size: documents per input range and part: the unit of work, of output files and of resumption.
     """
     start = time.perf_counter()
-    if not isinstance(collection, str) or not collection.strip():
-        raise ValueError(f"collection must be a non-empty name, got {collection!r}.")
+    store.check_collection_name(collection)  # the point ids are made for it: a name no store takes wastes the run
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}.")
     if actors < 1:
@@ -132,6 +131,7 @@ def encode_to_parts(
         runtime.check_address(address)
     target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
     target.require_bucket()
+    _refuse_output_in_input(target, inputs)
     scan = scan_input(inputs, range_size=part_size, on_error=on_error)
     if not scan.ranges:
         raise store.QdrantIndexError(
@@ -144,7 +144,8 @@ def encode_to_parts(
         driver_model = loader(device="cpu")
     else:
         driver_model = loader()
-    spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks)
+    spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks,
+                           store_text=store_text)
     done = _completed_parts(target, scan, spec, collection, store_text)
     todo = [r for r in scan.ranges if r.name not in done]
     options = EncodeOptions(collection=collection, output=target.path if target.local else target.uri, spec=spec,
@@ -170,6 +171,16 @@ def encode_to_parts(
     report.points = _verify_and_write_manifest(target, scan, spec, collection, store_text)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _refuse_output_in_input(output: Location, inputs: str | Path | Sequence[str | Path]) -> None:
+    """An output folder inside an input folder would have its parts read as input by the next run."""
+    for item in map(locate, [inputs] if isinstance(inputs, (str, Path)) else inputs):
+        same_store = type(item.filesystem) is type(output.filesystem)
+        inside = output.path == item.path or output.path.startswith(item.path.rstrip("/") + "/")
+        if same_store and inside and item.kind() == pafs.FileType.Directory:
+            raise ValueError(f"the output folder {str(output)!r} is inside the input folder {str(item)!r}: the next "
+                             "run would read its parts as input. Write the parts to a folder outside the input.")
 
 
 def _run_local(encoder: PartEncoder, todo: list[InputRange], show_progress: bool) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +171,10 @@ class FairQdrantIndex:
         self.close()
 
     # ------------------------------------------------------------------ schema
-    def spec_for(self, *, uncalibrated: bool, late_chunks: bool) -> store.CollectionSpec:
+    def spec_for(self, *, uncalibrated: bool, late_chunks: bool, store_text: bool = True) -> store.CollectionSpec:
         """The collection spec this model and these options produce (see :func:`.points.collection_spec`)."""
-        return collection_spec(self.model, self.model_name, uncalibrated=uncalibrated, late_chunks=late_chunks)
+        return collection_spec(self.model, self.model_name, uncalibrated=uncalibrated, late_chunks=late_chunks,
+                               store_text=store_text)
 
     def stored_spec(self) -> store.CollectionSpec | None:
         """The spec stored with the collection, ``None`` if the collection does not exist."""
@@ -199,6 +200,7 @@ class FairQdrantIndex:
         *,
         uncalibrated: bool | None = None,
         late_chunks: bool | None = None,
+        store_text: bool | None = None,
         shard_number: int | None = None,
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
@@ -207,7 +209,7 @@ class FairQdrantIndex:
         """Create the collection, or check that the existing one matches; returns ``(spec, created)``.
 
         Options left as ``None`` follow an existing collection (defaults: uncalibrated vectors on,
-        late chunks off). Raises :class:`store.CollectionMismatchError` before anything is written.
+        late chunks off, document text stored). Raises :class:`store.CollectionMismatchError` before anything is written.
         """
         stored = self.stored_spec()
         if uncalibrated is False and calibration_text(self.model) == "none":
@@ -217,14 +219,17 @@ class FairQdrantIndex:
             uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True
         if late_chunks is None:
             late_chunks = bool(stored and {store.VECTOR_LATE, store.VECTOR_LATE_UNCALIBRATED} & set(stored.vectors))
+        if store_text is None:
+            store_text = stored.store_text is not False if stored else True
         if late_chunks:
             require_mean_pooling(self.model)
-        wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks)
+        wanted = self.spec_for(uncalibrated=uncalibrated, late_chunks=late_chunks, store_text=store_text)
         created = store.open_collection(self.store, self.collection, wanted, shard_number=shard_number,
                                         replication_factor=replication_factor,
                                         write_consistency_factor=write_consistency_factor,
                                         on_disk_payload=on_disk_payload)
-        self._prepared = self._search_spec = wanted if created else stored
+        # a collection of an earlier release has no recorded store_text: this run's is what the writer uses
+        self._prepared = self._search_spec = wanted if created else replace(stored, store_text=store_text)
         return self._prepared, created
 
     # ------------------------------------------------------------------ indexing
@@ -234,7 +239,7 @@ class FairQdrantIndex:
         *,
         uncalibrated: bool | None = None,
         late_chunks: bool | None = None,
-        store_text: bool = True,
+        store_text: bool | None = None,
         batch_size: int = 32,
         window: int = INDEX_WINDOW,
         upsert_batch_size: int = 256,
@@ -272,7 +277,7 @@ class FairQdrantIndex:
         return self.index_scan(scan_file(path, on_error=on_error, format=format, range_size=window), **options)
 
     def index_scan(self, scan: InputScan, *, batch_size: int = 32, uncalibrated: bool | None = None,
-                   late_chunks: bool | None = None, store_text: bool = True, upsert_batch_size: int = 256,
+                   late_chunks: bool | None = None, store_text: bool | None = None, upsert_batch_size: int = 256,
                    retries: int = 3, backoff: float = 0.5, show_progress: bool = True,
                    **collection_options: Any) -> IndexReport:
         """Index a validated input (`input.scan_file`, `input.scan_input`); each of its ranges is one window."""
@@ -283,7 +288,7 @@ class FairQdrantIndex:
                                    show_progress=show_progress, collection_options=collection_options)
 
     def _index_windows(self, windows: Iterable[list[Document]], total: int, invalid: list[Problem], *,
-                       uncalibrated: bool | None, late_chunks: bool | None, store_text: bool, batch_size: int,
+                       uncalibrated: bool | None, late_chunks: bool | None, store_text: bool | None, batch_size: int,
                        upsert_batch_size: int, retries: int, backoff: float, show_progress: bool,
                        collection_options: dict[str, Any]) -> IndexReport:
         """Embed and write window after window, as an ``encode`` part is embedded: the documents of a
@@ -295,10 +300,10 @@ class FairQdrantIndex:
         start = time.perf_counter()
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
-                                                       **collection_options)
+                                                       store_text=store_text, **collection_options)
         writer = Writer(self.store, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
                         backoff=backoff)
-        hashes = _Hashes(spec, store_text)
+        hashes = _Hashes(spec)
         progress = _progress(total, f"indexing into {self.collection}", show_progress)
         background = ThreadPoolExecutor(1, thread_name_prefix="fairpos-write") \
             if self.store.capabilities.concurrent_writers else None
@@ -335,16 +340,17 @@ class FairQdrantIndex:
             report.seconds = time.perf_counter() - start
         return report
 
-    def write_encoded(self, encoded: Sequence[EncodedDocument], *, store_text: bool = True, upsert_batch_size: int = 256,
+    def write_encoded(self, encoded: Sequence[EncodedDocument], *, upsert_batch_size: int = 256,
                       retries: int = 3, backoff: float = 0.5) -> IndexReport:
-        """Write already embedded documents (skipping unchanged ones); the benchmark times this path."""
+        """Write already embedded documents (skipping unchanged ones) with the settings :meth:`prepare`
+        chose; the benchmark times this path."""
         start = time.perf_counter()
         spec = self._prepared
         if spec is None:
             raise store.QdrantIndexError(f"call prepare() before write_encoded() (collection {self.collection!r}).")
         writer = Writer(self.store, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
                         backoff=backoff)
-        hashes = _Hashes(spec, store_text)
+        hashes = _Hashes(spec)
         report = IndexReport(self.collection, documents=len(encoded))
         previous = writer.stored([e.document.doc_id for e in encoded])
         todo = [e for e in encoded if not hashes.unchanged(e.document, previous)]
@@ -437,9 +443,9 @@ def _progress(total: int, desc: str, enabled: bool):
 class _Hashes:
     """Content hashes of a run's documents (computed once per document) and the unchanged-document test."""
 
-    def __init__(self, spec: store.CollectionSpec, store_text: bool) -> None:
+    def __init__(self, spec: store.CollectionSpec) -> None:
         self.spec = spec
-        self.store_text = store_text
+        self.store_text = spec.store_text is not False
         self._known: dict[str, tuple[Document, str]] = {}
 
     def __call__(self, doc: Document) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -183,5 +183,6 @@ def part_files(folder: str | Path | Location) -> list[Location]:
 def _info(path: Location, about: dict[str, Any]) -> PartInfo:
     spec = store.CollectionSpec.from_metadata({store.METADATA_KEY: about["spec"]})
     assert spec is not None
+    spec = replace(spec, store_text=bool(about["store_text"]))  # a part of an earlier release has it beside the spec only
     return PartInfo(path=path, spec=spec, collection=str(about["collection"]), store_text=bool(about["store_text"]),
                      source=dict(about["source"]), documents=int(about["documents"]), points=int(about["points"]))

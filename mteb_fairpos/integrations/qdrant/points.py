@@ -42,7 +42,8 @@ class PointRecord:
         return models.PointStruct.model_construct(id=self.id, vector=vectors, payload=self.payload)
 
 
-def collection_spec(model: Any, name: str, *, uncalibrated: bool, late_chunks: bool) -> store.CollectionSpec:
+def collection_spec(model: Any, name: str, *, uncalibrated: bool, late_chunks: bool,
+                    store_text: bool = True) -> store.CollectionSpec:
     """The collection spec ``model`` (stored under ``name``) produces with these options.
 
     An uncalibrated model (calibration ``"none"``) has one kind of vector: it is stored once,
@@ -66,6 +67,7 @@ def collection_spec(model: Any, name: str, *, uncalibrated: bool, late_chunks: b
         distance=store.distance_for(getattr(model, "similarity_fn_name", None)),
         vectors=tuple(vectors),
         max_tokens=int(model.max_seq_length),
+        store_text=store_text,
     )
 
 

@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from qdrant_client import models
@@ -127,6 +127,9 @@ class CollectionSpec:
     distance: str
     vectors: tuple[str, ...]
     max_tokens: int
+    # whether document points carry their text; None for a collection of an earlier release (not
+    # recorded). Left out of equality: parts and manifests record it beside the spec.
+    store_text: bool | None = field(default=None, compare=False)
 
     @property
     def late_chunks(self) -> bool:
@@ -152,6 +155,7 @@ class CollectionSpec:
             "distance": self.distance,
             "vectors": list(self.vectors),
             "max_tokens": self.max_tokens,
+            **({} if self.store_text is None else {"store_text": self.store_text}),
         }}
 
     @classmethod
@@ -167,6 +171,7 @@ class CollectionSpec:
             distance=str(stored.get("distance")),
             vectors=tuple(stored.get("vectors") or ()),
             max_tokens=int(stored.get("max_tokens", 0)),
+            store_text=None if stored.get("store_text") is None else bool(stored["store_text"]),
         )
 
 
@@ -211,6 +216,10 @@ def check_compatible(collection: str, stored: CollectionSpec, wanted: Collection
     if set(stored.vectors) != set(wanted.vectors):
         differences.append(f"named vectors: collection has {sorted(stored.vectors)}, this run writes {sorted(wanted.vectors)} "
                            "(match the uncalibrated / late-chunk options the collection was built with)")
+    if None not in (stored.store_text, wanted.store_text) and stored.store_text != wanted.store_text:
+        differences.append(f"document text: collection {'stores' if stored.store_text else 'does not store'} it, this "
+                           f"run {'would' if wanted.store_text else 'would not'} (store_text={wanted.store_text}; "
+                           "the --no-store-text option)")
     if differences:
         raise CollectionMismatchError(
             f"refusing to write into collection {collection!r}, built with other settings; nothing was written.\n  "
@@ -238,6 +247,7 @@ def open_collection(store: Store, collection: str, spec: CollectionSpec, **clust
 
     The one create-or-check of every writer (``index``, ``load``, ``copy``); ``cluster`` settings
     (``shard_number``, ...) apply to a new collection."""
+    check_collection_name(collection)
     stored = read_spec(store, collection)
     if stored is None:
         create_collection(store, collection, spec, **{k: v for k, v in cluster.items() if v is not None})
@@ -261,6 +271,24 @@ def ensure_payload_indexes(store: Store, collection: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- ids
+def check_collection_name(name: object) -> str:
+    """``name`` if it can name a collection in any store; else a ValueError saying why.
+
+    Blank names, names over 255 characters, path separators, control characters and ``.``/``..``
+    are path syntax: no embedded store can hold them as a folder and no server as a URL path
+    segment. The point ids of an encode are made for its collection's name, so such a name is
+    refused before any work. The Edge store is stricter still (its own check)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a collection name must be non-empty text, got {name!r}.")
+    bad = sorted({c for c in name if c in "/\\" or ord(c) < 32})
+    if bad or len(name) > 255 or name in (".", ".."):
+        reason = (f"it holds {', '.join(map(repr, bad))}" if bad else
+                  "it is over 255 characters" if len(name) > 255 else "it is a folder reference")
+        raise ValueError(f"collection name {name!r} cannot name a collection ({reason}); "
+                         "use letters, digits, '_', '-' and '.'.")
+    return name
+
+
 def point_id(collection: str, doc_id: str, position: int = 0) -> str:
     """Deterministic point id (UUID 5): the document point has position 0, segment points 1..n.
 
