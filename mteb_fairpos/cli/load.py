@@ -27,7 +27,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-defer-indexing", dest="defer_indexing", action="store_false", default=None,
                         help="keep HNSW building on during the load (default: deferred for a collection the load creates)")
     parser.add_argument("--skip-bad", action="store_true",
-                        help="skip foreign or damaged files in the folder and report them (default: refuse)")
+                        help="skip foreign or damaged files, files the manifest does not list and parts it lists "
+                        "that are missing; report them and how much of the manifest was loaded (default: refuse)")
     parser.add_argument("--partial", action="store_true",
                         help="load a folder whose encode has not finished (no manifest.json)")
     parser.add_argument("--report", default=None, help="write the load's report as JSON to this file")

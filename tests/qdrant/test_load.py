@@ -268,6 +268,65 @@ def test_a_part_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused
         load_parts(parts, new_store(), show_progress=False)
 
 
+def test_a_part_the_manifest_does_not_list_is_refused_or_skipped(tmp_path, parts, model, new_store):
+    """One folder holds one run: a part of another encode (same settings and collection, other
+    documents) copied into a finished folder is not loaded unless the load is --partial."""
+    other = write_jsonl(tmp_path / "other.jsonl", records(3, prefix="o"))
+    encode_to_parts(other, tmp_path / "other", model, "pages", show_progress=False)
+    [stray] = part_files(tmp_path / "other")
+    (parts / stray.name).write_bytes(stray.read_bytes())
+    client = new_store()
+    with pytest.raises(PartError, match=rf"(?s)1 of 4 file\(s\).*{stray.name}: not in the folder's {MANIFEST}"):
+        load_parts(parts, client, show_progress=False)
+    assert not client.exists("pages")
+    report = load_parts(parts, client, on_bad="skip", show_progress=False)
+    assert (report.documents, report.points, report.parts) == (12, 12, 3) == (12, client.count("pages"), 3)
+    assert len(report.bad_parts) == 1 and f"{stray.name}: not in the folder's {MANIFEST}" in report.bad_parts[0]
+    assert "incomplete" not in report.summary()
+    assert load_parts(parts, new_store(), partial=True, show_progress=False).documents == 15  # as without a manifest
+
+
+def test_skipped_parts_of_the_manifest_are_reported_as_an_incomplete_load(parts, new_store):
+    """A truncated part and a deleted one are both bad parts: refused, or skipped and listed with
+    the manifest's totals beside what was loaded."""
+    victim, gone = (Path(info.path) for info in part_files(parts)[1:])
+    halve_rows(victim)
+    gone.unlink()
+    client = new_store()
+    with pytest.raises(PartError, match=rf"(?s)2 of 3 file\(s\).*{victim.name}: its metadata says.*"
+                                         rf"{gone.name}: listed in the {MANIFEST} but missing"):
+        load_parts(parts, client, show_progress=False)
+    assert not client.exists("pages")
+    report = load_parts(parts, client, on_bad="skip", show_progress=False)
+    assert (report.documents, report.points, report.parts, client.count("pages")) == (4, 4, 1, 4)
+    assert [victim.name in report.bad_parts[0], gone.name in report.bad_parts[1]] == [True, True]
+    assert "incomplete: 4 of the manifest's 12 document(s) and 4 of its 12 point(s) loaded; 8 document(s), " \
+           "8 point(s) in skipped part(s)" in report.summary()
+    as_json = report.to_dict()
+    assert (as_json["documents"], as_json["manifest_documents"], as_json["manifest_points"]) == (4, 12, 12)
+    partial = load_parts(parts, new_store(), on_bad="skip", partial=True, show_progress=False)
+    assert (partial.documents, partial.manifest_documents) == (4, None) and "incomplete" not in partial.summary()
+
+
+def test_load_command_skips_a_stray_part_and_a_missing_one(tmp_path, parts, model, capsys):
+    other = write_jsonl(tmp_path / "other.jsonl", records(3, prefix="o"))
+    encode_to_parts(other, tmp_path / "other", model, "pages", show_progress=False)
+    [stray] = part_files(tmp_path / "other")
+    (parts / stray.name).write_bytes(stray.read_bytes())
+    gone = Path(part_files(parts)[0].path)
+    gone.unlink()
+    qdrant, saved = str(tmp_path / "qdrant"), tmp_path / "report.json"
+    assert main(["load", str(parts), "--path", qdrant, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{stray.name}: not in the folder's {MANIFEST}" in err and f"{gone.name}: listed in the {MANIFEST}" in err
+    assert main(["load", str(parts), "--path", qdrant, "--skip-bad", "--report", str(saved), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "8 document(s), 8 point(s) loaded from 2 part(s)" in out and "2 part file(s) skipped" in out
+    assert "8 of the manifest's 12 document(s)" in out
+    result = json.loads(saved.read_text())
+    assert (result["documents"], result["manifest_documents"], len(result["bad_parts"])) == (8, 12, 2)
+
+
 def test_load_reports_the_points_it_reads_back(parts, new_store):
     """The read-back counts what the store holds: a store that drops points fails the load."""
     client = new_store()

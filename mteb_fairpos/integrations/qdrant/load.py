@@ -1,8 +1,9 @@
 """Loading Parquet parts of points into a store: Qdrant Edge, qdrant-client's local mode, or a server or cluster.
 
 Before the first write: every part file is read back and its rows counted (a foreign or truncated
-file, or one whose rows disagree with its metadata or the manifest, is named and refused, or
-skipped with ``on_bad="skip"``), the parts must agree on model, calibration,
+file, one whose rows disagree with its metadata or the manifest, a file the manifest does not list
+and a part it lists that is missing are named and refused, or skipped with ``on_bad="skip"``, when
+the report says how much of the manifest was loaded), the parts must agree on model, calibration,
 vectors and collection, document ids must be unique across parts (duplicates are counted),
 and the collection is created or checked. The points then go through :class:`.writer.Writer`, the
 writer ``index`` uses too: bulk-load settings (HNSW deferred where the backend has the setting,
@@ -44,12 +45,21 @@ class LoadReport:
     created_collection: bool = False
     deferred_indexing: bool = False
     bad_parts: list[str] = field(default_factory=list)
+    #: the run's totals from its manifest (None for a --partial load): a load that skipped parts says what it left out
+    manifest_documents: int | None = None
+    manifest_points: int | None = None
     seconds: float = 0.0
 
     def summary(self) -> str:
         lines = [f"collection {self.collection!r}: {self.documents} document(s), {self.points} point(s) loaded from "
                  f"{self.parts} part(s)" + (", collection created" if self.created_collection else "")
                  + (", HNSW deferred during the load" if self.deferred_indexing else "") + f" [{self.seconds:.1f} s]"]
+        if self.manifest_documents is not None and self.manifest_points is not None and (
+                self.documents < self.manifest_documents or self.points < self.manifest_points):
+            lines.append(f"incomplete: {self.documents} of the manifest's {self.manifest_documents} document(s) and "
+                         f"{self.points} of its {self.manifest_points} point(s) loaded; "
+                         f"{self.manifest_documents - self.documents} document(s), "
+                         f"{self.manifest_points - self.points} point(s) in skipped part(s)")
         if self.bad_parts:
             lines.append(f"{len(self.bad_parts)} part file(s) skipped:")
             lines.extend(f"  {reason}" for reason in self.bad_parts)
@@ -57,6 +67,7 @@ class LoadReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"collection": self.collection, "parts": self.parts, "documents": self.documents, "points": self.points,
+                "manifest_documents": self.manifest_documents, "manifest_points": self.manifest_points,
                 "created_collection": self.created_collection, "deferred_indexing": self.deferred_indexing,
                 "bad_parts": list(self.bad_parts), "seconds": round(self.seconds, 3)}
 
@@ -84,9 +95,11 @@ def load_parts(
     Args:
         collection: default: the collection the parts' ids were made for; another name is refused
             (point ids depend on it: re-encode for that collection).
-        on_bad: a foreign or damaged part file stops the load before any write (``"raise"``) or is
-            skipped and reported (``"skip"``).
-        partial: load a folder whose encode has not finished (no ``manifest.json``).
+        on_bad: a foreign or damaged part file, a file the manifest does not list or a part it lists
+            that is missing stops the load before any write (``"raise"``) or is skipped and reported
+            (``"skip"``; the report then says how much of the manifest was loaded).
+        partial: load a folder whose encode has not finished (no ``manifest.json``): the parts that
+            are there, not held to a manifest's list.
         parallel: upload streams (``upload_points`` processes; a server only, see
             :attr:`.backends.Capabilities.concurrent_writers`).
         max_retries / backoff: a transient failure (connection, timeout, 429, 5xx) is retried up to
@@ -102,11 +115,12 @@ def load_parts(
     folder = locate(folder)  # a local folder or a URI such as s3://bucket/prefix
     files = part_files.part_files(folder)
     manifest = _read_manifest(folder, partial)
-    parts, bad = _read_parts(folder, files, on_bad, manifest)
+    parts, bad = _read_parts(folder, files, on_bad, manifest, partial)
     spec, name = _agreed_settings(parts, collection, folder)
-    _check_manifest(folder, manifest, parts, partial or bool(bad))
     _check_unique(parts)
     report = LoadReport(name, parts=len(parts), bad_parts=[str(err) for err in bad])
+    if manifest is not None and not partial:
+        report.manifest_documents, report.manifest_points = int(manifest["documents"]), int(manifest["points"])
     writer, report.created_collection = Writer.open(
         target, name, spec, batch_size=batch_size, parallel=parallel, retries=max_retries, backoff=backoff,
         cluster={"shard_number": shard_number, "replication_factor": replication_factor,
@@ -161,21 +175,32 @@ def _read_manifest(folder: Location, partial: bool) -> dict[str, Any] | None:
         raise store.QdrantIndexError(f"{path}: not a readable manifest ({err}); re-run the encode.") from None
 
 
-def _read_parts(folder: Location, files: list[Location], on_bad: OnBad,
-                 manifest: dict[str, Any] | None) -> tuple[list[_Part], list[part_files.PartError]]:
+def _read_parts(folder: Location, files: list[Location], on_bad: OnBad, manifest: dict[str, Any] | None,
+                partial: bool) -> tuple[list[_Part], list[part_files.PartError]]:
+    """The loadable parts and the reasons against the others. Without ``partial`` a manifest is the
+    run's list of parts: one folder holds one run, so a file it does not list is not loadable and
+    a part it lists that is missing counts as a bad part (both named, like a damaged one)."""
     if not files:
         raise part_files.PartError(f"{folder} holds no part files (*.parquet); run `mteb-fairpos encode` into it first.")
     listed = {entry["file"]: entry for entry in (manifest or {}).get("shards", [])}
+    held = manifest is not None and not partial
     parts, bad = [], []
     for path in files:
         try:
-            parts.append(_read_rows(part_files.read_info(path), listed.get(path.name)))
+            info = part_files.read_info(path)
+            if held and path.name not in listed:
+                raise part_files.PartError(f"{path}: not in the folder's {MANIFEST} (a part of another run?); one "
+                                             "folder holds one run: move it out.")
+            parts.append(_read_rows(info, listed.get(path.name)))
         except part_files.PartError as err:
             bad.append(err)
+    missing = sorted(set(listed) - {path.name for path in files}) if held else []
+    bad.extend(part_files.PartError(f"{folder.child(name)}: listed in the {MANIFEST} but missing; re-run the encode.")
+               for name in missing)
     if bad and on_bad == "raise":
-        raise part_files.PartError(f"{len(bad)} of {len(files)} file(s) in {folder} are not loadable parts; nothing "
-                                     "was written:\n  " + "\n  ".join(map(str, bad))
-                                     + "\nRemove them, or skip them (--skip-bad).")
+        raise part_files.PartError(f"{len(bad)} of {len(files) + len(missing)} file(s) in {folder} are not loadable "
+                                     "parts; nothing was written:\n  " + "\n  ".join(map(str, bad))
+                                     + "\nFix or remove them as each line says, or skip them (--skip-bad).")
     if not parts:
         raise part_files.PartError(f"no loadable part in {folder}:\n  " + "\n  ".join(map(str, bad)))
     return parts, bad
@@ -216,16 +241,6 @@ def _agreed_settings(parts: list[_Part], collection: str | None, folder: Locatio
             f"the parts in {folder} were encoded for collection {first.collection!r}: their point ids are made for that "
             f"name. Load them into {first.collection!r}, or encode again with --collection {collection}.")
     return first.spec, first.collection
-
-
-def _check_manifest(folder: Location, manifest: dict[str, Any] | None, parts: list[_Part], partial: bool) -> None:
-    if manifest is None or partial:
-        return
-    listed = {entry["file"] for entry in manifest.get("shards", [])}
-    missing = listed - {part.path.name for part in parts}
-    if missing:
-        raise store.QdrantIndexError(f"{folder}: {len(missing)} part(s) of the manifest are missing or "
-                                     f"unloadable ({', '.join(sorted(missing)[:5])}); re-run the encode.")
 
 
 def _check_unique(parts: list[_Part]) -> None:
