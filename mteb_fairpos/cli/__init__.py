@@ -4,7 +4,8 @@ Each module exposes ``add_parser(subparsers) -> argparse.ArgumentParser`` and se
 ``func=run`` on its parser; ``run(args) -> int`` is the exit status. Building the parser imports
 nothing heavy (no torch, sentence-transformers, qdrant-client or mteb), so ``--help`` and argument
 errors answer at once; each ``run`` imports what it needs. Options several subcommands take are
-defined once in `options`; an expected error reaches ``main`` and leaves through `errors`.
+defined once in `options`; an expected error reaches ``main`` and leaves through `errors`, as one line
+(argparse's refusals too: the parsers are `errors.ArgumentParser`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from . import errors
+from . import errors, options
 
 SUBCOMMANDS = [
     "demo",
@@ -32,14 +33,15 @@ SUBCOMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = errors.ArgumentParser(
         prog="mteb-fairpos",
         description="Position-fair document embeddings: attention calibration, fairness probes, MTEB and Qdrant.",
     )
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"mteb-fairpos {__version__}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       parser_class=errors.ArgumentParser)
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
     return parser
@@ -47,9 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "quiet", False):
-        _silence_progress_bars()
     try:
+        options.check_device(args)  # once for every subcommand that takes it, before any model is loaded
+        if getattr(args, "quiet", False):
+            _silence_progress_bars()
         return int(args.func(args) or 0)
     except Exception as err:  # noqa: BLE001 - expected errors become one line, the rest keep their traceback
         if errors.exit_status(err) is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
-from .options import add_batch_size
+from .options import add_batch_size, add_report
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -22,7 +22,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--target-backend", choices=("edge", "local"), default="edge",
                         help="engine of the target store (default: edge)")
     add_batch_size(parser, default=256, unit="points written")
-    parser.add_argument("--report", default=None, help="write the copy's report as JSON to this file")
+    add_report(parser, what="the copy's")
     parser.set_defaults(func=run)
     return parser
 
@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no store at {args.source!r} to copy from.")
     if os.path.abspath(args.source) == os.path.abspath(args.target):
         raise ValueError("the source and the target are the same folder; copy into a new one.")
-    with store.open_store(args.source) as source, store.open_store(args.target, backend=args.target_backend) as target:
+    qdrant_common.check_collection(args.collection, args.target_backend)
+    with store.open_store(args.source) as source, qdrant_common.removed_if_failed(
+            args.target, lambda: store.open_store(args.target, backend=args.target_backend)) as target:
         report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
     return qdrant_common.print_report(report, args.report)

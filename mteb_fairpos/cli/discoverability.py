@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from . import qdrant_common
-from .options import add_connection_arguments, add_device, add_max_length, add_model, add_output, add_quiet
+from .options import (add_connection_arguments, add_device, add_max_length, add_model, add_output, add_quiet,
+                      positive_int)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -24,8 +25,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     source.add_argument("--queries", default=None, help="JSONL of {doc_id, position, query} (default: the segments themselves)")
     source.add_argument("--input", default=None, help="the indexed documents (a JSONL or Parquet file, local or a URI "
                         "such as s3://bucket/docs.jsonl), if the collection stores no text")
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
-    parser.add_argument("--depth", type=int, default=100, help="ranks searched for MRR (default 100)")
+    parser.add_argument("--ks", type=positive_int, nargs="+", default=[1, 5, 10], help="cut-offs for recall (default 1 5 10)")
+    parser.add_argument("--depth", type=positive_int, default=100, help="ranks searched for MRR (default 100)")
     add_output(parser, default=Path("fairpos-output") / "discoverability-<collection>", what="output folder")
     add_quiet(parser)
     parser.set_defaults(func=run)
@@ -37,14 +38,11 @@ def run(args: argparse.Namespace) -> int:
 
     queries = read_queries(args.queries) if args.queries else None
     documents = read_documents(args.input)[0] if args.input else None
-    opened = qdrant_common.open_store_from(args, existing=True)
-    try:
+    with qdrant_common.opened_store(args, existing=True) as opened:
         model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)
         index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=args.depth,
                                        show_progress=not args.quiet)
-    finally:
-        opened.close()
     paths = report.save(Path(str(args.out).replace("<collection>", args.collection)))
     print(f"collection {report.collection!r} ({report.model}, calibration {report.calibration})")
     print(report.table())

@@ -6,7 +6,7 @@ import argparse
 
 from . import qdrant_common
 from .options import (add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output,
-                      add_quiet, positive_int)
+                      add_quiet, add_report, positive_int)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_batch_size(parser, default=32, unit="documents through the model")
     parser.add_argument("--part-size", type=positive_int, default=1000, help="documents per part (default 1000)")
     add_engine_arguments(parser, ray_does="a Ray Data pool of model actors, one part at a time", actor="model actor")
-    parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
+    add_report(parser, what="the run's")
     add_quiet(parser)
     parser.set_defaults(func=run)
     return parser

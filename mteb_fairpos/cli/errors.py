@@ -3,11 +3,12 @@
 Status 2: the input is wrong (an argument, a file, the data, a model or address that cannot be reached
 as given); fixing the command line fixes it. Status 1: the run started and did not finish (a write
 that kept failing, a model that broke mid-run); running it again may work. Anything else is a bug
-and keeps its traceback.
+and keeps its traceback. An argument argparse refuses leaves the same way, through `ArgumentParser`.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 BAD_INPUT = 2
@@ -16,6 +17,14 @@ FAILED_RUN = 1
 _FAILED_RUN = (("mteb_fairpos.integrations.qdrant.store", "UpsertFailedError"), ("mteb_fairpos.model", "CalibratedModelError"))
 _BAD_INPUT = (("mteb_fairpos.integrations.qdrant.store", "QdrantIndexError"),
               ("mteb_fairpos.integrations.ray.runtime", "RayUnavailableError"))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose refusal is one line too, ``PROG: error: MESSAGE (see PROG --help)``, status 2:
+    the usage block it prints by default buries the one line that says what is wrong."""
+
+    def error(self, message: str):  # type: ignore[override] - it exits, as argparse's does
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def exit_status(err: BaseException) -> int | None:

@@ -7,7 +7,7 @@ import logging
 
 from . import qdrant_common
 from .options import (add_batch_size, add_cluster_arguments, add_connection_arguments, add_device, add_max_length,
-                      add_model, add_quiet, positive_int)
+                      add_model, add_quiet, add_report, non_negative_int, positive_int)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -36,9 +36,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "collection does; a new one stores it)")
     add_batch_size(parser, default=32, unit="documents through the model")
     parser.add_argument("--upsert-batch-size", type=positive_int, default=256, help="points per upsert request (default 256)")
-    parser.add_argument("--retries", type=int, default=3, help="retries of a failed upsert (default 3)")
+    parser.add_argument("--retries", type=non_negative_int, default=3, help="retries of a failed upsert (default 3)")
     add_cluster_arguments(parser)
-    parser.add_argument("--report", default=None, help="write the run's report as JSON to this file")
+    add_report(parser, what="the run's")
     add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
@@ -46,13 +46,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("mteb_fairpos.integrations.qdrant").setLevel(logging.ERROR)  # truncation is in the summary
-    # validate the whole input before connecting, loading the model or writing anything
+    # validate the whole input and the calibration before connecting, loading the model or writing anything
+    from ..config import CalibrationConfig
     from ..integrations.qdrant import FairQdrantIndex
     from ..integrations.qdrant.input import scan_file
 
+    if args.calibration not in (None, "none"):
+        CalibrationConfig.parse(args.calibration)
     scan = scan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
-    opened = qdrant_common.open_store_from(args)
-    try:
+    with qdrant_common.opened_store(args) as opened:
         model, name = qdrant_common.model_for_collection(args, opened, calibrated=True)
         index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         report = index.index_scan(
@@ -61,6 +63,4 @@ def run(args: argparse.Namespace) -> int:
             retries=args.retries, show_progress=not args.quiet, shard_number=args.shard_number,
             replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
         )
-    finally:
-        opened.close()
     return qdrant_common.print_report(report, args.report)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
-from .options import add_batch_size, add_cluster_arguments, add_connection_arguments, add_quiet, positive_int
+from .options import (add_batch_size, add_cluster_arguments, add_connection_arguments, add_quiet, add_report,
+                      non_negative_int, positive_int)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         parser, collection_help="collection to load into (default: the one the parts were encoded for)")
     add_batch_size(parser, default=256, unit="points uploaded")
     parser.add_argument("--parallel", type=positive_int, default=1, help="upload streams to a server (default 1)")
-    parser.add_argument("--retries", type=int, default=3, help="retries of a failed upload batch (default 3)")
+    parser.add_argument("--retries", type=non_negative_int, default=3, help="retries of a failed upload batch (default 3)")
     add_cluster_arguments(parser)
     parser.add_argument("--on-disk-payload", action="store_true", default=None,
                         help="keep payloads on disk in a new collection (server)")
@@ -31,7 +32,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "that are missing; report them and how much of the manifest was loaded (default: refuse)")
     parser.add_argument("--partial", action="store_true",
                         help="load a folder whose encode has not finished (no manifest.json)")
-    parser.add_argument("--report", default=None, help="write the load's report as JSON to this file")
+    add_report(parser, what="the load's")
     add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
@@ -40,14 +41,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant.load import load_parts
 
-    opened = qdrant_common.open_store_from(args)
-    try:
+    with qdrant_common.opened_store(args) as opened:
         report = load_parts(
             args.parts, opened, args.collection, on_bad="skip" if args.skip_bad else "raise", partial=args.partial,
             batch_size=args.batch_size, parallel=args.parallel, max_retries=args.retries,
             defer_indexing=args.defer_indexing, shard_number=args.shard_number,
             replication_factor=args.replication_factor, write_consistency_factor=args.write_consistency_factor,
             on_disk_payload=args.on_disk_payload, show_progress=not args.quiet)
-    finally:
-        opened.close()
     return qdrant_common.print_report(report, args.report)

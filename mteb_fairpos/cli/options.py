@@ -6,6 +6,8 @@ Nothing heavy is imported here: building the CLI's parser (``--help``) must stay
 from __future__ import annotations
 
 import argparse
+import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +29,35 @@ def add_device(parser: argparse.ArgumentParser, *, note: str = "") -> None:
     """``--device``, default ``None``: the torch device sentence-transformers picks (cuda when available)."""
     parser.add_argument("--device", default=None,
                         help="torch device for the model (default: automatic, cuda when available" + (f"; {note}" if note else "") + ")")
+
+
+def check_device(args: argparse.Namespace) -> None:
+    """Refuse a ``--device`` torch does not know or, for work in this process, one this machine lacks, before
+    any model is loaded (torch would stop the run with a traceback). With ``--engine ray`` the device is
+    each actor's, on its own node. torch is imported only when the option is given."""
+    device = getattr(args, "device", None)
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device {device}: unknown device; expected e.g. cpu, cuda, cuda:1 or mps.") from None
+    if getattr(args, "engine", "local") == "ray":
+        return
+    backend = getattr(torch, parsed.type, None)  # torch.cuda, torch.mps, torch.xpu, ...
+    if hasattr(backend, "is_available") and not backend.is_available():
+        raise ValueError(f"--device {device}: {parsed.type} was asked for but torch sees no {parsed.type.upper()} device.")
+    if parsed.index is not None and hasattr(backend, "device_count") and parsed.index >= backend.device_count():
+        raise ValueError(f"--device {device}: torch sees {backend.device_count()} {parsed.type.upper()} device(s), "
+                         f"numbered from 0.")
+
+
+def add_report(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """``--report PATH``: the JSON form of ``what`` (the run's, the load's), the path checked before the run."""
+    parser.add_argument("--report", type=output_file, default=None,
+                        help=f"write {what} report as JSON to this file")
 
 
 def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None, unit: str) -> None:
@@ -98,7 +129,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help
                         "local mode (default for a folder it already holds, and for ':memory:')")
     parser.add_argument("--api-key", default=None,
                         help="API key for --url (default: the QDRANT_API_KEY environment variable)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="server request timeout in seconds (default 10)")
+    parser.add_argument("--timeout", type=_seconds, default=10.0, help="server request timeout in seconds (default 10)")
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,21 +140,39 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write consistency of a new collection (server)")
 
 
-def _positive_of(what: str) -> Callable[[str], int]:
-    """An argparse type: a positive integer, refused with a message that says what it counts."""
+def _number_of(what: str, cast: Callable[[str], float] = int, *, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number above zero (``zero``: at least zero), refused with a message that says
+    what it counts."""
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> float:
         try:
-            value = int(text)
+            value = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if value <= 0:
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
             raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
         return value
 
     return parse
 
 
-_positive = _positive_of("a positive number of tokens")
-positive_int = _positive_of("a positive integer")
+_positive = _number_of("a positive number of tokens")
+positive_int = _number_of("a positive integer")
 """A count that must be at least 1 (batch sizes, parts, actors, streams)."""
+non_negative_int = _number_of("a non-negative integer", zero=True)
+"""A count that may be 0 (retries)."""
+_seconds = _number_of("a positive number of seconds", float)
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a file the command writes when its work is done, checked before the work starts
+    (a path that cannot be written must not cost the run)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give the path of a file")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())  # the one the writer creates from
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: no permission to write in {str(folder)!r}")
+    return path

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..offline import minilm_path
 from ..config import LAYER_GRAMMAR, parse_layers
 from ..segment_report import read_segments
-from .options import add_batch_size, add_device, add_max_length, add_model, add_output
+from .options import add_batch_size, add_device, add_max_length, add_model, add_output, output_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -29,8 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_batch_size(parser, default=8, unit="texts through the model (attentions kept: a small batch)")
     add_device(parser)
     add_max_length(parser)
-    add_output(parser, default=Path("attention_profile.png"), what="PNG to write", dest="output", aliases=())
-    parser.add_argument("--json", type=Path, default=None, help="also write the profile as JSON here")
+    add_output(parser, default=Path("attention_profile.png"), what="PNG to write", dest="output", aliases=(),
+               kind=output_file)
+    parser.add_argument("--json", type=output_file, default=None, help="also write the profile as JSON here")
     parser.set_defaults(func=run)
     return parser
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +21,26 @@ from ..offline import MINILM_HUB_ID
 from .options import DEFAULT_STORE
 
 
-def print_report(report: Any, path: str | None) -> int:
+def print_report(report: Any, path: Path | None) -> int:
     """Print a run's summary and, with ``--report PATH``, write its JSON form; the exit status 0."""
     print(report.summary())
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     return 0
 
 
-def open_store_from(args: argparse.Namespace, *, existing: bool = False):
-    """The store of the parsed connection arguments (a server is probed before anything else).
+def opened_store(args: argparse.Namespace, *, existing: bool = False) -> AbstractContextManager[Any]:
+    """The store of the parsed connection arguments, closed on leaving (see `removed_if_failed`); a server is
+    probed before anything else, and the collection name is checked before the store is opened.
 
     ``existing``: the command only reads, so a local folder that does not exist is an error
     (a mistyped ``--path`` must not leave an empty store behind).
     """
     if args.url is not None:
+        check_collection(args.collection, None)
         api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
-        return _store().open_store(url=args.url, api_key=api_key, timeout=args.timeout)
+        return removed_if_failed(None, lambda: _store().open_store(url=args.url, api_key=api_key, timeout=args.timeout))
     if args.api_key is not None:
         raise ValueError("--api-key applies to a server; give --url as well.")
     if args.backend == "edge" and args.path == ":memory:":
@@ -45,10 +50,45 @@ def open_store_from(args: argparse.Namespace, *, existing: bool = False):
         raise FileNotFoundError(f"no local Qdrant store at {path!r}; index into it first "
                                 "(mteb-fairpos index ... --path) or give the folder you indexed into.")
     store = _store()
+    check_collection(args.collection, store.embedded_backend(path, args.backend))
     if args.backend is None and path != ":memory:" and store.holds_local_mode(path) and not getattr(args, "quiet", False):
         print(f"note: {path} is a qdrant-client local-mode store, opened as it is; `mteb-fairpos copy {path} NEW "
               "-c COLLECTION` copies a collection into Qdrant Edge, the faster default.", file=sys.stderr)
-    return store.open_store(path, backend=args.backend)
+    return removed_if_failed(path, lambda: store.open_store(path, backend=args.backend))
+
+
+def check_collection(name: str | None, backend: str | None) -> None:
+    """Refuse a collection name the store would refuse, before it is opened (``None``: the command's default,
+    e.g. the one the parts name; ``backend`` ``None`` for a server)."""
+    if name is None:
+        return
+    if not name:
+        raise ValueError("-c/--collection must be a non-empty name.")
+    if backend == "edge":
+        from ..integrations.qdrant.edge import check_name
+
+        check_name(name)
+
+
+@contextmanager
+def removed_if_failed(path: str | None, open_store: Callable[[], Any]) -> Iterator[Any]:
+    """The store ``open_store()`` returns, closed on leaving. When opening it creates the local folder ``path``
+    (and missing folders above it), they are removed again if the command fails before a collection was made
+    there: a failed command leaves no empty store that a later one would take for the one it looks for.
+    A folder that existed before is never removed."""
+    created = None if path is None or path == ":memory:" or os.path.lexists(path) else Path(path)
+    while created is not None and not created.parent.exists():
+        created = created.parent
+    opened = open_store()
+    try:
+        yield opened
+    except BaseException:
+        empty = created is not None and not opened.collections()
+        opened.close()
+        if empty:
+            shutil.rmtree(created)
+        raise
+    opened.close()
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):

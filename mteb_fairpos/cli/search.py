@@ -6,7 +6,7 @@ import argparse
 import json
 
 from . import qdrant_common
-from .options import add_connection_arguments, add_device, add_max_length, add_model
+from .options import add_connection_arguments, add_device, add_max_length, add_model, positive_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_max_length(parser)
     add_model(parser, note="here the query model, by default the one stored with the collection")
     add_device(parser)
-    parser.add_argument("--limit", type=int, default=10, help="number of results (default 10)")
+    parser.add_argument("--limit", type=positive_int, default=10, help="number of results (default 10)")
     parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default=None,
                         help="which document vectors to rank (default: calibrated, or the only ones the collection has)")
     parser.add_argument("--position", type=int, nargs="+", default=None,
@@ -40,8 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant import FairQdrantIndex
 
-    opened = qdrant_common.open_store_from(args, existing=True)
-    try:
+    with qdrant_common.opened_store(args, existing=True) as opened:
         model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)
         index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
@@ -49,8 +48,6 @@ def run(args: argparse.Namespace) -> int:
         hits = index.search(args.query, limit=args.limit, vector=args.vector, position=position, language=language,
                             level="segment" if args.segments else "document", with_text=True,
                             coverage=None if args.include_cut else ("full", "partial"))
-    finally:
-        opened.close()
     if args.json:
         for hit in hits:
             print(json.dumps(hit.to_dict(), ensure_ascii=False))

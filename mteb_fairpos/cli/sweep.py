@@ -25,7 +25,8 @@ from ..config import LAYER_GRAMMAR, CalibrationConfig
 from ..grid import PAPER_BASKETS, PAPER_LAYERS, PAPER_STRENGTHS, grid
 from ..results import TaskScores, summarize
 from ..sweep import OVERWRITE_STRATEGIES, SweepPoint, plan_sweep, read_results, run_sweep
-from .options import add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output, add_quiet
+from .options import (add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output, add_quiet,
+                      output_file)
 from ..results.tables import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
@@ -51,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_batch_size(parser, default=None, unit="texts through the model")
     add_device(parser)
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
-    parser.add_argument("--csv", type=Path, default=None, help="also write the table as CSV here")
+    parser.add_argument("--csv", type=output_file, default=None, help="also write the table as CSV here")
     add_engine_arguments(parser, ray_does="one Ray task per (config, task, subset) on a pool of workers, each loading "
                          "the checkpoint once, merged into the same results folder (shared storage on a cluster)",
                          actor="worker")

@@ -3,12 +3,13 @@ warnings about the data, printed once per run."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 
 import pytest
 
-from mteb_fairpos.cli import errors, main
+from mteb_fairpos.cli import errors, main, options
 
 
 @pytest.mark.parametrize(
@@ -20,6 +21,8 @@ from mteb_fairpos.cli import errors, main
         (["search", "q", "-c", "c", "--path", "{tmp}/typo"], "no local Qdrant store"),
         (["load", "{tmp}/file", "--path", "{tmp}/store"], "is a file; give the part folder"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/file", "--quiet"], "is a file; a Qdrant Edge store is a folder"),
+        (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/parts", "-c", "c", "-m", "fair/no-such-model", "--quiet"],
+         "cannot load the model 'fair/no-such-model'"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
@@ -45,6 +48,121 @@ def test_a_count_below_one_is_refused_by_its_option_name(capsys, argv, option):
         main(argv)
     assert stop.value.code == errors.BAD_INPUT
     assert f"argument {option}: expected a positive integer, got 0" in capsys.readouterr().err
+
+
+def _refused_by_argparse(argv: list[str], capsys) -> str:
+    """The one line argparse's refusal of ``argv`` printed (exit status 2)."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == errors.BAD_INPUT
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return err.rstrip("\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["encode", "docs.jsonl", "-o", "parts", "-c", "c", "--batch-size", "-3"], "argument --batch-size: expected a positive integer, got -3"),
+        (["encode", "docs.jsonl", "-o", "parts", "-c", "c", "--part-size", "0"], "argument --part-size: expected a positive integer, got 0"),
+        (["index", "docs.jsonl", "-c", "c", "--format", "csv"],
+         "argument --format: invalid choice: 'csv' (choose from 'jsonl', 'parquet')"),
+    ],
+)
+def test_an_argument_argparse_refuses_is_one_line_pointing_to_help(capsys, argv, message):
+    assert _refused_by_argparse(argv, capsys) == f"mteb-fairpos {argv[0]}: error: {message} (see mteb-fairpos {argv[0]} --help)"
+
+
+def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
+    assert _refused_by_argparse(["load"], capsys) == (
+        "mteb-fairpos load: error: the following arguments are required: parts (see mteb-fairpos load --help)")
+    with pytest.raises(SystemExit) as stop:
+        main(["load", "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mteb-fairpos load [-h]") and "--report REPORT" in out and "--retries RETRIES" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["index", "docs.jsonl", "-c", "c", "--retries", "-1"], "argument --retries: expected a non-negative integer, got -1"),
+        (["load", "parts", "--retries", "-1"], "argument --retries: expected a non-negative integer, got -1"),
+        (["index", "docs.jsonl", "-c", "c", "--timeout", "0"], "argument --timeout: expected a positive number of seconds, got 0.0"),
+        (["search", "q", "-c", "c", "--timeout", "-1"], "argument --timeout: expected a positive number of seconds, got -1.0"),
+        (["discoverability", "-c", "c", "--depth", "0"], "argument --depth: expected a positive integer, got 0"),
+        (["discoverability", "-c", "c", "--depth", "-5"], "argument --depth: expected a positive integer, got -5"),
+        (["search", "q", "-c", "c", "--limit", "0"], "argument --limit: expected a positive integer, got 0"),
+    ],
+)
+def test_a_number_out_of_range_is_refused_at_parse_time(capsys, argv, message):
+    assert message in _refused_by_argparse(argv, capsys)
+
+
+def test_retries_may_be_zero():
+    from mteb_fairpos.cli import build_parser
+
+    assert options.non_negative_int("0") == 0
+    assert build_parser().parse_args(["load", "parts", "--retries", "0"]).retries == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["load", "{tmp}/parts", "--path", "{tmp}/store", "--report", "{tmp}/folder"], "--report"),
+        (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--report", "{tmp}/file/r.json"], "--report"),
+        (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/parts", "-c", "c", "--report", "{tmp}/folder"], "--report"),
+        (["copy", "{tmp}/store", "{tmp}/copy", "-c", "c", "--report", "{tmp}/file/deeper/r.json"], "--report"),
+        (["profile", "--text", "t", "--json", "{tmp}/folder"], "--json"),
+        (["sweep", "-t", "T", "--csv", "{tmp}/file/t.csv"], "--csv"),
+    ],
+)
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(tmp_path, capsys, argv, option):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("not a folder\n")
+    err = _refused_by_argparse([arg.replace("{tmp}", str(tmp_path)) for arg in argv], capsys)
+    assert err.startswith(f"mteb-fairpos {argv[0]}: error: argument {option}: ")
+    assert "is a folder; give the path of a file" in err or "is a file, not a folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder"]  # nothing ran: no store, no parts
+
+
+def test_an_output_file_in_folders_still_to_be_made_is_accepted(tmp_path):
+    assert options.output_file(str(tmp_path / "new" / "deeper" / "r.json")) == tmp_path / "new" / "deeper" / "r.json"
+    assert not (tmp_path / "new").exists()  # checked, not created: the run makes it when it writes
+
+
+@pytest.mark.parametrize(
+    ("argv", "device"),
+    [
+        (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store"], "nosuch"),
+        (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/parts", "-c", "c"], "nosuch"),
+        (["search", "q", "-c", "c", "--path", "{tmp}/store"], "nosuch"),
+        (["segments", "--segment", "a"], "cuda:x"),
+        (["profile", "--text", "t", "-o", "{tmp}/p.png"], "nosuch"),
+    ],
+)
+def test_an_unknown_device_is_one_line_before_any_work(tmp_path, capsys, argv, device):
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
+    assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv] + ["--device", device]) == errors.BAD_INPUT
+    assert capsys.readouterr().err == (f"mteb-fairpos {argv[0]}: error: --device {device}: unknown device; "
+                                       "expected e.g. cpu, cuda, cuda:1 or mps.\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]  # no store, parts or plot
+
+
+def test_a_device_this_machine_lacks_is_refused_unless_ray_places_the_work(monkeypatch, tmp_path, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
+    assert main(["index", str(tmp_path / "docs.jsonl"), "-c", "c", "--path", str(tmp_path / "store"),
+                 "--device", "cuda"]) == errors.BAD_INPUT
+    assert capsys.readouterr().err == ("mteb-fairpos index: error: --device cuda: cuda was asked for but torch sees "
+                                       "no CUDA device.\n")
+    assert not (tmp_path / "store").exists()
+    options.check_device(argparse.Namespace(device="cuda", engine="ray"))  # each actor's own device, on its node
+    options.check_device(argparse.Namespace(device="cpu", engine="local"))
+    with pytest.raises(ValueError, match="--device nosuch: unknown device"):
+        options.check_device(argparse.Namespace(device="nosuch", engine="ray"))
 
 
 def test_a_failed_run_is_status_1_and_a_bug_keeps_its_traceback(capsys):

@@ -164,3 +164,59 @@ def test_max_length_reaches_the_model(tmp_path, docs_file, reuse_model, capsys, 
     with pytest.raises(SystemExit) as stopped:  # argparse's own exit status for a bad argument
         main(["index", str(docs_file), "-c", "x", "--path", store, "--max-length", "0"])
     assert stopped.value.code == 2 and "expected a positive number of tokens" in capsys.readouterr().err
+
+
+def test_refusals_name_the_options_that_fix_them(tmp_path, docs_file, reuse_model, capsys):
+    """The library's hint names its keyword and the CLI's flag: both kinds of user read it."""
+    store = str(tmp_path / "qdrant")
+    assert main(["index", str(docs_file), "-c", "bare", "--path", store, "--calibration", "b8_lhalf_a0.5",
+                 "--no-store-text", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "x", "-c", "bare", "--path", store, "--segments"]) == 2
+    assert "index with late_chunks=True (mteb-fairpos index --late-chunks;" in capsys.readouterr().err
+    assert main(["discoverability", "-c", "bare", "--path", store, "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "store_text=False, --no-store-text" in err and "--input" in err and "--queries" in err
+
+
+def test_the_library_refuses_a_depth_below_one():
+    from mteb_fairpos.integrations.qdrant.discoverability import discoverability
+
+    with pytest.raises(ValueError, match="depth must be a positive integer, got 0"):
+        discoverability(None, depth=0)  # refused before the index is asked anything
+
+
+@pytest.fixture()
+def no_model(monkeypatch):
+    """A command that must stop before loading a model fails the test if it tries."""
+    monkeypatch.setattr(_cli, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+
+
+def test_a_failed_command_leaves_no_store_folder_it_created(tmp_path, docs_file, no_model, capsys):
+    from mteb_fairpos.integrations.qdrant import open_store
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "a.parquet").write_text("not parquet\n")
+    (foreign / "manifest.json").write_text("{}\n")
+    open_store(str(tmp_path / "source")).close()  # an empty store to copy from
+    new = tmp_path / "new"
+    runs = [
+        (["index", str(docs_file), "-c", "c", "--path", f"{new}/o1", "--calibration", "bogus"], "cannot parse calibration"),
+        (["index", str(docs_file), "-c", "", "--path", f"{new}/o2"], "-c/--collection must be a non-empty name"),
+        (["index", str(docs_file), "-c", "../evil", "--path", f"{new}/o3"], "cannot be a folder name"),
+        (["load", str(foreign), "--path", f"{new}/L1"], "not loadable parts"),
+        (["load", str(foreign), "--path", f"{new}/L2", "--backend", "local"], "not loadable parts"),
+        (["copy", str(tmp_path / "source"), f"{new}/C2", "-c", "nosuch"], "does not exist in the source store"),
+    ]
+    for argv, message in runs:
+        assert main([*argv, *(["--quiet"] if argv[0] != "copy" else [])]) == 2
+        assert message in capsys.readouterr().err
+        assert not new.exists(), argv  # not the store folder, nor the folder made to hold it
+    assert main(["search", "x", "-c", "c", "--path", f"{new}/o1"]) == 2
+    assert "no local Qdrant store at" in capsys.readouterr().err
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert main(["load", str(foreign), "--path", str(kept), "--quiet"]) == 2
+    assert kept.is_dir()  # a folder that existed before is never removed

@@ -156,7 +156,9 @@ def discoverability(
     ks = tuple(sorted(set(int(k) for k in ks)))
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive integers, got {ks}.")
-    depth = max(depth, ks[-1])
+    if depth < 1:
+        raise ValueError(f"depth must be a positive integer, got {depth}.")
+    depth = max(depth, ks[-1])  # the ranks searched cover every cut-off
     spec = index.searchable_spec()
     names = list(vectors) if vectors is not None else [v for v in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) if v in spec.vectors]
     for name in names:
@@ -248,8 +250,9 @@ def stored_segment_queries(index: SearchableIndex) -> list[PositionQuery]:
             payload = p.payload or {}
             text = payload.get("text")
             if text is None:
-                raise ValueError(f"collection {index.collection!r} stores no document text (indexed with store_text=False); "
-                                 "pass the input documents or a queries file.")
+                raise ValueError(f"collection {index.collection!r} stores no document text (indexed with store_text=False, "
+                                 "--no-store-text); pass the input documents (documents=, mteb-fairpos discoverability "
+                                 "--input) or a queries file (queries=, --queries).")
             for seg in payload.get("segments", []):
                 start, end = seg["char_span"]
                 items.append(PositionQuery(str(payload["doc_id"]), int(seg["position"]), text[start:end]))

@@ -179,9 +179,7 @@ class EdgeStore(Store):
                                  filter=self._filter(flt), with_payload=self._payload(payload), with_vector=False)
 
     def _folder(self, name: str) -> Path:
-        if not _NAME.match(name):
-            raise ValueError(f"collection name {name!r} cannot be a folder name; use letters, digits, '_', '-' and '.'.")
-        return self.path / name
+        return self.path / check_name(name)
 
     def _settings_path(self, name: str) -> Path:
         return self.path / f"{name}{COLLECTION_SUFFIX}"
@@ -238,6 +236,13 @@ class EdgeStore(Store):
 
 def _vectors(selector: VectorSelector) -> Any:
     return list(selector) if isinstance(selector, tuple) else selector
+
+
+def check_name(collection: str) -> str:
+    """``collection`` if it can name the collection's folder, else a ValueError (checkable before a store is opened)."""
+    if not _NAME.match(collection):
+        raise ValueError(f"collection name {collection!r} cannot be a folder name; use letters, digits, '_', '-' and '.'.")
+    return collection
 
 
 def _record(found: Any) -> models.Record:

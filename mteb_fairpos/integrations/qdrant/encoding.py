@@ -120,7 +120,10 @@ class ModelLoader:
         kwargs: dict[str, Any] = {}
         if device or self.device:
             kwargs["device"] = device or self.device
-        model = FairSentenceTransformer(resolve_model_path(self.name), config, **kwargs)
+        try:
+            model = FairSentenceTransformer(resolve_model_path(self.name), config, **kwargs)
+        except OSError as err:  # the Hub's message (offline, not found) does not say which model it was
+            raise OSError(f"cannot load the model {self.name!r}: {err}") from err
         model.fairpos_model_name = self.name
         if self.max_length:
             model.max_seq_length = self.max_length
