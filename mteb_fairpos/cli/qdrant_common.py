@@ -62,12 +62,13 @@ def check_collection(name: str | None, backend: str | None) -> None:
     e.g. the one the parts name; ``backend`` ``None`` for a server)."""
     if name is None:
         return
-    if not name:
+    if not name.strip():
         raise ValueError("-c/--collection must be a non-empty name.")
-    if backend == "edge":
+    if backend == "edge":  # stricter: the name is a folder's
         from ..integrations.qdrant.edge import check_name
 
         check_name(name)
+    _store().check_collection_name(name)
 
 
 @contextmanager

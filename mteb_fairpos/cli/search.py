@@ -6,7 +6,7 @@ import argparse
 import json
 
 from . import qdrant_common
-from .options import add_connection_arguments, add_device, add_max_length, add_model, positive_int
+from .options import add_connection_arguments, add_device, add_max_length, add_model, add_quiet, positive_int
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -33,6 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="with --position/--language: also match segments the maximum length cut off entirely")
     parser.add_argument("--segments", action="store_true", help="rank late-chunk segment points instead of documents")
     parser.add_argument("--json", action="store_true", help="print the hits as JSON lines")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 

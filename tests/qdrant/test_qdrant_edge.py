@@ -143,6 +143,8 @@ def test_a_new_folder_is_edge_and_a_local_mode_folder_opens_as_it_is_with_a_note
     err = capsys.readouterr().err
     assert err.count("note:") == 1 and f"note: {old} is a qdrant-client local-mode store, opened as it is" in err
     assert f"mteb-fairpos copy {old} NEW -c COLLECTION" in err
+    assert main(["search", "football", "-c", "news", "--path", str(old), "--quiet"]) == 0
+    assert "note:" not in capsys.readouterr().err
 
 
 def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, model, capsys):
