@@ -134,9 +134,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """The settings of a collection created on a server or cluster (ignored by the embedded engines)."""
-    parser.add_argument("--shard-number", type=int, default=None, help="shards of a new collection (server)")
-    parser.add_argument("--replication-factor", type=int, default=None, help="replicas of a new collection (server)")
-    parser.add_argument("--write-consistency-factor", type=int, default=None,
+    parser.add_argument("--shard-number", type=positive_int, default=None, help="shards of a new collection (server)")
+    parser.add_argument("--replication-factor", type=positive_int, default=None, help="replicas of a new collection (server)")
+    parser.add_argument("--write-consistency-factor", type=positive_int, default=None,
                         help="write consistency of a new collection (server)")
 
 

@@ -93,6 +93,9 @@ def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
         (["discoverability", "-c", "c", "--depth", "0"], "argument --depth: expected a positive integer, got 0"),
         (["discoverability", "-c", "c", "--depth", "-5"], "argument --depth: expected a positive integer, got -5"),
         (["search", "q", "-c", "c", "--limit", "0"], "argument --limit: expected a positive integer, got 0"),
+        (["load", "parts", "--shard-number", "0"], "argument --shard-number: expected a positive integer, got 0"),
+        (["index", "docs.jsonl", "-c", "c", "--replication-factor", "-2"],
+         "argument --replication-factor: expected a positive integer, got -2"),
     ],
 )
 def test_a_number_out_of_range_is_refused_at_parse_time(capsys, argv, message):
