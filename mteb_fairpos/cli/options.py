@@ -75,9 +75,11 @@ def add_output(parser: argparse.ArgumentParser, *, default: str | Path | None, w
                         help=what + ("" if required else f" (default: {default})"))
 
 
-def add_quiet(parser: argparse.ArgumentParser) -> None:
-    """``--quiet``: no progress bars, the libraries' included (``cli.main`` silences them)."""
-    parser.add_argument("--quiet", action="store_true", help="no progress bars (model loading and downloads included)")
+def add_quiet(parser: argparse.ArgumentParser, *, also: str = "") -> None:
+    """``--quiet``: no progress bars, the libraries' included (``cli.main`` silences them); ``also`` says what
+    else the command leaves out."""
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bars (model loading and downloads included" + (f"; {also}" if also else "") + ")")
 
 
 def add_max_length(parser: argparse.ArgumentParser, default: int | None = None) -> None:

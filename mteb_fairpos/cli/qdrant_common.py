@@ -64,32 +64,39 @@ def check_collection(name: str | None, backend: str | None) -> None:
         return
     if not name.strip():
         raise ValueError("-c/--collection must be a non-empty name.")
-    if backend == "edge":  # stricter: the name is a folder's
-        from ..integrations.qdrant.edge import check_name
-
-        check_name(name)
-    _store().check_collection_name(name)
+    _store().check_collection_name(name, folder=backend == "edge")  # Edge keeps a collection in a folder of its name
 
 
 @contextmanager
 def removed_if_failed(path: str | None, open_store: Callable[[], Any]) -> Iterator[Any]:
-    """The store ``open_store()`` returns, closed on leaving. When opening it creates the local folder ``path``
-    (and missing folders above it), they are removed again if the command fails before a collection was made
-    there: a failed command leaves no empty store that a later one would take for the one it looks for.
-    A folder that existed before is never removed."""
-    created = None if path is None or path == ":memory:" or os.path.lexists(path) else Path(path)
-    while created is not None and not created.parent.exists():
-        created = created.parent
+    """The store ``open_store()`` returns, closed on leaving. When opening it creates the local folder ``path``,
+    the folder is removed again if the command fails before a collection was made there, and so are the
+    folders above it that the open created, while they are empty: a failed command leaves no empty store that
+    a later one would take for the one it looks for. A folder that existed before is never removed."""
+    created = [] if path is None or path == ":memory:" else _missing_folders(Path(path))
     opened = open_store()
     try:
         yield opened
     except BaseException:
-        empty = created is not None and not opened.collections()
+        empty = bool(created) and not opened.collections()
         opened.close()
         if empty:
-            shutil.rmtree(created)
+            shutil.rmtree(created[0])
+            for folder in created[1:]:  # the parents made for it, innermost first, while nothing else is in them
+                if any(folder.iterdir()):
+                    break
+                folder.rmdir()
         raise
     opened.close()
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, innermost first."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    return missing
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):

@@ -33,7 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="with --position/--language: also match segments the maximum length cut off entirely")
     parser.add_argument("--segments", action="store_true", help="rank late-chunk segment points instead of documents")
     parser.add_argument("--json", action="store_true", help="print the hits as JSON lines")
-    add_quiet(parser)
+    add_quiet(parser, also="no note on a local-mode store")
     parser.set_defaults(func=run)
     return parser
 

@@ -296,6 +296,9 @@ def test_a_collection_without_a_recorded_text_choice_takes_either(stored, model)
     older.index(RECORDS[:1], store_text=False, show_progress=False)
     older.index(RECORDS[1:], show_progress=False)
     assert older.count("document") == 3
+    has_text = {p.payload["doc_id"]: "text" in p.payload for p in stored.store.scroll("older", limit=100)[0]}
+    first = RECORDS[0]["id"]
+    assert has_text == {doc_id: doc_id != first for doc_id in has_text}  # each run wrote what it was asked to
 
 
 def test_bad_records_are_refused_before_the_collection_is_touched(stored):

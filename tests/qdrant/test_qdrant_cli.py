@@ -173,7 +173,7 @@ def test_refusals_name_the_options_that_fix_them(tmp_path, docs_file, reuse_mode
                  "--no-store-text", "--quiet"]) == 0
     capsys.readouterr()
     assert main(["search", "x", "-c", "bare", "--path", store, "--segments"]) == 2
-    assert "index with late_chunks=True (mteb-fairpos index --late-chunks;" in capsys.readouterr().err
+    assert "into a new collection with late_chunks=True (mteb-fairpos index --late-chunks;" in capsys.readouterr().err
     assert main(["discoverability", "-c", "bare", "--path", store, "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert "store_text=False, --no-store-text" in err and "--input" in err and "--queries" in err
@@ -220,3 +220,29 @@ def test_a_failed_command_leaves_no_store_folder_it_created(tmp_path, docs_file,
     kept.mkdir()
     assert main(["load", str(foreign), "--path", str(kept), "--quiet"]) == 2
     assert kept.is_dir()  # a folder that existed before is never removed
+
+
+def test_a_failed_command_keeps_a_store_holding_a_collection_and_what_others_wrote(tmp_path, docs_file, reuse_model,
+                                                                                    monkeypatch, capsys):
+    from mteb_fairpos.integrations.qdrant import load, open_store, store, writer
+
+    def failing_write(self, points, **_):  # the collection exists by now: what was written must stay for a re-run
+        raise store.UpsertFailedError("the disk is full")
+
+    monkeypatch.setattr(writer.Writer, "write", failing_write)
+    target = tmp_path / "new" / "store"
+    assert main(["index", str(docs_file), "-c", "c", "--path", str(target), "--calibration", "b8_lhalf_a0.5",
+                 "--quiet"]) == 1
+    with open_store(str(target)) as reopened:
+        assert reopened.collections() == ["c"]
+
+    def refused_after_others_wrote(*_, **__):  # another process writes beside the store while this one runs
+        (tmp_path / "top" / "other").mkdir(parents=True)
+        (tmp_path / "top" / "other" / "part.parquet").write_text("theirs\n")
+        raise ValueError("bad parts")
+
+    monkeypatch.setattr(load, "load_parts", refused_after_others_wrote)
+    assert main(["load", str(tmp_path), "--path", str(tmp_path / "top" / "deep" / "store"), "--quiet"]) == 2
+    assert "bad parts" in capsys.readouterr().err
+    assert (tmp_path / "top" / "other" / "part.parquet").read_text() == "theirs\n"
+    assert not (tmp_path / "top" / "deep").exists()  # the store and the empty folder made for it are gone

@@ -10,6 +10,7 @@ are qdrant-client's ``models``: the vocabulary Qdrant users know; the Edge store
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from qdrant_client.http import models  # the REST models (qdrant_client.models s
 
 PayloadSelector = bool | Sequence[str] | models.PayloadSelectorInclude | models.PayloadSelectorExclude
 VectorSelector = bool | Sequence[str]
+_FOLDER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 class QdrantIndexError(RuntimeError):
@@ -160,6 +162,27 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_collection_name(name: object, *, folder: bool = False) -> str:
+    """``name`` if it can name a collection; else a ValueError saying why.
+
+    Blank names, names over 255 characters, path separators, control characters and ``.``/``..``
+    are path syntax: no embedded store can hold them as a folder and no server as a URL path
+    segment. ``folder``: the name must also be a plain folder name (letters, digits, ``_``, ``-``,
+    ``.``), as an embedded Edge store keeps each collection in a folder of its name; an encode's
+    parts may go there, and their point ids are made for the name, so ``encode`` asks for it."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a collection name must be non-empty text, got {name!r}.")
+    if folder and not _FOLDER_NAME.match(name):
+        raise ValueError(f"collection name {name!r} cannot be a folder name; use letters, digits, '_', '-' and '.'.")
+    bad = sorted({c for c in name if c in "/\\" or ord(c) < 32})
+    if bad or len(name) > 255 or name in (".", ".."):
+        reason = (f"it holds {', '.join(map(repr, bad))}" if bad else
+                  "it is over 255 characters" if len(name) > 255 else "it is a folder reference")
+        raise ValueError(f"collection name {name!r} cannot name a collection ({reason}); "
+                         "use letters, digits, '_', '-' and '.'.")
+    return name
 
 
 def status_of(err: BaseException) -> int | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,12 +27,12 @@ from typing import Any
 
 from qdrant_client.http import models  # the REST models (qdrant_client.models shadows QueryResponse)
 
-from .backends import EDGE, Collection, PayloadSelector, QdrantIndexError, Store, VectorSelector
+from .backends import (EDGE, Collection, PayloadSelector, QdrantIndexError, Store, VectorSelector,
+                       check_collection_name)
 from .clients import holds_local_mode
 
 COLLECTION_SUFFIX = ".collection.json"
 LOCK_FILE = ".lock"
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _SCHEMAS = {"keyword": "Keyword", "integer": "Integer", "float": "Float", "bool": "Bool", "text": "Text",
             "geo": "Geo", "datetime": "Datetime", "uuid": "Uuid"}
 
@@ -179,7 +178,7 @@ class EdgeStore(Store):
                                  filter=self._filter(flt), with_payload=self._payload(payload), with_vector=False)
 
     def _folder(self, name: str) -> Path:
-        return self.path / check_name(name)
+        return self.path / check_collection_name(name, folder=True)
 
     def _settings_path(self, name: str) -> Path:
         return self.path / f"{name}{COLLECTION_SUFFIX}"
@@ -236,13 +235,6 @@ class EdgeStore(Store):
 
 def _vectors(selector: VectorSelector) -> Any:
     return list(selector) if isinstance(selector, tuple) else selector
-
-
-def check_name(collection: str) -> str:
-    """``collection`` if it can name the collection's folder, else a ValueError (checkable before a store is opened)."""
-    if not _NAME.match(collection):
-        raise ValueError(f"collection name {collection!r} cannot be a folder name; use letters, digits, '_', '-' and '.'.")
-    return collection
 
 
 def _record(found: Any) -> models.Record:

@@ -117,7 +117,8 @@ def encode_to_parts(
         part_size: documents per input range and part: the unit of work, of output files and of resumption.
     """
     start = time.perf_counter()
-    store.check_collection_name(collection)  # the point ids are made for it: a name no store takes wastes the run
+    # the point ids are made for the name and the parts may go into an Edge store: a name it refuses would waste the run
+    store.check_collection_name(collection, folder=True)
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}.")
     if actors < 1:
@@ -174,13 +175,13 @@ def encode_to_parts(
 
 
 def _refuse_output_in_input(output: Location, inputs: str | Path | Sequence[str | Path]) -> None:
-    """An output folder inside an input folder would have its parts read as input by the next run."""
+    """Parts written into an input folder would be read as input by the next run (a folder's files
+    are read one level deep, so a subfolder is fine)."""
     for item in map(locate, [inputs] if isinstance(inputs, (str, Path)) else inputs):
-        same_store = type(item.filesystem) is type(output.filesystem)
-        inside = output.path == item.path or output.path.startswith(item.path.rstrip("/") + "/")
-        if same_store and inside and item.kind() == pafs.FileType.Directory:
-            raise ValueError(f"the output folder {str(output)!r} is inside the input folder {str(item)!r}: the next "
-                             "run would read its parts as input. Write the parts to a folder outside the input.")
+        same = type(item.filesystem) is type(output.filesystem) and output.path.rstrip("/") == item.path.rstrip("/")
+        if same and item.kind() == pafs.FileType.Directory:
+            raise ValueError(f"the output folder {str(output)!r} is the input folder: the next run would read its "
+                             "parts as input. Write the parts to another folder (a subfolder is fine).")
 
 
 def _run_local(encoder: PartEncoder, todo: list[InputRange], show_progress: bool) -> list[dict[str, Any]]:
@@ -214,8 +215,9 @@ def _completed_parts(output: Location, scan: InputScan, spec: store.CollectionSp
         if (info.spec, info.collection, info.store_text) != (spec, collection, store_text):
             raise store.CollectionMismatchError(
                 f"{path} holds points of another run (model {info.spec.model!r}, calibration {info.spec.calibration!r}, "
-                f"vectors {list(info.spec.vectors)}, collection {info.collection!r}); this run encodes "
-                f"{spec.model!r}, {spec.calibration!r}, {list(spec.vectors)} for {collection!r}. Use a new output folder.")
+                f"vectors {list(info.spec.vectors)}, collection {info.collection!r}, text stored: {info.store_text}); "
+                f"this run encodes {spec.model!r}, {spec.calibration!r}, {list(spec.vectors)} for {collection!r}, text "
+                f"stored: {store_text}. Use a new output folder.")
         span = planned.get(info.stem)
         if span is None:
             foreign.append(path.name)

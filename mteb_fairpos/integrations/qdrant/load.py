@@ -199,7 +199,8 @@ def _read_parts(folder: Location, files: list[Location], on_bad: OnBad, manifest
                for name in missing)
     if bad and on_bad == "raise":
         raise part_files.PartError(f"{len(bad)} of {len(files) + len(missing)} file(s) in {folder} are not loadable "
-                                     "parts; nothing was written:\n  " + "\n  ".join(map(str, bad))
+                                     "parts" + (f" ({len(missing)} listed in the manifest but missing)" if missing else "")
+                                     + "; nothing was written:\n  " + "\n  ".join(map(str, bad))
                                      + "\nFix or remove them as each line says, or skip them (--skip-bad).")
     if not parts:
         raise part_files.PartError(f"no loadable part in {folder}:\n  " + "\n  ".join(map(str, bad)))
@@ -234,8 +235,10 @@ def _agreed_settings(parts: list[_Part], collection: str | None, folder: Locatio
         if (info.spec, info.collection, info.store_text) != (first.spec, first.collection, first.store_text):
             raise store.CollectionMismatchError(
                 f"{info.path.name} and {first.path.name} in {folder} were encoded with different settings "
-                f"({info.spec.model!r}/{info.spec.calibration!r} for {info.collection!r} vs {first.spec.model!r}/"
-                f"{first.spec.calibration!r} for {first.collection!r}); one folder holds one run. Nothing was written.")
+                f"({info.spec.model!r}/{info.spec.calibration!r}/{list(info.spec.vectors)} for {info.collection!r}, "
+                f"text stored: {info.store_text} vs {first.spec.model!r}/{first.spec.calibration!r}/"
+                f"{list(first.spec.vectors)} for {first.collection!r}, text stored: {first.store_text}); one folder "
+                "holds one run. Nothing was written.")
     if collection is not None and collection != first.collection:
         raise store.CollectionMismatchError(
             f"the parts in {folder} were encoded for collection {first.collection!r}: their point ids are made for that "

@@ -26,6 +26,7 @@ from .backends import (  # noqa: F401 - the errors are part of this module's int
     QdrantUnavailableError,
     Store,
     UpsertFailedError,
+    check_collection_name,
     short,
     status_of,
 )
@@ -271,24 +272,6 @@ def ensure_payload_indexes(store: Store, collection: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- ids
-def check_collection_name(name: object) -> str:
-    """``name`` if it can name a collection in any store; else a ValueError saying why.
-
-    Blank names, names over 255 characters, path separators, control characters and ``.``/``..``
-    are path syntax: no embedded store can hold them as a folder and no server as a URL path
-    segment. The point ids of an encode are made for its collection's name, so such a name is
-    refused before any work. The Edge store is stricter still (its own check)."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"a collection name must be non-empty text, got {name!r}.")
-    bad = sorted({c for c in name if c in "/\\" or ord(c) < 32})
-    if bad or len(name) > 255 or name in (".", ".."):
-        reason = (f"it holds {', '.join(map(repr, bad))}" if bad else
-                  "it is over 255 characters" if len(name) > 255 else "it is a folder reference")
-        raise ValueError(f"collection name {name!r} cannot name a collection ({reason}); "
-                         "use letters, digits, '_', '-' and '.'.")
-    return name
-
-
 def point_id(collection: str, doc_id: str, position: int = 0) -> str:
     """Deterministic point id (UUID 5): the document point has position 0, segment points 1..n.
 
