@@ -35,7 +35,8 @@ from .segmented import TruncationWarning, model_pooling
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning"]
+__all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning",
+           "naming_the_model"]
 
 _UNSET: Any = object()
 _LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)
@@ -43,6 +44,16 @@ _LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)
 
 class CalibratedModelError(RuntimeError):
     """A saved calibrated model was loaded by a plain SentenceTransformer, which would drop the calibration."""
+
+
+@contextlib.contextmanager
+def naming_the_model(name: str) -> Iterator[None]:
+    """Load the model ``name`` inside this block: a failure to load it names it, since the Hub's message
+    (offline, not found) does not say which model it was."""
+    try:
+        yield
+    except OSError as err:
+        raise OSError(f"cannot load the model {name!r}: {err}") from err
 
 
 class UncalibratedWarning(UserWarning):

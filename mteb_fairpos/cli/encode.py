@@ -6,7 +6,7 @@ import argparse
 
 from . import qdrant_common
 from .options import (add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output,
-                      add_quiet, add_report, positive_int)
+                      add_quiet, add_report, output_location, positive_int)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("inputs", nargs="+",
                         help="JSONL or Parquet files, or folders of them (the `index` record format); local paths or "
                         "URIs such as s3://bucket/docs/ (credentials from the environment, e.g. AWS_ACCESS_KEY_ID)")
-    add_output(parser, default=None, dest="output", aliases=(), kind=str,
+    add_output(parser, default=None, dest="output", aliases=(), kind=output_location,
                what="folder for the parts and their manifest.json: a local path or a URI (s3://bucket/parts)")
     parser.add_argument("-c", "--collection", required=True,
                         help="the collection the points are meant for (their ids are made for this name)")

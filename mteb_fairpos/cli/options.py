@@ -10,6 +10,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
 
@@ -65,14 +66,6 @@ def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None, unit
     model are not points written to Qdrant), so each command names both."""
     shown = f"default {default}" if default is not None else "default: mteb's"
     parser.add_argument("--batch-size", type=positive_int, default=default, help=f"{unit} per batch ({shown})")
-
-
-def add_output(parser: argparse.ArgumentParser, *, default: str | Path | None, what: str, dest: str = "out",
-               aliases: tuple[str, ...] = ("--out",), kind: type = Path) -> None:
-    """``-o/--output`` (earlier spellings in ``aliases`` still work); ``default=None`` makes it required."""
-    required = default is None
-    parser.add_argument("-o", "--output", *aliases, dest=dest, type=kind, default=default, required=required,
-                        help=what + ("" if required else f" (default: {default})"))
 
 
 def add_quiet(parser: argparse.ArgumentParser, *, also: str = "") -> None:
@@ -172,9 +165,44 @@ def output_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; give the path of a file")
-    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())  # the one the writer creates from
+    _check_writable_from(text, path.parent)
+    return path
+
+
+def output_folder(text: str) -> Path:
+    """An argparse type: a folder the command writes into, checked before the work starts as `output_file`
+    is; nothing is created until the command writes."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file; give the path of a folder")
+    _check_writable_from(text, path)
+    return path
+
+
+def output_location(text: str) -> str:
+    """An argparse type: a folder given as a local path, checked as `output_folder` checks it, or a URI
+    (``s3://bucket/prefix``), kept as given: its bucket is checked when the command opens it."""
+    if "://" not in text:
+        output_folder(str(Path(text).expanduser()))
+    return text
+
+
+def _check_writable_from(text: str, start: Path) -> None:
+    """Refuse ``text`` unless the nearest existing one of ``start`` and its parents, the folder a writer
+    creates the rest from, is a folder this process may write in."""
+    folder = next(p for p in (start, *start.parents) if p.exists())
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text!r}: {str(folder)!r} is a file, not a folder")
     if not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot write {text!r}: no permission to write in {str(folder)!r}")
-    return path
+
+
+def add_output(parser: argparse.ArgumentParser, *, default: str | Path | None, what: str, dest: str = "out",
+               aliases: tuple[str, ...] = ("--out",), kind: Callable[[str], Any] = output_folder) -> None:
+    """``-o/--output`` (earlier spellings in ``aliases`` still work); ``default=None`` makes it required.
+
+    ``kind`` checks the path before the work (a folder by default); argparse checks the default too, as
+    it is given as text."""
+    required = default is None
+    parser.add_argument("-o", "--output", *aliases, dest=dest, type=kind, required=required,
+                        default=None if required else str(default), help=what + ("" if required else f" (default: {default})"))

@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from mteb.cache import ResultCache
     from sentence_transformers import SentenceTransformer
 
+    from ..model import naming_the_model
     from ..mteb_models import LoadedWeights
     from ..results import collect, load
     from ..results.tables import effect_tables, main_table, profile_tables
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     subsets = _ordered(_readable(args.subsets))
     model_name = args.model or minilm_path()
     device = args.device or ("cpu" if args.model is None else None)
-    base = SentenceTransformer(model_name, device=device)
+    with naming_the_model(model_name):
+        base = SentenceTransformer(model_name, device=device)
     experiment = _model_settings(base, args)
     weights = LoadedWeights()  # every config wraps this one loaded copy
     weights.add(base, model_name, device=device, max_seq_length=experiment.get("max_seq_length"))

@@ -39,6 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     from sentence_transformers import SentenceTransformer
 
+    from ..model import naming_the_model
     from ..profile import attention_profile, format_profile, plot_profile
 
     texts = list(args.text) + (read_segments(args.file) if args.file else [])
@@ -49,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if args.basket_size <= 0:
         raise ValueError(f"--basket-size must be a positive integer, got {args.basket_size}.")
     layers = None if args.layers == "all" else parse_layers(args.layers)
-    model = SentenceTransformer(args.model or minilm_path(), device=args.device)
+    path = args.model or minilm_path()
+    with naming_the_model(path):
+        model = SentenceTransformer(path, device=args.device)
     if args.max_length:
         model.max_seq_length = args.max_length
     profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,

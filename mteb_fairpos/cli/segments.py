@@ -46,11 +46,12 @@ def _ratio(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..model import FairSentenceTransformer
+    from ..model import FairSentenceTransformer, naming_the_model
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
-    model = FairSentenceTransformer(args.model or minilm_path(), calibration_from_args(args),
-                                    **({"device": args.device} if args.device else {}))
+    name = args.model or minilm_path()
+    with naming_the_model(name):
+        model = FairSentenceTransformer(name, calibration_from_args(args), **({"device": args.device} if args.device else {}))
     if args.max_length:
         model.max_seq_length = args.max_length
     report = segment_report(model, segments)

@@ -23,6 +23,9 @@ from mteb_fairpos.cli import errors, main, options
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/file", "--quiet"], "is a file; a Qdrant Edge store is a folder"),
         (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/parts", "-c", "c", "-m", "fair/no-such-model", "--quiet"],
          "cannot load the model 'fair/no-such-model'"),
+        (["profile", "--text", "t", "-o", "{tmp}/p.png", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
+        (["segments", "--segment", "a", "--segment", "b", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
+        (["probe", "-o", "{tmp}/out", "-m", "no-such/model", "--quiet"], "cannot load the model 'no-such/model'"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
@@ -127,6 +130,42 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(tmp_pat
     assert err.startswith(f"mteb-fairpos {argv[0]}: error: argument {option}: ")
     assert "is a folder; give the path of a file" in err or "is a file, not a folder" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder"]  # nothing ran: no store, no parts
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["probe", "-o", "{tmp}/file"], "-o/--output/--out"),
+        (["demo", "-o", "{tmp}/file/deeper"], "-o/--output/--out"),
+        (["compare", "{tmp}/folder", "-o", "{tmp}/file"], "-o/--output/--out"),
+        (["leaderboard", "{tmp}/folder", "-o", "{tmp}/file/site"], "-o/--output/--out"),
+        (["sweep", "-t", "T", "--output-folder", "{tmp}/file"], "-o/--output/--output-folder"),
+        (["discoverability", "-c", "c", "--path", "{tmp}/store", "-o", "{tmp}/file/<collection>"], "-o/--output/--out"),
+        (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/file", "-c", "c"], "-o/--output"),
+        (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/file/parts", "-c", "c"], "-o/--output"),
+    ],
+)
+def test_an_output_folder_that_cannot_be_written_is_refused_before_the_run(tmp_path, capsys, argv, option):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
+    err = _refused_by_argparse([arg.replace("{tmp}", str(tmp_path)) for arg in argv], capsys)
+    assert err.startswith(f"mteb-fairpos {argv[0]}: error: argument {option}: ")
+    assert "is a file; give the path of a folder" in err or "is a file, not a folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "file", "folder"]  # nothing ran
+
+
+def test_a_default_output_folder_is_checked_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fairpos-probe").write_text("not a folder\n")
+    assert "argument -o/--output/--out: 'fairpos-probe' is a file" in _refused_by_argparse(["probe"], capsys)
+
+
+def test_an_output_folder_is_checked_not_created(tmp_path):
+    assert options.output_folder(str(tmp_path / "new" / "deeper")) == tmp_path / "new" / "deeper"
+    assert options.output_folder(str(tmp_path)) == tmp_path  # an existing folder: resumed or added to
+    assert options.output_location("s3://bucket/parts") == "s3://bucket/parts"  # its bucket is checked by the run
+    assert not (tmp_path / "new").exists()
 
 
 def test_an_output_file_in_folders_still_to_be_made_is_accepted(tmp_path):

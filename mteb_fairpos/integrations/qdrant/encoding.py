@@ -18,7 +18,7 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from ...config import CalibrationConfig
-from ...model import UncalibratedWarning
+from ...model import UncalibratedWarning, naming_the_model
 from ...offline import MINILM_HUB_ID, minilm_path
 from ...segmented import (
     COVERAGE_CUT,
@@ -120,10 +120,8 @@ class ModelLoader:
         kwargs: dict[str, Any] = {}
         if device or self.device:
             kwargs["device"] = device or self.device
-        try:
+        with naming_the_model(self.name):
             model = FairSentenceTransformer(resolve_model_path(self.name), config, **kwargs)
-        except OSError as err:  # the Hub's message (offline, not found) does not say which model it was
-            raise OSError(f"cannot load the model {self.name!r}: {err}") from err
         model.fairpos_model_name = self.name
         if self.max_length:
             model.max_seq_length = self.max_length
