@@ -212,10 +212,10 @@ def _completed_parts(output: Location, scan: InputScan, spec: store.CollectionSp
     foreign = []
     for path in part_files.part_files(output):
         info = part_files.read_info(path)  # a damaged or foreign file is refused by name
-        if (info.spec, info.collection, info.store_text) != (spec, collection, store_text):
+        if (info.spec, info.collection, info.spec.store_text) != (spec, collection, store_text):
             raise store.CollectionMismatchError(
                 f"{path} holds points of another run (model {info.spec.model!r}, calibration {info.spec.calibration!r}, "
-                f"vectors {list(info.spec.vectors)}, collection {info.collection!r}, text stored: {info.store_text}); "
+                f"vectors {list(info.spec.vectors)}, collection {info.collection!r}, text stored: {info.spec.store_text}); "
                 f"this run encodes {spec.model!r}, {spec.calibration!r}, {list(spec.vectors)} for {collection!r}, text "
                 f"stored: {store_text}. Use a new output folder.")
         span = planned.get(info.stem)

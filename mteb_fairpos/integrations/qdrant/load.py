@@ -232,12 +232,12 @@ def _read_rows(info: part_files.PartInfo, listed: dict[str, Any] | None) -> _Par
 def _agreed_settings(parts: list[_Part], collection: str | None, folder: Location) -> tuple[store.CollectionSpec, str]:
     first = parts[0].info
     for info in (part.info for part in parts[1:]):
-        if (info.spec, info.collection, info.store_text) != (first.spec, first.collection, first.store_text):
+        if (info.spec, info.collection, info.spec.store_text) != (first.spec, first.collection, first.spec.store_text):
             raise store.CollectionMismatchError(
                 f"{info.path.name} and {first.path.name} in {folder} were encoded with different settings "
                 f"({info.spec.model!r}/{info.spec.calibration!r}/{list(info.spec.vectors)} for {info.collection!r}, "
-                f"text stored: {info.store_text} vs {first.spec.model!r}/{first.spec.calibration!r}/"
-                f"{list(first.spec.vectors)} for {first.collection!r}, text stored: {first.store_text}); one folder "
+                f"text stored: {info.spec.store_text} vs {first.spec.model!r}/{first.spec.calibration!r}/"
+                f"{list(first.spec.vectors)} for {first.collection!r}, text stored: {first.spec.store_text}); one folder "
                 "holds one run. Nothing was written.")
     if collection is not None and collection != first.collection:
         raise store.CollectionMismatchError(

@@ -46,11 +46,9 @@ class PartInfo:
     path: Location
     spec: store.CollectionSpec
     collection: str
-    store_text: bool
     source: dict[str, Any]
     documents: int
     points: int
-
 
     @property
     def stem(self) -> str:
@@ -184,5 +182,5 @@ def _info(path: Location, about: dict[str, Any]) -> PartInfo:
     spec = store.CollectionSpec.from_metadata({store.METADATA_KEY: about["spec"]})
     assert spec is not None
     spec = replace(spec, store_text=bool(about["store_text"]))  # a part of an earlier release has it beside the spec only
-    return PartInfo(path=path, spec=spec, collection=str(about["collection"]), store_text=bool(about["store_text"]),
+    return PartInfo(path=path, spec=spec, collection=str(about["collection"]),
                      source=dict(about["source"]), documents=int(about["documents"]), points=int(about["points"]))
