@@ -11,12 +11,16 @@ those figures (the retrieval tasks, the probe, ``compare``, the Qdrant discovera
 * when the largest value is not positive the ratio has no meaning.
 
 In those cases the figure is ``None`` and `undefined_reason` says why (for a result's notes).
+`min_max_ratios` applies the same rule to many profiles at once (the resamples of a bootstrap), with
+NaN for ``None``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
+import numpy as np
 
 
 def _defined(values: Iterable[float | None]) -> list[float]:
@@ -45,3 +49,14 @@ def psi(values: Iterable[float | None]) -> float | None:
     """Position Sensitivity Index ``1 - min/max`` over the non-empty groups; ``None`` when undefined."""
     ratio = min_max_ratio(values)
     return None if ratio is None else 1.0 - ratio
+
+
+def min_max_ratios(profiles: np.ndarray) -> np.ndarray:
+    """`min_max_ratio` of every row of a (R, G) array of profiles at once, NaN where it is undefined."""
+    profiles = np.asarray(profiles, dtype=np.float64)
+    present = ~np.isnan(profiles)
+    low = np.where(present, profiles, np.inf).min(axis=1)
+    high = np.where(present, profiles, -np.inf).max(axis=1)
+    defined = (present.sum(axis=1) >= 2) & (high > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(defined, low / np.where(defined, high, 1.0), np.nan)

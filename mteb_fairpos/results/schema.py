@@ -15,6 +15,10 @@ files written by earlier releases read unchanged:
 * ``[tau_]beta_<k>``, ``lead_vs_later``, ``language_effect``: regression terms, with the same
   suffixes;
 * ``psi``: the Position Sensitivity Index;
+* ``<figure>_ci_low``, ``<figure>_ci_high`` for a headline figure that is not an estimate of its own
+  (``[<family>_]position_fairness``, ``psi``, ``harmonic_mean``): its 95 % interval;
+* ``change_<figure>`` (+ the estimate suffixes): a paired difference against a baseline model scored on the
+  same units (the uncalibrated twin), with its interval and p-value;
 * a mapping ``[<family>_]positions`` (``{label: value}``) is read as a profile too (an earlier
   convention; nothing writes it now);
 * counts and settings under the keys :class:`Counts` and :class:`Settings` name (``num_documents``,
@@ -44,6 +48,10 @@ _STAT = rf"(?:_(?P<stat>{'|'.join(STATISTICS)}))?$"
 _POINT = re.compile(r"^(?:(?P<family>.+?)_)?position_(?P<label>.+?)" + _STAT)
 _MAPPING = re.compile(r"^(?:(?P<family>.+?)_)?positions$")
 _TERM = re.compile(r"^(?P<term>(?:tau_)?beta_\d+|lead_vs_later|language_effect)" + _STAT)
+_CHANGE = re.compile(r"^change_(?P<figure>.+?)" + _STAT)
+HEADLINES = ("position_fairness", "tau_position_fairness", "psi", "harmonic_mean")
+"""The headline figures that carry an interval beside their value (``<figure>_ci_low`` / ``_ci_high``)."""
+_INTERVAL = re.compile(rf"^(?P<figure>{'|'.join(HEADLINES)})_ci_(?P<end>low|high)$")
 
 
 @dataclass
@@ -135,6 +143,11 @@ class Settings:
     document_tokens: int | None = _key("max_document_tokens")
     model_length: int | None = _key("model_max_length")
     seed: int | None = _key("seed")
+    resamples: int | None = _key("bootstrap_resamples")
+    """bootstrap resamples behind the entry's intervals and paired tests (`mteb_fairpos.resampling`)."""
+    resampling_seed: int | None = _key("bootstrap_seed")
+    resampled: str | None = _key("bootstrap_units")
+    """what the bootstrap draws: ``"queries"``, ``"segment sets"``, ``"segment sets and topics"``."""
 
     def stored(self) -> dict[str, Any]:
         """The recorded settings under their stored keys (what a page shows)."""
@@ -186,6 +199,10 @@ class ScoreEntry:
     terms: dict[str, Estimate] = field(default_factory=dict)
     """``beta_0``, ``beta_<p>``, ``tau_beta_<p>``, ``lead_vs_later``, ``language_effect``."""
     psi: float | None = None
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """headline figure (one of :data:`HEADLINES`) -> its 95 % interval (an end may be ``nan``: undefined)."""
+    changes: dict[str, Estimate] = field(default_factory=dict)
+    """figure -> its paired difference against the baseline model, with interval and p-value."""
     counts: Counts = field(default_factory=Counts)
     settings: Settings = field(default_factory=Settings)
     details: dict[str, Any] = field(default_factory=dict)
@@ -199,6 +216,8 @@ class ScoreEntry:
         """Add ``other``'s profiles, terms, psi and details (its keys win)."""
         self.profiles.update(other.profiles)
         self.terms.update(other.terms)
+        self.intervals.update(other.intervals)
+        self.changes.update(other.changes)
         self.details.update(other.details)
         for mine, theirs in ((self.counts, other.counts), (self.settings, other.settings)):
             for name, value in vars(theirs).items():
@@ -223,6 +242,10 @@ def dump(entry: ScoreEntry) -> dict[str, Any]:
         out.update(_estimate(name, term))
     if entry.psi is not None:
         out["psi"] = _defined(entry.psi)
+    for figure, (low, high) in entry.intervals.items():
+        out.update({f"{figure}_ci_low": _defined(low), f"{figure}_ci_high": _defined(high)})
+    for figure, change in entry.changes.items():
+        out.update(_estimate(f"change_{figure}", change))
     out.update(entry.details)
     out.update(_stored(entry.counts))
     out.update(_stored(entry.settings))
@@ -245,6 +268,13 @@ def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
         if _is_value(raw):
             entry.psi = _read(raw)
         return _is_value(raw)
+    if bound := _INTERVAL.match(key):
+        if _is_value(raw):
+            low, high = entry.intervals.get(bound.group("figure"), (math.nan, math.nan))
+            entry.intervals[bound.group("figure")] = (_read(raw), high) if bound.group("end") == "low" else (low, _read(raw))
+        return _is_value(raw)
+    if change := _CHANGE.match(key):
+        return _is_value(raw) and _set(entry.changes, change.group("figure"), change.group("stat"), raw)
     if (mapping := _MAPPING.match(key)) and isinstance(raw, Mapping):
         points = entry.profile(mapping.group("family") or "").points
         points.update({str(label): Estimate(_value(v)) for label, v in raw.items() if _is_value(v)})

@@ -144,3 +144,28 @@ def test_every_count_a_task_writes_reads_typed():
     assert entry.details == {"n_bins_Q1": 2, "ndcg_at_10_Q1": 0.5, "num_tau_unmeasured": 2}
     assert dump(entry) == stored
     assert load({"n_queries_Q1": None}).details == {"n_queries_Q1": None}  # a stored null stays as it was
+
+
+def test_headline_intervals_and_paired_changes_round_trip_without_becoming_positions():
+    entry = ScoreEntry(
+        profiles={"": Profile({"1": Estimate(0.7), "2": Estimate(0.5)}, fairness=0.5 / 0.7)},
+        psi=0.2,
+        intervals={"position_fairness": (0.6, 0.8), "psi": (math.nan, 0.3), "harmonic_mean": (0.4, 0.5)},
+        changes={"position_fairness": Estimate(0.05, pvalue=0.01, ci_low=0.02, ci_high=0.08)},
+        settings=Settings(resamples=2000, resampling_seed=7, resampled="queries"),
+        details={"harmonic_mean": 0.45},
+    )
+    stored = dump(entry)
+    assert stored["position_fairness_ci_low"] == 0.6 and stored["psi_ci_low"] is None and stored["harmonic_mean_ci_high"] == 0.5
+    assert stored["change_position_fairness_pvalue"] == 0.01 and stored["bootstrap_units"] == "queries"
+    back = load(stored)
+    assert dump(back) == stored
+    assert set(back.profiles[""].points) == {"1", "2"}  # "fairness" is not read as a position label
+    assert back.intervals["position_fairness"] == (0.6, 0.8) and math.isnan(back.intervals["psi"][0])
+    assert back.changes == entry.changes and back.details == {"harmonic_mean": 0.45}
+    assert (back.settings.resamples, back.settings.resampling_seed) == (2000, 7)
+
+
+def test_an_entry_without_intervals_reads_as_before():
+    back = load({"position_fairness": 0.8, "position_1": 0.7, "position_2": 0.56, "psi": 0.2})
+    assert back.intervals == {} and back.changes == {} and back.settings.resamples is None

@@ -1,0 +1,88 @@
+"""The bootstrap every interval and paired test of this package uses (docs/method.md#s5).
+
+A bootstrap resample draws units (queries, segment sets, topics) with replacement. Drawing
+``n`` of ``n`` units is a vector of counts, so ``R`` resamples are one ``(R, n)`` count matrix
+(:func:`counts`) and a statistic that is a weighted sum over units is one matrix product for all
+resamples together: no Python loop over resamples or units. Two models scored on the same units
+are paired by giving both the *same* count matrix, so their difference is resampled unit by unit.
+
+* :class:`Resampling`: how many resamples, the seed and the confidence level; recorded with every
+  interval so that it can be reproduced;
+* :func:`counts`: the count matrix of one resampling over ``n`` units;
+* :func:`group_means`: per-group means of unit scores under every resample;
+* :func:`interval`: the percentile interval of a statistic's resampled values;
+* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """Settings of one bootstrap: ``resamples`` draws from ``seed``, intervals at ``confidence``."""
+
+    resamples: int = 2000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.resamples < 1:
+            raise ValueError(f"resamples must be at least 1; got {self.resamples}.")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must lie strictly between 0 and 1; got {self.confidence}.")
+
+    def generator(self, stream: int = 0) -> np.random.Generator:
+        """The random stream ``stream`` of this resampling: independent streams for independent factors
+        (sets and topics), the same stream wherever the same units are resampled for a paired comparison."""
+        return np.random.default_rng([self.seed, stream])
+
+
+def counts(n_units: int, resampling: Resampling, stream: int = 0) -> np.ndarray:
+    """(R, n) float64: how often each of ``n_units`` units is drawn in each of R resamples (rows sum to n)."""
+    if n_units < 1:
+        raise ValueError("the bootstrap needs at least one unit to resample.")
+    rng = resampling.generator(stream)
+    return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=resampling.resamples).astype(np.float64)
+
+
+def group_means(weights: np.ndarray, scores: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """(R, G) the weighted mean score of each group under each row of ``weights``.
+
+    ``weights`` is (R, n): the weight of each of n observations in each resample (a row of :func:`counts`,
+    or a product of several factors' counts); ``scores`` (n,) and ``groups`` (n,) the observations'
+    scores and group codes in ``0..n_groups-1``. A group that a resample leaves without weight is NaN there.
+    """
+    members = np.zeros((len(groups), n_groups))
+    members[np.arange(len(groups)), groups] = 1.0
+    totals = weights @ (members * scores[:, None])
+    sizes = weights @ members
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sizes > 0, totals / np.where(sizes > 0, sizes, 1.0), np.nan)
+
+
+def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of a statistic's resampled values; resamples where it is undefined (NaN) are
+    left out, and the interval is (NaN, NaN) when more than half of them are."""
+    samples = np.asarray(samples, dtype=np.float64)
+    defined = samples[np.isfinite(samples)]
+    if 2 * len(defined) < len(samples) or len(defined) == 0:
+        return float("nan"), float("nan")
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(defined, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def pvalue(estimate: float, samples: np.ndarray) -> float:
+    """Two-sided p-value of H0 "the statistic is 0": how often the resampled values, centred on the estimate,
+    fall at least as far from it as 0 does; ``(1 + hits) / (1 + R)``, so never 0, and 1 for a statistic that
+    is 0 in the data. NaN where the estimate or most resamples are undefined."""
+    samples = np.asarray(samples, dtype=np.float64)
+    defined = samples[np.isfinite(samples)]
+    if not np.isfinite(estimate) or 2 * len(defined) < len(samples) or len(defined) == 0:
+        return float("nan")
+    hits = np.count_nonzero(np.abs(defined - estimate) >= abs(estimate))
+    return float((1 + hits) / (1 + len(defined)))

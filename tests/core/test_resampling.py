@@ -1,0 +1,63 @@
+"""The shared bootstrap: reproducible count matrices, paired differences that are exactly paired, and
+intervals and p-values that behave at the edges (identical models, a constant shift, undefined resamples)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mteb_fairpos.fairness import min_max_ratio, min_max_ratios
+from mteb_fairpos.resampling import Resampling, counts, group_means, interval, pvalue
+
+
+def test_counts_draw_n_of_n_units_and_are_reproducible_by_seed_and_stream():
+    settings = Resampling(resamples=300, seed=5)
+    drawn = counts(17, settings)
+    assert drawn.shape == (300, 17) and np.all(drawn.sum(axis=1) == 17)
+    assert np.array_equal(drawn, counts(17, settings))
+    assert not np.array_equal(drawn, counts(17, settings, stream=1))
+    assert not np.array_equal(drawn, counts(17, Resampling(resamples=300, seed=6)))
+
+
+def test_group_means_match_a_loop_over_resamples():
+    rng = np.random.default_rng(0)
+    scores, groups = rng.random(40), rng.integers(0, 3, 40)
+    weights = counts(40, Resampling(resamples=50, seed=1))
+    means = group_means(weights, scores, groups, 4)  # group 3 holds no unit
+    for row, resample in zip(weights, means, strict=True):
+        for g in range(3):
+            chosen = np.repeat(np.arange(40), row.astype(int))
+            chosen = chosen[groups[chosen] == g]
+            assert resample[g] == pytest.approx(scores[chosen].mean()) if len(chosen) else np.isnan(resample[g])
+        assert np.isnan(resample[3])
+
+
+def test_identical_models_give_a_zero_width_interval_and_p_one_and_a_shift_gives_the_shift():
+    rng = np.random.default_rng(1)
+    scores = rng.random(60)
+    weights = counts(60, Resampling(resamples=500))
+    same = weights @ scores / 60 - weights @ scores / 60
+    assert interval(same, 0.95) == (0.0, 0.0) and pvalue(0.0, same) == 1.0
+    shifted = weights @ (scores + 0.25) / 60 - weights @ scores / 60
+    low, high = interval(shifted, 0.95)
+    assert low == pytest.approx(0.25) and high == pytest.approx(0.25)
+    assert pvalue(0.25, shifted) == pytest.approx(1 / 501)
+
+
+def test_an_interval_is_undefined_when_most_resamples_are():
+    samples = np.array([np.nan] * 6 + [0.1, 0.2, 0.3, 0.4])
+    assert np.isnan(interval(samples, 0.95)).all() and np.isnan(pvalue(0.2, samples))
+    assert interval(samples[3:], 0.5) == (pytest.approx(0.175), pytest.approx(0.325))
+
+
+def test_min_max_ratios_follow_the_one_rule_row_by_row():
+    rows = np.array([[0.5, 1.0, np.nan], [np.nan, np.nan, 0.3], [-0.2, 0.0, np.nan], [0.2, 0.4, 0.8]])
+    expected = [min_max_ratio([None if np.isnan(v) else v for v in row]) for row in rows]
+    got = min_max_ratios(rows)
+    assert [None if np.isnan(v) else v for v in got] == expected
+
+
+@pytest.mark.parametrize("bad", [dict(resamples=0), dict(confidence=1.0), dict(confidence=0)])
+def test_bad_settings_are_refused(bad):
+    with pytest.raises(ValueError):
+        Resampling(**bad)
