@@ -402,8 +402,8 @@ if triton is not None:
         k_base = K + seq * stride_kn + kv_head * stride_kh
         v_base = V + seq * stride_vn + kv_head * stride_vh
 
-        # the isolated tokens' scores, before the loop, while q is at hand in fp32 (a second isolated token at the
-        # first's position, in a one-token sequence, is the same key: it joins the softmax once)
+        # the isolated tokens' scores, before the loop (where a one-token sequence's first token is also its last, the
+        # key joins the softmax twice, which changes nothing: it is the row's only key, and the row is not calibrated)
         iso_0 = tl.load(meta + 8)
         iso_1 = tl.load(meta + 9)
         score_0 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
@@ -413,8 +413,7 @@ if triton is not None:
                                       (iso_0 >= valid_start) & (iso_0 < valid_stop) & real, position, CAUSAL)
         if N_ISO == 2:
             score_1 = _isolated_score(q, k_base, iso_1, stride_kl, stride_kd, dims, in_head, scale_log2,
-                                      (iso_1 >= valid_start) & (iso_1 < valid_stop) & (iso_1 != iso_0) & real,
-                                      position, CAUSAL)
+                                      (iso_1 >= valid_start) & (iso_1 < valid_stop) & real, position, CAUSAL)
 
         # the row's plain online softmax (running max, running sum, accumulator) over the content keys, in base 2;
         # a finite floor for the max keeps exp2(max - new max) free of inf - inf where a row has seen no key yet

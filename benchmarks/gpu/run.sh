@@ -67,7 +67,7 @@ if wanted install; then
 fi
 wanted environment && step environment 30 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
 wanted tests && step tests 150 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
-    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
+    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py tests/core/test_triton_attention.py
 wanted kernels && step kernels 90 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 for dtype in bf16 fp32; do
     wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 150 || echo 90) \
