@@ -72,6 +72,7 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, LaunchConfig], ...] = (
     ((torch.bfloat16, torch.float16), 256, True, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, LaunchConfig(16, 16, 4, 2)),
     ((torch.bfloat16, torch.float16), 64, False, LaunchConfig(64, 64, 4, 3)),
+    ((torch.bfloat16, torch.float16), 128, False, LaunchConfig(64, 64, 8, 3)),
     ((torch.bfloat16, torch.float16), 256, False, LaunchConfig(64, 32, 8, 2)),
     ((torch.float32,), 64, False, LaunchConfig(32, 32, 4, 2)),
     ((torch.float32,), 256, False, LaunchConfig(32, 16, 8, 2)),
@@ -211,7 +212,6 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
     else:
         allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask > torch.finfo(attention_mask.dtype).min / 2
         additive_zero = attention_mask.dtype == torch.bool or bool(attention_mask.masked_fill(~allowed, 0).eq(0).all())
-        # a model mask that drops a padded query row entirely (a causal row before the first valid key) matches too
         matches = allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all() & additive_zero
     if not bool(contiguous & matches):
         return ("the attention mask is not padding on one side" + (" plus causality" if causal else "") +
@@ -424,40 +424,48 @@ if triton is not None:
         basket_outputs = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # sum over non-empty baskets of o_ib
         filled = tl.zeros([BLOCK_M], dtype=tl.float32)  # how many baskets the row sees a key of
 
+        # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
+        # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never holds
+        # keys of two baskets; a short last basket leaves its last blocks empty).
         keys_stop = tl.minimum(content_stop, last_row + 1) if CAUSAL else content_stop  # later keys: no row sees them
-        for basket_start in range(content_start, keys_stop, basket_size):
+        per_basket = tl.cdiv(basket_size, BLOCK_N)
+        basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+        basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        for block in range(0, tl.cdiv(keys_stop - content_start, basket_size) * per_basket):
+            basket_start = content_start + block // per_basket * basket_size
             basket_stop = tl.minimum(basket_start + basket_size, keys_stop)
-            basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
-            basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-            basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-            for start in range(basket_start, basket_stop, BLOCK_N):
-                keys = start + tl.arange(0, BLOCK_N)
-                in_basket = keys < basket_stop
-                k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
-                            mask=in_basket[None, :] & in_head[:, None], other=0.0)
-                scores = _dot(q, k, DOT_PRECISION, EXACT_OPERANDS) * scale_log2
-                seen = in_basket[None, :]
-                if CAUSAL:
-                    seen = seen & (keys[None, :] <= position[:, None])
-                scores = tl.where(seen, scores, float("-inf"))
-                new_max = tl.maximum(basket_max, tl.max(scores, 1))
-                rescale = tl.exp2(basket_max - new_max)
-                p = tl.exp2(scores - new_max[:, None])
-                v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
-                            mask=in_basket[:, None] & in_head[None, :], other=0.0)
-                basket_sum = basket_sum * rescale + tl.sum(p, 1)
-                basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
-                basket_max = new_max
-            # the basket ends: its own output o_ib joins the sum, and the basket joins the plain softmax
-            nonempty = basket_sum > 0
-            basket_outputs += basket_acc / tl.where(nonempty, basket_sum, 1.0)[:, None]
-            filled += nonempty.to(tl.float32)
-            new_max = tl.maximum(row_max, basket_max)
-            keep = tl.exp2(row_max - new_max)
-            join = tl.exp2(basket_max - new_max)
-            row_acc = row_acc * keep[:, None] + basket_acc * join[:, None]
-            row_sum = row_sum * keep + basket_sum * join
-            row_max = new_max
+            keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
+            in_basket = keys < basket_stop
+            k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
+                        mask=in_basket[None, :] & in_head[:, None], other=0.0)
+            scores = _dot(q, k, DOT_PRECISION, EXACT_OPERANDS) * scale_log2
+            seen = in_basket[None, :]
+            if CAUSAL:
+                seen = seen & (keys[None, :] <= position[:, None])
+            scores = tl.where(seen, scores, float("-inf"))
+            new_max = tl.maximum(basket_max, tl.max(scores, 1))
+            rescale = tl.exp2(basket_max - new_max)
+            p = tl.exp2(scores - new_max[:, None])
+            v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
+                        mask=in_basket[:, None] & in_head[None, :], other=0.0)
+            basket_sum = basket_sum * rescale + tl.sum(p, 1)
+            basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
+            basket_max = new_max
+            if block % per_basket == per_basket - 1:
+                # the basket ends: its own output o_ib joins the sum, and the basket joins the plain softmax
+                nonempty = basket_sum > 0
+                basket_outputs += basket_acc / tl.where(nonempty, basket_sum, 1.0)[:, None]
+                filled += nonempty.to(tl.float32)
+                new_max = tl.maximum(row_max, basket_max)
+                keep = tl.exp2(row_max - new_max)
+                join = tl.exp2(basket_max - new_max)
+                row_acc = row_acc * keep[:, None] + basket_acc * join[:, None]
+                row_sum = row_sum * keep + basket_sum * join
+                row_max = new_max
+                basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+                basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+                basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
         # the isolated tokens join the softmax: each row's total, and their original probabilities
         final_max = tl.maximum(row_max, tl.maximum(score_0, score_1))

@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session)."""
+"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session); and,
+without a GPU, Triton's interpreter for the fused kernel's tests."""
 
 from __future__ import annotations
 
