@@ -64,17 +64,17 @@ class LaunchConfig:
 
 CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, LaunchConfig], ...] = (
     # (dtypes, largest head size, pooling rows only, config): the first entry that matches is used. Three
-    # (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry compiles for
-    # sm_90 and sm_80; for sm_90, ptxas -v reports no register spills at head sizes 32, 64 and 128 (some at 256, and
-    # for bf16 at 64-128 on sm_80). The pooling rows of one sequence and KV head (its query
-    # heads) are a handful: 16 rows, the least tl.dot takes.
+    # (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry compiles with
+    # Triton 3.6 for sm_90 and sm_80, and ptxas -v reports no register spills there at head sizes 32, 64 and 128 (a
+    # few at 256). The pooling rows of one sequence and KV head (its query heads) are a handful: 16 rows, the least
+    # tl.dot takes. Not yet timed on a GPU: bench_kernels.py's first table is the measure.
     ((torch.bfloat16, torch.float16), 64, True, LaunchConfig(16, 64, 4, 2)),
     ((torch.bfloat16, torch.float16), 256, True, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, LaunchConfig(16, 16, 4, 2)),
     ((torch.bfloat16, torch.float16), 64, False, LaunchConfig(64, 64, 4, 3)),
     ((torch.bfloat16, torch.float16), 128, False, LaunchConfig(64, 64, 8, 3)),
     ((torch.bfloat16, torch.float16), 256, False, LaunchConfig(64, 32, 8, 2)),
-    ((torch.float32,), 64, False, LaunchConfig(32, 32, 4, 2)),
+    ((torch.float32,), 64, False, LaunchConfig(32, 32, 8, 2)),
     ((torch.float32,), 256, False, LaunchConfig(32, 16, 8, 2)),
 )
 INTERPRETER_CONFIG = LaunchConfig(16, 16, 1, 1)
@@ -95,7 +95,9 @@ class FusedLayout:
     without a host read. Make it once per forward pass (:func:`fused_layout`) and pass it to every layer."""
 
     sequences: Tensor
-    """(N, 10) int32, one row per sequence: see ``_COLUMNS``."""
+    """(N, 10) int32, one row per sequence: content start, content length, basket size, number of baskets (the
+    layout's, at least 1), valid start, valid stop, active, pooling row, the isolated tokens' positions (two
+    columns, 0 where there are fewer)."""
     shares: tuple[SharePolicy, ...]
     pooled: bool
     """cls/last pooling: the kernel computes the pooling row only."""
@@ -103,11 +105,6 @@ class FusedLayout:
     @property
     def n(self) -> int:
         return self.sequences.shape[0]
-
-
-_COLUMNS = ("content_start", "content_length", "basket_size", "n_baskets", "valid_start", "valid_stop",
-            "active", "pooling_row", "iso_0", "iso_1")
-"""The columns of :attr:`FusedLayout.sequences`, in the order the kernel reads them."""
 
 
 def fused_layout(layout: BasketLayout) -> FusedLayout:
@@ -156,8 +153,7 @@ def _interpreting() -> bool:
     return triton is not None and type(_calibrated_attention_kernel).__name__ == "InterpretedFunction"
 
 
-def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout | FusedLayout,
-                 strength: float) -> str | None:
+def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout | FusedLayout) -> str | None:
     """Why the kernel cannot take this call, from shapes, dtypes and devices alone (no host read); ``None``: it can."""
     if _TRITON_MISSING:
         return _TRITON_MISSING
@@ -183,13 +179,11 @@ def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout
     batch = layout.n if isinstance(layout, FusedLayout) else layout.key_valid.shape[0]
     if batch != n or (not isinstance(layout, FusedLayout) and layout.key_valid.shape[1] != length):
         return f"the basket layout is for another batch ({batch} sequences) than query {tuple(query.shape)}"
-    if not 0 <= strength <= 1:
-        return f"strength {strength} is outside [0, 1]"
     return None
 
 
 def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout, causal: bool,
-                       attention_mask: Tensor | None, strength: float = 1.0) -> str | None:
+                       attention_mask: Tensor | None) -> str | None:
     """Why the kernel cannot compute this layer exactly, or ``None`` where it can.
 
     Beyond :func:`call_refusal`, it reads the device once: the kernel takes padding on one side only (a
@@ -197,7 +191,7 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
     hides padded keys, plus later keys where ``causal``, and nothing else (no sliding window, no packed
     sequences). Call it once per forward pass and mask; the answer holds for every layer given that mask.
     """
-    reason = call_refusal(query, key, value, layout, strength)
+    reason = call_refusal(query, key, value, layout)
     if reason:
         return reason
     valid = layout.key_valid
@@ -207,13 +201,15 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
     expected = valid[:, None, None, :]
     if causal:
         expected = expected & (positions[None, :] <= positions[:, None])
-    if attention_mask is None:
-        matches = torch.ones((), dtype=torch.bool, device=valid.device)
-    else:
-        allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask > torch.finfo(attention_mask.dtype).min / 2
-        additive_zero = attention_mask.dtype == torch.bool or bool(attention_mask.masked_fill(~allowed, 0).eq(0).all())
-        matches = allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all() & additive_zero
-    if not bool(contiguous & matches):
+    matches = contiguous
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            allowed = attention_mask
+        else:  # additive: 0 where a key is seen (anything else is a bias), the dtype's minimum where it is not
+            allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+            matches = matches & attention_mask.masked_fill(~allowed, 0).eq(0).all()
+        matches = matches & allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all()
+    if not bool(matches):
         return ("the attention mask is not padding on one side" + (" plus causality" if causal else "") +
                 " (e.g. a sliding window, packed sequences, or an additive bias): the fused kernel cannot honour it")
     return None
@@ -242,7 +238,9 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     content basket counts as non-empty where the row sees one of its keys, as in exact arithmetic; the
     PyTorch paths in fp32 also count a basket whose mass underflows (a logit gap above ~87) as empty.
     """
-    reason = call_refusal(query, key, value, layout, strength)
+    reason = call_refusal(query, key, value, layout)
+    if not reason and not 0 <= strength <= 1:
+        reason = f"strength {strength} is outside [0, 1]"
     if reason:
         raise FusedAttentionRefused(f"fused calibrated attention: {reason}.")
     fused = layout if isinstance(layout, FusedLayout) else fused_layout(layout)
@@ -318,18 +316,18 @@ def reproduces_explicit(device: torch.device, dtype: torch.dtype, head_dim: int,
     block = launch_config(dtype, head_dim, pooled).block_n
     length = 3 * block + 7
     generator = torch.Generator().manual_seed(0)
-    q = torch.randn(3, 4, length, head_dim, generator=generator) * 2
-    k = torch.randn(3, 2, length, head_dim, generator=generator) * 2
-    v = torch.randn(3, 2, length, head_dim, generator=generator)
+    q = (torch.randn(3, 4, length, head_dim, generator=generator) * 2).to(dtype)
+    k = (torch.randn(3, 2, length, head_dim, generator=generator) * 2).to(dtype)
+    v = torch.randn(3, 2, length, head_dim, generator=generator).to(dtype)  # the dtype's values: only the kernel rounds
     positions = torch.arange(length)
     mask = torch.stack([positions >= 0, positions < length - 5, positions >= 9]).long()
     isolated = tuple(zip(("bos", "eos"), shares))
     for basket_size in (block + block // 2, max(1, block // 2 - 1)):
         layouts = [basket_layout(mask.to(where), "last" if pooled else "mean", basket_size, isolated) for where in ("cpu", device)]
         expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layouts[0], 0.7, causal, 0.25)
-        inputs = [t.to(device, dtype) for t in (q, k, v)]
         try:
-            out = fused_calibrated_attention(*inputs, layouts[1], 0.7, causal, 0.25).double().cpu()
+            out = fused_calibrated_attention(q.to(device), k.to(device), v.to(device), layouts[1], 0.7, causal, 0.25)
+            out = out.double().cpu()
         except Exception as err:  # a compiler or launch error of this Triton/GPU: the PyTorch path stays
             set_aside(_KERNEL_NAME, device, dtype, head_dim, f"it raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
                       instead=_INSTEAD)

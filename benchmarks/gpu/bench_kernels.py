@@ -139,7 +139,7 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
         row["exact"] = triton_attention.verified(torch.device(device), dtype, shape.head_dim, fused.pooled, shape.causal,
                                                  fused.shares)
     if not row["exact"]:
-        row["why"] = " ".join(str(w.message) for w in caught) or triton_attention.call_refusal(q, k, v, fused, STRENGTH)
+        row["why"] = " ".join(str(w.message) for w in caught) or triton_attention.call_refusal(q, k, v, fused)
         return row
 
     def kernel():
