@@ -54,7 +54,7 @@ else
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
     calibration=(--gte-layers 12 --reps 5 --scale 16
                  --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
-    kernels=()
+    kernels=(--tables fused)  # the one-basket table was measured on the H200 (docs/gpu.md): --tables fused,lse for both
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
 
