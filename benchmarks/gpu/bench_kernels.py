@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch.nn.functional import scaled_dot_product_attention
@@ -166,6 +166,47 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
     return row
 
 
+TUNING = tuple((block_m, block_n, warps, stages) for block_m in (64, 128) for block_n in (32, 64, 128)
+               for warps in (4, 8) for stages in (2, 3))
+"""Launch settings ``--tune`` times (mean rows at 2,048 tokens, in bf16 and fp16), besides CONFIGS' default."""
+
+
+def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float,
+               settings: tuple[tuple[int, int, int, int], ...]) -> list[dict]:
+    """The kernel's time under each of ``settings`` that compiles and runs (the default's first), as a ratio to
+    the default's: what to put in ``triton_attention.CONFIGS``."""
+    from mteb_fairpos import triton_attention
+    from mteb_fairpos.calibration import basket_layout
+
+    dtype = DTYPES[dtype_name]
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(shape.n, shape.heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
+    k, v = (torch.randn(shape.n, shape.kv_heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
+            for _ in range(2))
+    layout = triton_attention.fused_layout(basket_layout(torch.ones(shape.n, shape.length, dtype=torch.long, device=device),
+                                                         shape.pooling, basket, shape.isolated()))
+    default = triton_attention.launch_config(dtype, shape.head_dim, layout.pooled)
+    expected = triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal, shape.head_dim ** -0.5)
+    rows = []
+    for setting in [default, *(triton_attention.LaunchConfig(*t) for t in settings)]:
+        row = {"case": shape.name, "dtype": dtype_name, "config": asdict(setting)}
+
+        def call(setting=setting):
+            return triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal,
+                                                               shape.head_dim ** -0.5, config=setting)
+        try:
+            row["max_abs_vs_default"] = (call().float() - expected.float()).abs().max().item()
+            row["ms"] = _median_ms(call, min_run_time)
+        except Exception as err:  # out of shared memory or registers for this setting: skipped, with the reason
+            row["why"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+        rows.append(row)
+    base = rows[0].get("ms")
+    for row in rows:
+        if base and "ms" in row:
+            row["vs_default"] = row["ms"] / base
+    return rows
+
+
 def _print_fused(row: dict) -> None:
     size = f"{row['n']}x{row['length']}"
     if not row["exact"]:
@@ -181,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one short size and brief timings (the CPU dry run)")
     parser.add_argument("--dtypes", default="bf16,fp16,fp32", help="comma-separated, of " + ", ".join(DTYPES))
     parser.add_argument("--json", help="write every row and the picks here")
+    parser.add_argument("--tune", action="store_true", help="also time the fused kernel's mean rows under each launch "
+                        "setting of TUNING (bf16, fp16), to choose triton_attention.CONFIGS")
     parser.add_argument("--tables", default="fused,lse", help="which tables: fused (the fused calibrated-attention "
                         "kernel), lse (one basket with its log-sum-exp), or both")
     args = parser.parse_args(argv)
@@ -209,6 +252,17 @@ def main(argv: list[str] | None = None) -> int:
             _print_fused(fused_rows[-1])
             if args.json:
                 _write(args.json, name, [], fused_rows)
+    tuning: list[dict] = []
+    for dtype in [d for d in ("bf16", "fp16") if args.tune and d in args.dtypes.split(",")]:
+        for shape in [s for s in shapes if s.pooling == "mean" and (args.quick or s.length == 2048)]:
+            found = tune_fused(args.device, dtype, shape, fused_basket, min_run_time, TUNING[:2] if args.quick else TUNING)
+            tuning += found
+            ranked = sorted((r for r in found if "vs_default" in r), key=lambda r: r["ms"])
+            for row in ranked[:3]:
+                print(f"tune {dtype} {shape.name}: {row['config']} {row['ms']:.3f} ms, {row['vs_default']:.2f} x the default "
+                      f"(max diff {row['max_abs_vs_default']:.2g})", flush=True)
+            if args.json:
+                _write(args.json, name, [], fused_rows, tuning)
     if "lse" not in tables:
         return 0
     print(f"\none basket with its log-sum-exp: basket of {BASKET} keys, {HEADS} heads of {HEAD_DIM}")
@@ -222,16 +276,16 @@ def main(argv: list[str] | None = None) -> int:
                     ms = f"{row['ms']:>9.3f} {row['vs_sdpa']:>7.2f}" if "ms" in row else f"{'-':>9} {'-':>7}"
                     print(f"{dtype:<5} {mask:<8} {n}x{length:<5} {row['kernel']:<22} {str(row['exact']):>5} {ms}", flush=True)
                 if args.json:  # after each size: a run cut short keeps what it measured
-                    _write(args.json, name, rows, fused_rows)
+                    _write(args.json, name, rows, fused_rows, tuning)
     for key, pick in fastest(rows).items():
         print(f"fastest exact fused kernel for {key}: {pick['kernel']} ({pick['vs_sdpa']:.2f} x sdpa)")
     return 0
 
 
-def _write(path: str, device: str, rows: list[dict], fused_rows: list[dict]) -> None:
+def _write(path: str, device: str, rows: list[dict], fused_rows: list[dict], tuning: list[dict] | None = None) -> None:
     with open(path, "w") as handle:
-        json.dump({"device": device, "torch": torch.__version__, "rows": rows, "picks": fastest(rows), "fused": fused_rows},
-                  handle, indent=1)
+        json.dump({"device": device, "torch": torch.__version__, "rows": rows, "picks": fastest(rows), "fused": fused_rows,
+                   "tuning": tuning or []}, handle, indent=1)
 
 
 def fastest(rows: list[dict]) -> dict[str, dict]:

@@ -54,7 +54,14 @@ def fused_kernel(data: dict) -> list[str]:
              f"{data['device']}, torch {data['torch']}", ""]
     lines += _table(["dtype", "case", "size", "heads (q/kv x size)", "exact", "SDPA ms", "fused ms", "path ms", "x SDPA",
                      "x path", "max diff vs path"], rows)
-    return lines + [f"- {r['dtype']} {r['case']} set aside: {r['why']}" for r in data.get("fused", []) if r.get("why")] + [""]
+    lines += [f"- {r['dtype']} {r['case']} set aside: {r['why']}" for r in data.get("fused", []) if r.get("why")]
+    best: dict[str, dict] = {}
+    for r in data.get("tuning", []):  # bench_kernels.py --tune: the fastest launch setting per case and dtype
+        key = f"{r['dtype']} {r['case']}"
+        if "vs_default" in r and (key not in best or r["ms"] < best[key]["ms"]):
+            best[key] = r
+    return lines + [f"- fastest launch setting for {key}: {r['config']} ({r['vs_default']:.2f} x the default)"
+                    for key, r in best.items()] + [""]
 
 
 def kernels(out: Path) -> list[str]:
