@@ -192,29 +192,33 @@ def reproduces_explicit(kernel: LseKernel, device: torch.device, dtype: torch.dt
         try:
             out, lse = kernel(*inputs, None if bias is None else bias.to(device, dtype), 0.25)
         except (RuntimeError, NotImplementedError, AttributeError) as err:  # AttributeError: an op torch no longer has
-            _set_aside(name, device, dtype, head_dim, f"it raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+            set_aside(name, device, dtype, head_dim, f"it raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
             return False
         seen = visible[label].expand(2, 2, 40)  # rows that see a key
         out, lse = out.double().cpu(), lse.double().cpu()
         expected_lse = expected_lse.double()
         if out.shape != expected_out.shape or lse.shape != expected_lse.shape:
-            _set_aside(name, device, dtype, head_dim, f"it returned shapes {tuple(out.shape)}, {tuple(lse.shape)} "
+            set_aside(name, device, dtype, head_dim, f"it returned shapes {tuple(out.shape)}, {tuple(lse.shape)} "
                        f"for {tuple(expected_out.shape)}, {tuple(expected_lse.shape)} ({label} mask)")
             return False
         wrong = not torch.allclose(out[seen], expected_out[seen], atol=tolerance) or \
             not torch.allclose(lse[seen], expected_lse[seen], atol=tolerance) or \
             not torch.equal(out[~seen], torch.zeros_like(out[~seen]))
         if wrong:
-            _set_aside(name, device, dtype, head_dim, f"its output or log-sum-exp differs from the explicit computation ({label} mask)")
+            set_aside(name, device, dtype, head_dim, f"its output or log-sum-exp differs from the explicit computation ({label} mask)")
             return False
     return True
 
 
-def _set_aside(name: str, device: torch.device, dtype: torch.dtype, head_dim: int, why: str) -> None:
+NEXT_KERNEL = ("The next kernel is checked; where none reproduces the explicit computation, calibrated mean pooling "
+               "computes its rows explicitly (exact, slower).")
+
+
+def set_aside(name: str, device: torch.device, dtype: torch.dtype, head_dim: int, why: str, instead: str = NEXT_KERNEL) -> None:
+    """Warn that a kernel failed its first-use check, why, and what runs ``instead``."""
     warnings.warn(
         f"mteb-fairpos: the fused kernel {name} is not used on {device.type} in {dtype} with head size {head_dim}: {why}. "
-        "The next kernel is checked; where none reproduces the explicit computation, calibrated mean pooling "
-        "computes its rows explicitly (exact, slower). Please report this with your torch version and GPU.",
+        f"{instead} Please report this with your torch version and GPU.",
         RuntimeWarning,
         stacklevel=4,
     )

@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session)."""
+"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session); and,
+without a GPU, Triton's interpreter for the fused kernel's tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest
+import torch
+
+if not torch.cuda.is_available():
+    # Triton decides when a kernel is defined (at import) whether it is compiled or interpreted, so the switch is set
+    # before any test imports mteb_fairpos.triton_attention: without a GPU its kernel runs on CPU tensors through
+    # Triton's interpreter; with one, compiled. Nothing else in the package uses Triton on the CPU.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_addoption(parser):

@@ -1,4 +1,14 @@
-"""Each way to get one basket's attention output with its log-sum-exp, timed against plain SDPA.
+"""The attention kernels of the calibrated path, timed against plain SDPA in the same run.
+
+**Fused calibrated attention** (:mod:`mteb_fairpos.triton_attention`, one Triton kernel for a calibrated layer):
+for the shapes of the calibrated benchmark (12 heads of 64: 128 x 512, 32 x 2,048 and 8 x 8,192 tokens, mean
+pooling in baskets of 128; a Qwen3-like causal layer with 16 query heads of 128 on 8 KV heads, 32 x 2,048, its
+every row and its pooling rows) the kernel's time as a ratio to ``scaled_dot_product_attention`` on the same
+query, key and value (plain attention, every row) and to the PyTorch path the backend runs without it
+(``grouped_mean_rows``, one fused call per basket; for the pooling rows, the row recomputed after SDPA), each
+after the kernel's first-use check, with the largest difference between the kernel and that path.
+
+**One basket with its log-sum-exp**: each way to get one basket's attention output and log-sum-exp.
 
 The calibrated mean-pooling rows (``grouped_mean_rows``) call one such kernel per content basket: every
 query row of the batch against the basket's 128 keys. For each dtype and mask kind (none: a basket every
@@ -9,15 +19,17 @@ measured in the same run, and names the fastest one that passes the first-use ch
 are medians of ``torch.utils.benchmark.Timer.blocked_autorange`` (which synchronises CUDA).
 
     python benchmarks/gpu/bench_kernels.py --device cuda --json kernels.json
-    python benchmarks/gpu/bench_kernels.py --device cpu --quick      # the dry run
+    python benchmarks/gpu/bench_kernels.py --device cpu --quick      # the dry run (the fused kernel interpreted)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
+from dataclasses import asdict, dataclass
 
 import torch
 from torch.nn.functional import scaled_dot_product_attention
@@ -75,20 +87,185 @@ def measure(device: str, dtype_name: str, mask: str, n: int, length: int, min_ru
     return rows
 
 
+@dataclass(frozen=True)
+class FusedShape:
+    """One calibrated layer's attention: batch, length, query and KV heads, head size, pooling, causality."""
+
+    name: str
+    n: int
+    length: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    pooling: str
+    causal: bool
+
+    def isolated(self) -> tuple[tuple[str, object], ...]:
+        return {"mean": (), "cls": (("bos", "original"),), "last": (("bos", "original"), ("eos", "equal"))}[self.pooling]
+
+
+FUSED_SHAPES = (
+    FusedShape("gte-mean-512", 128, 512, 12, 12, 64, "mean", False),
+    FusedShape("gte-mean-2048", 32, 2048, 12, 12, 64, "mean", False),
+    FusedShape("gte-mean-8192", 8, 8192, 12, 12, 64, "mean", False),
+    FusedShape("qwen3-mean-2048", 32, 2048, 16, 8, 128, "mean", True),
+    FusedShape("qwen3-last-2048", 32, 2048, 16, 8, 128, "last", True),
+)
+QUICK_SHAPES = (FusedShape("toy-mean-64", 2, 64, 2, 2, 32, "mean", False),
+                FusedShape("toy-last-64", 2, 64, 4, 2, 32, "last", True))
+"""The dry run's sizes: Triton's interpreter takes seconds for these on a CPU."""
+STRENGTH = 0.5
+
+
+def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float) -> dict:
+    """One row of the fused table: SDPA, the kernel and the PyTorch path, timed on the same inputs."""
+    from mteb_fairpos import triton_attention
+    from mteb_fairpos.attention import _rows_output, grouped_mean_rows
+    from mteb_fairpos.calibration import basket_layout
+
+    dtype = DTYPES[dtype_name]
+    row = {"case": shape.name, "dtype": dtype_name, "n": shape.n, "length": shape.length, "heads": shape.heads,
+           "kv_heads": shape.kv_heads, "head_dim": shape.head_dim, "pooling": shape.pooling, "causal": shape.causal}
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(shape.n, shape.heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
+    k, v = (torch.randn(shape.n, shape.kv_heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
+            for _ in range(2))
+    mask = torch.ones(shape.n, shape.length, dtype=torch.long, device=device)
+    layout = basket_layout(mask, shape.pooling, basket, shape.isolated())
+    fused = triton_attention.fused_layout(layout)  # made once per forward pass, as the backend would
+    scale = shape.head_dim ** -0.5
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        row["exact"] = triton_attention.verified(torch.device(device), dtype, shape.head_dim, fused.pooled, shape.causal,
+                                                 fused.shares)
+    if not row["exact"]:
+        row["why"] = " ".join(str(w.message) for w in caught) or triton_attention.call_refusal(q, k, v, fused)
+        return row
+
+    def kernel():
+        return triton_attention.fused_calibrated_attention(q, k, v, fused, STRENGTH, shape.causal, scale)
+
+    if shape.pooling == "mean":
+        def path():
+            return grouped_mean_rows(q, k, v, None, shape.causal, scale, layout, STRENGTH).transpose(1, 2)
+    else:
+        batch = torch.arange(shape.n, device=device)
+
+        def path():  # what the backend adds to SDPA today: the pooling row, recomputed and calibrated
+            rows = layout.query_rows
+            return _rows_output(q[batch, :, rows].unsqueeze(2), rows[:, None], k, v, None, shape.causal, scale, layout,
+                                STRENGTH)[:, 0]
+
+    row["max_abs_vs_path"] = (kernel().float() - path().float()).abs().max().item()
+    row["sdpa_ms"] = _median_ms(lambda: scaled_dot_product_attention(q, k, v, is_causal=shape.causal, scale=scale,
+                                                                     enable_gqa=shape.heads != shape.kv_heads), min_run_time)
+    row["fused_ms"] = _median_ms(kernel, min_run_time)
+    row["path_ms"] = _median_ms(path, min_run_time)
+    row["fused_vs_sdpa"] = row["fused_ms"] / row["sdpa_ms"]
+    row["fused_vs_path"] = row["fused_ms"] / row["path_ms"]
+    return row
+
+
+TUNING = tuple((block_m, block_n, warps, stages) for block_m in (64, 128) for block_n in (32, 64, 128)
+               for warps in (4, 8) for stages in (2, 3))
+"""Launch settings ``--tune`` times (mean rows at 2,048 tokens, in bf16 and fp16), besides CONFIGS' default."""
+
+
+def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float,
+               settings: tuple[tuple[int, int, int, int], ...]) -> list[dict]:
+    """The kernel's time under each of ``settings`` that compiles and runs (the default's first), as a ratio to
+    the default's: what to put in ``triton_attention.CONFIGS``."""
+    from mteb_fairpos import triton_attention
+    from mteb_fairpos.calibration import basket_layout
+
+    dtype = DTYPES[dtype_name]
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(shape.n, shape.heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
+    k, v = (torch.randn(shape.n, shape.kv_heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
+            for _ in range(2))
+    layout = triton_attention.fused_layout(basket_layout(torch.ones(shape.n, shape.length, dtype=torch.long, device=device),
+                                                         shape.pooling, basket, shape.isolated()))
+    default = triton_attention.launch_config(dtype, shape.head_dim, layout.pooled)
+    expected = triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal, shape.head_dim ** -0.5)
+    rows = []
+    for setting in [default, *(triton_attention.LaunchConfig(*t) for t in settings)]:
+        row = {"case": shape.name, "dtype": dtype_name, "config": asdict(setting)}
+
+        def call(setting=setting):
+            return triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal,
+                                                               shape.head_dim ** -0.5, config=setting)
+        try:
+            row["max_abs_vs_default"] = (call().float() - expected.float()).abs().max().item()
+            row["ms"] = _median_ms(call, min_run_time)
+        except Exception as err:  # out of shared memory or registers for this setting: skipped, with the reason
+            row["why"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+        rows.append(row)
+    base = rows[0].get("ms")
+    for row in rows:
+        if base and "ms" in row:
+            row["vs_default"] = row["ms"] / base
+    return rows
+
+
+def _print_fused(row: dict) -> None:
+    size = f"{row['n']}x{row['length']}"
+    if not row["exact"]:
+        print(f"{row['dtype']:<5} {row['case']:<16} {size:>7} set aside: {row['why']}", flush=True)
+        return
+    print(f"{row['dtype']:<5} {row['case']:<16} {size:>7} {row['sdpa_ms']:>9.3f} {row['fused_ms']:>9.3f} {row['path_ms']:>9.3f} "
+          f"{row['fused_vs_sdpa']:>7.2f} {row['fused_vs_path']:>7.2f} {row['max_abs_vs_path']:>9.2g}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--quick", action="store_true", help="one short size and brief timings (the CPU dry run)")
     parser.add_argument("--dtypes", default="bf16,fp16,fp32", help="comma-separated, of " + ", ".join(DTYPES))
     parser.add_argument("--json", help="write every row and the picks here")
+    parser.add_argument("--tune", action="store_true", help="also time the fused kernel's mean rows under each launch "
+                        "setting of TUNING (bf16, fp16), to choose triton_attention.CONFIGS")
+    parser.add_argument("--tables", default="fused,lse", help="which tables: fused (the fused calibrated-attention "
+                        "kernel), lse (one basket with its log-sum-exp), or both")
     args = parser.parse_args(argv)
+    if args.device == "cpu":  # before triton_attention is imported: its kernel runs through Triton's interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     unknown = [d for d in args.dtypes.split(",") if d not in DTYPES]
     if unknown:
         parser.error(f"unknown dtype(s) {', '.join(unknown)}; known: {', '.join(DTYPES)}")
+    tables = args.tables.split(",")
+    if not tables or set(tables) - {"fused", "lse"}:
+        parser.error(f"--tables takes fused, lse or both (comma-separated), not {args.tables!r}")
     sizes = [(2, 256)] if args.quick else [(4, 2048), (1, 8192)]
     min_run_time = 0.05 if args.quick else 0.2
     name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else f"cpu, {torch.get_num_threads()} threads"
-    print(f"torch {torch.__version__} on {name}; basket of {BASKET} keys, {HEADS} heads of {HEAD_DIM}")
+    shapes, fused_basket = (QUICK_SHAPES, 16) if args.quick else (FUSED_SHAPES, BASKET)
+    print(f"torch {torch.__version__} on {name}")
+    if "fused" in tables:
+        print(f"fused calibrated attention (strength {STRENGTH}, baskets of {fused_basket}); x sdpa and x path: its time "
+              "over SDPA's and over the PyTorch path's")
+        print(f"{'dtype':<5} {'case':<16} {'size':>7} {'sdpa ms':>9} {'fused ms':>9} {'path ms':>9} {'x sdpa':>7} "
+              f"{'x path':>7} {'max diff':>9}")
+    fused_rows: list[dict] = []
+    for dtype in [d for d in ("bf16", "fp32") if d in args.dtypes.split(",") and "fused" in tables]:
+        for shape in shapes:
+            fused_rows.append(measure_fused(args.device, dtype, shape, fused_basket, min_run_time))
+            _print_fused(fused_rows[-1])
+            if args.json:
+                _write(args.json, name, [], fused_rows)
+    tuning: list[dict] = []
+    for dtype in [d for d in ("bf16", "fp16") if args.tune and d in args.dtypes.split(",")]:
+        for shape in [s for s in shapes if s.pooling == "mean" and (args.quick or s.length == 2048)]:
+            found = tune_fused(args.device, dtype, shape, fused_basket, min_run_time, TUNING[:2] if args.quick else TUNING)
+            tuning += found
+            ranked = sorted((r for r in found if "vs_default" in r), key=lambda r: r["ms"])
+            for row in ranked[:3]:
+                print(f"tune {dtype} {shape.name}: {row['config']} {row['ms']:.3f} ms, {row['vs_default']:.2f} x the default "
+                      f"(max diff {row['max_abs_vs_default']:.2g})", flush=True)
+            if args.json:
+                _write(args.json, name, [], fused_rows, tuning)
+    if "lse" not in tables:
+        return 0
+    print(f"\none basket with its log-sum-exp: basket of {BASKET} keys, {HEADS} heads of {HEAD_DIM}")
     print(f"{'dtype':<5} {'mask':<8} {'size':>7} {'kernel':<22} {'exact':>5} {'ms':>9} {'x sdpa':>7}")
     rows: list[dict] = []
     for dtype in args.dtypes.split(","):
@@ -99,11 +276,16 @@ def main(argv: list[str] | None = None) -> int:
                     ms = f"{row['ms']:>9.3f} {row['vs_sdpa']:>7.2f}" if "ms" in row else f"{'-':>9} {'-':>7}"
                     print(f"{dtype:<5} {mask:<8} {n}x{length:<5} {row['kernel']:<22} {str(row['exact']):>5} {ms}", flush=True)
                 if args.json:  # after each size: a run cut short keeps what it measured
-                    with open(args.json, "w") as handle:
-                        json.dump({"device": name, "torch": torch.__version__, "rows": rows, "picks": fastest(rows)}, handle, indent=1)
+                    _write(args.json, name, rows, fused_rows, tuning)
     for key, pick in fastest(rows).items():
         print(f"fastest exact fused kernel for {key}: {pick['kernel']} ({pick['vs_sdpa']:.2f} x sdpa)")
     return 0
+
+
+def _write(path: str, device: str, rows: list[dict], fused_rows: list[dict], tuning: list[dict] | None = None) -> None:
+    with open(path, "w") as handle:
+        json.dump({"device": device, "torch": torch.__version__, "rows": rows, "picks": fastest(rows), "fused": fused_rows,
+                   "tuning": tuning or []}, handle, indent=1)
 
 
 def fastest(rows: list[dict]) -> dict[str, dict]:

@@ -54,7 +54,7 @@ else
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
     calibration=(--gte-layers 12 --reps 5 --scale 16
                  --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
-    kernels=()
+    kernels=(--tables fused)  # the one-basket table was measured on the H200 (docs/gpu.md): --tables fused,lse for both
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
 
@@ -67,7 +67,7 @@ if wanted install; then
 fi
 wanted environment && step environment 30 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
 wanted tests && step tests 150 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
-    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
+    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py tests/core/test_triton_attention.py
 wanted kernels && step kernels 90 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 for dtype in bf16 fp32; do
     wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 150 || echo 90) \

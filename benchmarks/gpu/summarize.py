@@ -42,11 +42,36 @@ def tests(out: Path) -> list[str]:
     return lines
 
 
+def fused_kernel(data: dict) -> list[str]:
+    """The fused calibrated-attention kernel's table (``bench_kernels.py``'s first)."""
+    rows = [[r["dtype"], r["case"], f"{r['n']}x{r['length']}", f"{r['heads']}/{r['kv_heads']} x {r['head_dim']}",
+             str(r["exact"]), _number(r.get("sdpa_ms")), _number(r.get("fused_ms")), _number(r.get("path_ms")),
+             _number(r.get("fused_vs_sdpa"), 2), _number(r.get("fused_vs_path"), 2),
+             f"{r['max_abs_vs_path']:.2g}" if "max_abs_vs_path" in r else "-"] for r in data.get("fused", [])]
+    if not rows:
+        return []
+    lines = ["## Fused calibrated attention (time over SDPA on the same inputs, and over the PyTorch path)", "",
+             f"{data['device']}, torch {data['torch']}", ""]
+    lines += _table(["dtype", "case", "size", "heads (q/kv x size)", "exact", "SDPA ms", "fused ms", "path ms", "x SDPA",
+                     "x path", "max diff vs path"], rows)
+    lines += [f"- {r['dtype']} {r['case']} set aside: {r['why']}" for r in data.get("fused", []) if r.get("why")]
+    best: dict[str, dict] = {}
+    for r in data.get("tuning", []):  # bench_kernels.py --tune: the fastest launch setting per case and dtype
+        key = f"{r['dtype']} {r['case']}"
+        if "vs_default" in r and (key not in best or r["ms"] < best[key]["ms"]):
+            best[key] = r
+    return lines + [f"- fastest launch setting for {key}: {r['config']} ({r['vs_default']:.2f} x the default)"
+                    for key, r in best.items()] + [""]
+
+
 def kernels(out: Path) -> list[str]:
     data = json.loads((out / "kernels.json").read_text())
+    lines = fused_kernel(data)
+    if not data["rows"]:
+        return lines
     rows = [[r["dtype"], r["mask"], f"{r['n']}x{r['length']}", r["kernel"], str(r["exact"]),
              _number(r.get("ms")), _number(r.get("vs_sdpa"), 2)] for r in data["rows"]]
-    lines = ["## Kernels (one basket of 128 keys; time over plain SDPA on the same keys)", "", f"{data['device']}, torch {data['torch']}", ""]
+    lines += ["## Kernels (one basket of 128 keys; time over plain SDPA on the same keys)", "", f"{data['device']}, torch {data['torch']}", ""]
     lines += _table(["dtype", "mask", "size", "kernel", "exact", "ms", "x SDPA"], rows)
     lines += [""] + [f"- fastest exact fused kernel for {key}: {pick['kernel']} ({pick['vs_sdpa']:.2f} x SDPA)"
                      for key, pick in data["picks"].items()]

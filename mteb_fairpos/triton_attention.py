@@ -1,0 +1,546 @@
+"""Calibrated attention in one pass over the keys: a Triton kernel for CUDA (docs/method.md#s1-5).
+
+:func:`fused_calibrated_attention` computes what the PyTorch paths of :mod:`mteb_fairpos.attention`
+compute (every row for mean pooling, the pooling row for cls and last-token pooling), in one kernel
+that reads Q, K and V once and writes the output once, like flash attention. Per query row it runs
+the online softmax one content basket at a time: a basket's running max, running sum and
+accumulator give that basket's own output ``o_ib`` when the basket ends; the basket is then folded
+into the row's plain accumulator (the same rescale flash attention does per key block), its output
+into the sum of the baskets' outputs, and the count of non-empty baskets goes up. The isolated
+tokens are scored directly. At the end, :func:`~mteb_fairpos.calibration.basket_targets`' formula
+(steps 1-4 of docs/method.md#s1-3) and the blend with the original row (step 5) give the output.
+
+What the kernel assumes and the wrapper cannot see without reading device values (padding on one
+side only, a model mask that is padding plus causality) is checked by :func:`unsupported_reason`,
+once per forward pass; everything else is checked on every call without a host read. Where either
+refuses, or the kernel has not reproduced the explicit computation on first use
+(:func:`verified`), the caller keeps the PyTorch path.
+
+``triton`` is optional: CUDA builds of torch bring it. Without it this module still imports, and
+every call is refused with the reason. On the CPU the kernel runs only through Triton's interpreter
+(``TRITON_INTERPRET=1`` set before this module is imported), which is how the tests run it in CI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .calibration import BasketLayout, basket_layout, calibrate_rows, first_valid
+from .config import SharePolicy
+from .lse_kernels import set_aside
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as err:  # a CPU build of torch without the optional package
+    triton = tl = None
+    _TRITON_MISSING = f"triton is not installed ({err}); CUDA builds of torch bring it"
+else:
+    _TRITON_MISSING = None
+
+HEAD_DIMS = range(1, 257)
+"""Head sizes the kernel takes (padded to a power of two of at least 16 inside): every model supported."""
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+POLICY_CODES = {"equal": 0, "original": 1}
+"""How the kernel knows an isolated token's share policy; a fixed share (a number) is code 2."""
+
+
+class FusedAttentionRefused(ValueError):
+    """The fused kernel cannot compute this call exactly; the message says why (the caller falls back)."""
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Tile sizes and launch settings: ``block_m`` query rows and ``block_n`` keys per step."""
+
+    block_m: int
+    block_n: int
+    num_warps: int = 4
+    num_stages: int = 2
+
+
+CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, LaunchConfig], ...] = (
+    # (dtypes, largest head size, pooling rows only, config): the first entry that matches is used. Three
+    # (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry compiles with
+    # Triton 3.6 for sm_90 and sm_80, and ptxas -v reports no register spills there at head sizes 32, 64 and 128 (a
+    # few at 256). The pooling rows of one sequence and KV head (its query heads) are a handful: 16 rows, the least
+    # tl.dot takes. Not yet timed on a GPU: bench_kernels.py's first table is the measure.
+    ((torch.bfloat16, torch.float16), 64, True, LaunchConfig(16, 64, 4, 2)),
+    ((torch.bfloat16, torch.float16), 256, True, LaunchConfig(16, 32, 4, 2)),
+    ((torch.float32,), 256, True, LaunchConfig(16, 16, 4, 2)),
+    ((torch.bfloat16, torch.float16), 64, False, LaunchConfig(64, 64, 4, 3)),
+    ((torch.bfloat16, torch.float16), 128, False, LaunchConfig(64, 64, 8, 3)),
+    ((torch.bfloat16, torch.float16), 256, False, LaunchConfig(64, 32, 8, 2)),
+    ((torch.float32,), 64, False, LaunchConfig(32, 32, 8, 2)),
+    ((torch.float32,), 256, False, LaunchConfig(32, 16, 8, 2)),
+)
+INTERPRETER_CONFIG = LaunchConfig(16, 16, 1, 1)
+"""Under Triton's interpreter (CPU tensors): the smallest tiles tl.dot takes on a GPU, so baskets span key blocks."""
+
+
+def launch_config(dtype: torch.dtype, head_dim: int, pooled: bool) -> LaunchConfig:
+    """The first entry of :data:`CONFIGS` for this call (:data:`INTERPRETER_CONFIG` under the interpreter)."""
+    if _interpreting():
+        return INTERPRETER_CONFIG
+    return next(config for dtypes, largest, rows_only, config in CONFIGS
+                if dtype in dtypes and head_dim <= largest and rows_only == pooled)
+
+
+@dataclass(frozen=True)
+class FusedLayout:
+    """What the kernel reads of a :class:`BasketLayout`: a few numbers per sequence, made on the device
+    without a host read. Make it once per forward pass (:func:`fused_layout`) and pass it to every layer."""
+
+    sequences: Tensor
+    """(N, 10) int32, one row per sequence: content start, content length, basket size, number of baskets (the
+    layout's, at least 1), valid start, valid stop, active, pooling row, the isolated tokens' positions (two
+    columns, 0 where there are fewer)."""
+    shares: tuple[SharePolicy, ...]
+    pooled: bool
+    """cls/last pooling: the kernel computes the pooling row only."""
+
+    @property
+    def n(self) -> int:
+        return self.sequences.shape[0]
+
+
+def fused_layout(layout: BasketLayout) -> FusedLayout:
+    """The kernel's view of ``layout``. Content is contiguous (padding on one side, checked by
+    :func:`unsupported_reason`), so a sequence's baskets are ``basket_size`` keys each from its first content
+    key. A sequence whose content is shorter than one basket holds it all in basket 0: its basket size is
+    its content length (such a sequence is inactive, so only its plain rows are computed)."""
+    valid = layout.key_valid
+    content = layout.basket >= 0
+    iso = layout.isolated.long()
+    iso = torch.cat([iso, iso.new_zeros(iso.shape[0], 2 - iso.shape[1])], dim=1) if iso.shape[1] < 2 else iso
+    valid_start = first_valid(valid)
+    pooling_row = layout.query_rows if layout.query_rows is not None else torch.zeros_like(valid_start)
+    columns = (first_valid(content), content.sum(1), layout.basket.eq(0).sum(1).clamp(min=1), layout.n_baskets,
+               valid_start, valid_start + valid.sum(1), layout.active.long(), pooling_row, iso[:, 0], iso[:, 1])
+    sequences = torch.stack([c.long() for c in columns], dim=1).to(torch.int32)
+    return FusedLayout(sequences, layout.shares, layout.query_rows is not None)
+
+
+def _let_the_interpreter_take_loop_bounds() -> None:
+    """Triton 3.6's interpreter turns a loop bound (a one-element array) into an int with ``int(array)``, which
+    numpy 2.4 refuses; later Triton releases take the element. Under the interpreter, where numpy refuses,
+    this makes 3.6 do the same (the compiled kernel is not concerned)."""
+    import numpy
+    from triton.runtime import interpreter
+
+    try:
+        int(numpy.zeros(1))
+        return
+    except TypeError:
+        pass
+    patch_tensor = interpreter._patch_lang_tensor
+    if getattr(patch_tensor, "takes_one_element_bounds", False):
+        return
+
+    def patched(tensor, scope) -> None:
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    patched.takes_one_element_bounds = True
+    interpreter._patch_lang_tensor = patched
+
+
+def _interpreting() -> bool:
+    """Whether this module's kernel was made by Triton's interpreter (``TRITON_INTERPRET=1`` at import)."""
+    return triton is not None and type(_calibrated_attention_kernel).__name__ == "InterpretedFunction"
+
+
+def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout | FusedLayout) -> str | None:
+    """Why the kernel cannot take this call, from shapes, dtypes and devices alone (no host read); ``None``: it can."""
+    if _TRITON_MISSING:
+        return _TRITON_MISSING
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+        return f"query, key and value must be (batch, heads, length, head size); got {tuple(query.shape)}, " \
+               f"{tuple(key.shape)}, {tuple(value.shape)}"
+    n, heads, length, head_dim = query.shape
+    if key.shape != value.shape or key.shape[0] != n or key.shape[3] != head_dim:
+        return f"key {tuple(key.shape)} and value {tuple(value.shape)} do not match query {tuple(query.shape)}"
+    if key.shape[2] != length:
+        return f"{key.shape[2]} keys for {length} queries: a key/value cache or cross-attention cannot be calibrated"
+    if heads % key.shape[1]:
+        return f"{heads} query heads are not a multiple of {key.shape[1]} key/value heads"
+    if query.dtype not in DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
+        return f"dtypes {query.dtype}, {key.dtype}, {value.dtype}: the kernel takes one of fp32, bf16, fp16 for all three"
+    if head_dim not in HEAD_DIMS:
+        return f"head size {head_dim}: the kernel takes up to {HEAD_DIMS[-1]}"
+    devices = {t.device for t in (query, key, value, layout.sequences if isinstance(layout, FusedLayout) else layout.basket)}
+    if len(devices) > 1:
+        return f"tensors on several devices: {sorted(map(str, devices))}"
+    if query.device.type != "cuda" and not _interpreting():
+        return f"device {query.device.type}: the compiled kernel runs on CUDA (on the CPU only through TRITON_INTERPRET=1)"
+    batch = layout.n if isinstance(layout, FusedLayout) else layout.key_valid.shape[0]
+    if batch != n or (not isinstance(layout, FusedLayout) and layout.key_valid.shape[1] != length):
+        return f"the basket layout is for another batch ({batch} sequences) than query {tuple(query.shape)}"
+    return None
+
+
+def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout, causal: bool,
+                       attention_mask: Tensor | None) -> str | None:
+    """Why the kernel cannot compute this layer exactly, or ``None`` where it can.
+
+    Beyond :func:`call_refusal`, it reads the device once: the kernel takes padding on one side only (a
+    sequence's valid tokens contiguous) and a model mask (bool or additive, as transformers passes it) that
+    hides padded keys, plus later keys where ``causal``, and nothing else (no sliding window, no packed
+    sequences). Call it once per forward pass and mask; the answer holds for every layer given that mask.
+    """
+    reason = call_refusal(query, key, value, layout)
+    if reason:
+        return reason
+    valid = layout.key_valid
+    positions = torch.arange(valid.shape[1], device=valid.device)
+    start = first_valid(valid)[:, None]
+    contiguous = valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
+    expected = valid[:, None, None, :]
+    if causal:
+        expected = expected & (positions[None, :] <= positions[:, None])
+    matches = contiguous
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            allowed = attention_mask
+        else:  # additive: 0 where a key is seen (anything else is a bias), the dtype's minimum where it is not
+            allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+            matches = matches & attention_mask.masked_fill(~allowed, 0).eq(0).all()
+        matches = matches & allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all()
+    if not bool(matches):
+        return ("the attention mask is not padding on one side" + (" plus causality" if causal else "") +
+                " (e.g. a sliding window, packed sequences, or an additive bias): the fused kernel cannot honour it")
+    return None
+
+
+def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout | FusedLayout,
+                               strength: float, causal: bool, scaling: float, *,
+                               config: LaunchConfig | None = None) -> Tensor:
+    """Calibrated attention (docs/method.md#s1-3) in one fused kernel.
+
+    Args:
+        query: (N, H, L, D), key and value (N, H_kv, L, D), as transformers passes them to an attention
+            function (H a multiple of H_kv: grouped-query heads read their K and V head, never a copy).
+        layout: the batch's basket layout, or its :func:`fused_layout` made once per forward pass.
+        strength: ``alpha`` in [0, 1]. causal: keys after a row are hidden. scaling: the score scale.
+        config: tile sizes (default: :func:`launch_config`).
+
+    Returns:
+        mean pooling: every row, (N, H, L, D) in a (N, L, H, D) layout (so ``.transpose(1, 2)``, the layout
+        an attention function returns, is a view): calibrated where ``layout.row_mask()`` says, plain
+        attention over the keys the row may see elsewhere (padded rows too), 0 for a row that sees no key.
+        cls/last pooling: the pooling row of each sequence and head, (N, H, D), calibrated for active
+        sequences and plain for the others.
+
+    The layout must satisfy :func:`unsupported_reason` (it is not re-read here: no host read per layer). A
+    content basket counts as non-empty where the row sees one of its keys, as in exact arithmetic; the
+    PyTorch paths in fp32 also count a basket whose mass underflows (a logit gap above ~87) as empty.
+    """
+    reason = call_refusal(query, key, value, layout)
+    if not reason and not 0 <= strength <= 1:
+        reason = f"strength {strength} is outside [0, 1]"
+    if reason:
+        raise FusedAttentionRefused(f"fused calibrated attention: {reason}.")
+    fused = layout if isinstance(layout, FusedLayout) else fused_layout(layout)
+    n, heads, length, head_dim = query.shape
+    kv_heads = key.shape[1]
+    group = heads // kv_heads
+    config = config or launch_config(query.dtype, head_dim, fused.pooled)
+    if fused.pooled:  # the pooling rows of a sequence and KV head (its query heads) are one block of rows
+        out = torch.empty(n, heads, head_dim, dtype=value.dtype, device=value.device)
+        out_strides = (out.stride(0), out.stride(1), 0, out.stride(2))
+        grid = (triton.cdiv(group, config.block_m), n * kv_heads)
+    else:
+        out = torch.empty(n, length, heads, head_dim, dtype=value.dtype, device=value.device).transpose(1, 2)
+        out_strides = out.stride()
+        grid = (triton.cdiv(length, config.block_m), n * heads)
+    codes = [POLICY_CODES.get(policy, 2) if isinstance(policy, str) else 2 for policy in fused.shares] + [0, 0]
+    fixed = [float(policy) if not isinstance(policy, str) else 0.0 for policy in fused.shares] + [0.0, 0.0]
+    _calibrated_attention_kernel[grid](
+        query, key, value, out, fused.sequences,
+        *query.stride(), *key.stride(), *value.stride(), *out_strides,
+        heads, kv_heads, length, scaling * _LOG2_E, float(strength), fixed[0], fixed[1],
+        HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        POOLED=fused.pooled, CAUSAL=bool(causal), N_ISO=len(fused.shares), POLICY_0=codes[0], POLICY_1=codes[1],
+        RESCALE=any(policy != "equal" for policy in fused.shares),
+        DOT_PRECISION="ieee" if query.dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
+        EXACT_OPERANDS=_interpreting() and query.dtype == torch.bfloat16,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )
+    return out
+
+
+def explicit_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout, strength: float,
+                                  causal: bool, scaling: float) -> Tensor:
+    """What :func:`fused_calibrated_attention` returns, computed explicitly in the inputs' dtype: the softmax over the
+    keys each row may see (0 for a row that sees none), :func:`~mteb_fairpos.calibration.calibrate_rows` on the
+    calibrated rows, the product with V. The first-use check runs it in float64; so do the tests."""
+    n, heads, length, _ = query.shape
+    group = heads // key.shape[1]
+    key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+    allowed = layout.key_valid[:, None, None, :]
+    if causal:
+        allowed = allowed & torch.ones(length, length, dtype=torch.bool, device=query.device).tril()
+    scores = (query @ key.transpose(-1, -2) * scaling).masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    if layout.query_rows is None:
+        return calibrate_rows(probs, layout, strength, layout.row_mask()) @ value
+    batch = torch.arange(n, device=query.device)
+    pooled = probs[batch, :, layout.query_rows].unsqueeze(2)  # (N, H, 1, L)
+    return (calibrate_rows(pooled, layout, strength, layout.active[:, None]) @ value).squeeze(2)
+
+
+CHECK_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 5e-2}
+"""Largest difference from the float64 explicit computation the first-use check accepts (outputs of about 1)."""
+_VERIFIED: dict[tuple, bool] = {}
+
+
+def verified(device: torch.device, dtype: torch.dtype, head_dim: int, pooled: bool, causal: bool,
+             shares: tuple[SharePolicy, ...]) -> bool:
+    """Whether the kernel has reproduced the explicit computation on this device type, in ``dtype`` at ``head_dim``,
+    for this kind of call (each is a separately compiled kernel): checked on first use, then remembered."""
+    entry = (device.type, dtype, head_dim, pooled, causal, shares)
+    if entry not in _VERIFIED:
+        _VERIFIED[entry] = reproduces_explicit(device, dtype, head_dim, pooled, causal, shares)
+    return _VERIFIED[entry]
+
+
+def reproduces_explicit(device: torch.device, dtype: torch.dtype, head_dim: int, pooled: bool, causal: bool,
+                        shares: tuple[SharePolicy, ...]) -> bool:
+    """Whether the kernel gives the explicit output (float64) on a small problem shaped like real calls: three
+    sequences (full, right- and left-padded), grouped-query heads, a basket spanning two key blocks and the last
+    one shorter, then baskets shorter than a key block; a warning says why not."""
+    block = launch_config(dtype, head_dim, pooled).block_n
+    length = 3 * block + 7
+    generator = torch.Generator().manual_seed(0)
+    q = (torch.randn(3, 4, length, head_dim, generator=generator) * 2).to(dtype)
+    k = (torch.randn(3, 2, length, head_dim, generator=generator) * 2).to(dtype)
+    v = torch.randn(3, 2, length, head_dim, generator=generator).to(dtype)  # the dtype's values: only the kernel rounds
+    positions = torch.arange(length)
+    mask = torch.stack([positions >= 0, positions < length - 5, positions >= 9]).long()
+    isolated = tuple(zip(("bos", "eos"), shares))
+    for basket_size in (block + block // 2, max(1, block // 2 - 1)):
+        layouts = [basket_layout(mask.to(where), "last" if pooled else "mean", basket_size, isolated) for where in ("cpu", device)]
+        expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layouts[0], 0.7, causal, 0.25)
+        try:
+            out = fused_calibrated_attention(q.to(device), k.to(device), v.to(device), layouts[1], 0.7, causal, 0.25)
+            out = out.double().cpu()
+        except Exception as err:  # a compiler or launch error of this Triton/GPU: the PyTorch path stays
+            set_aside(_KERNEL_NAME, device, dtype, head_dim, f"it raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+                      instead=_INSTEAD)
+            return False
+        error = (out - expected).abs().max().item()
+        if not error <= CHECK_TOLERANCE[dtype]:
+            set_aside(_KERNEL_NAME, device, dtype, head_dim, f"its output differs from the explicit computation by {error:.2g} "
+                      f"(basket of {basket_size}, {'pooling rows' if pooled else 'every row'}, causal={causal}, shares {shares})",
+                      instead=_INSTEAD)
+            return False
+    return True
+
+
+_KERNEL_NAME = "fused_calibrated_attention (Triton)"
+_INSTEAD = "Calibrated layers keep the PyTorch path (exact)."
+
+
+_LOG2_E = 1.4426950408889634
+"""Scores are kept in base 2 (exp2 is the GPU's native exponential)."""
+
+
+if triton is not None:
+
+    @triton.jit
+    def _calibrated_attention_kernel(
+        Q, K, V, Out, Sequences,
+        stride_qn, stride_qh, stride_ql, stride_qd,
+        stride_kn, stride_kh, stride_kl, stride_kd,
+        stride_vn, stride_vh, stride_vl, stride_vd,
+        stride_on, stride_oh, stride_ol, stride_od,
+        heads, kv_heads, length, scale_log2, strength, fixed_0, fixed_1,
+        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        POOLED: tl.constexpr, CAUSAL: tl.constexpr, N_ISO: tl.constexpr, POLICY_0: tl.constexpr,
+        POLICY_1: tl.constexpr, RESCALE: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr,
+    ):
+        """One block of query rows of one sequence against all of its keys (see the module docstring)."""
+        group = heads // kv_heads
+        block = tl.program_id(0)
+        slot = tl.arange(0, BLOCK_M)
+        seq = (tl.program_id(1) // (kv_heads if POOLED else heads)).to(tl.int64)  # int64: offsets of large batches
+        meta = Sequences + seq * 10
+        content_start = tl.load(meta + 0)
+        content_stop = content_start + tl.load(meta + 1)
+        basket_size = tl.load(meta + 2)
+        n_baskets = tl.load(meta + 3).to(tl.float32)
+        valid_start = tl.load(meta + 4)
+        valid_stop = tl.load(meta + 5)
+        active = tl.load(meta + 6) != 0
+        if POOLED:  # rows: the query heads of one KV head, all at the pooling position
+            kv_head = tl.program_id(1) % kv_heads
+            head = kv_head * group + block * BLOCK_M + slot
+            real = block * BLOCK_M + slot < group
+            pooling_row = tl.load(meta + 7)
+            position = tl.zeros([BLOCK_M], dtype=tl.int32) + pooling_row
+            calibrated = real & active
+            last_row = pooling_row
+        else:  # rows: BLOCK_M positions of one query head
+            head_scalar = tl.program_id(1) % heads
+            kv_head = head_scalar // group
+            head = tl.zeros([BLOCK_M], dtype=tl.int32) + head_scalar
+            position = block * BLOCK_M + slot
+            real = position < length
+            calibrated = real & active & (position >= valid_start) & (position < valid_stop)
+            last_row = tl.minimum(block * BLOCK_M + BLOCK_M, length) - 1
+
+        dims = tl.arange(0, BLOCK_D)
+        in_head = dims < HEAD_DIM
+        q = tl.load(Q + seq * stride_qn + head[:, None] * stride_qh + position[:, None] * stride_ql + dims[None, :] * stride_qd,
+                    mask=real[:, None] & in_head[None, :], other=0.0)
+        k_base = K + seq * stride_kn + kv_head * stride_kh
+        v_base = V + seq * stride_vn + kv_head * stride_vh
+
+        # the isolated tokens' scores, before the loop (where a one-token sequence's first token is also its last, the
+        # key joins the softmax twice, which changes nothing: it is the row's only key, and the row is not calibrated)
+        iso_0 = tl.load(meta + 8)
+        iso_1 = tl.load(meta + 9)
+        score_0 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        score_1 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        if N_ISO >= 1:
+            score_0 = _isolated_score(q, k_base, iso_0, stride_kl, stride_kd, dims, in_head, scale_log2,
+                                      (iso_0 >= valid_start) & (iso_0 < valid_stop) & real, position, CAUSAL)
+        if N_ISO == 2:
+            score_1 = _isolated_score(q, k_base, iso_1, stride_kl, stride_kd, dims, in_head, scale_log2,
+                                      (iso_1 >= valid_start) & (iso_1 < valid_stop) & real, position, CAUSAL)
+
+        # the row's plain online softmax (running max, running sum, accumulator) over the content keys, in base 2;
+        # a finite floor for the max keeps exp2(max - new max) free of inf - inf where a row has seen no key yet
+        floor = -1.0e30
+        row_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+        row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        row_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        basket_outputs = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # sum over non-empty baskets of o_ib
+        filled = tl.zeros([BLOCK_M], dtype=tl.float32)  # how many baskets the row sees a key of
+
+        # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
+        # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never holds
+        # keys of two baskets; a short last basket leaves its last blocks empty).
+        keys_stop = tl.minimum(content_stop, last_row + 1) if CAUSAL else content_stop  # later keys: no row sees them
+        per_basket = tl.cdiv(basket_size, BLOCK_N)
+        basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+        basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        for block in range(0, tl.cdiv(keys_stop - content_start, basket_size) * per_basket):
+            basket_start = content_start + block // per_basket * basket_size
+            basket_stop = tl.minimum(basket_start + basket_size, keys_stop)
+            keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
+            in_basket = keys < basket_stop
+            k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
+                        mask=in_basket[None, :] & in_head[:, None], other=0.0)
+            scores = _dot(q, k, DOT_PRECISION, EXACT_OPERANDS) * scale_log2
+            seen = in_basket[None, :]
+            if CAUSAL:
+                seen = seen & (keys[None, :] <= position[:, None])
+            scores = tl.where(seen, scores, float("-inf"))
+            new_max = tl.maximum(basket_max, tl.max(scores, 1))
+            rescale = tl.exp2(basket_max - new_max)
+            p = tl.exp2(scores - new_max[:, None])
+            v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
+                        mask=in_basket[:, None] & in_head[None, :], other=0.0)
+            basket_sum = basket_sum * rescale + tl.sum(p, 1)
+            basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
+            basket_max = new_max
+            if block % per_basket == per_basket - 1:
+                # the basket ends: its own output o_ib joins the sum, and the basket joins the plain softmax
+                nonempty = basket_sum > 0
+                basket_outputs += basket_acc / tl.where(nonempty, basket_sum, 1.0)[:, None]
+                filled += nonempty.to(tl.float32)
+                new_max = tl.maximum(row_max, basket_max)
+                keep = tl.exp2(row_max - new_max)
+                join = tl.exp2(basket_max - new_max)
+                row_acc = row_acc * keep[:, None] + basket_acc * join[:, None]
+                row_sum = row_sum * keep + basket_sum * join
+                row_max = new_max
+                basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+                basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+                basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+        # the isolated tokens join the softmax: each row's total, and their original probabilities
+        final_max = tl.maximum(row_max, tl.maximum(score_0, score_1))
+        keep = tl.exp2(row_max - final_max)
+        weight_0 = tl.exp2(score_0 - final_max)
+        weight_1 = tl.exp2(score_1 - final_max)
+        total = row_sum * keep + weight_0 + weight_1
+        sees_any = total > 0
+        inverse = 1.0 / tl.where(sees_any, total, 1.0)
+        to_plain = keep * inverse  # row_acc * to_plain: the plain output's content part, sum over content of p_ij v_j
+        original_0 = weight_0 * inverse
+        original_1 = weight_1 * inverse
+
+        # docs/method.md#s1-3 steps 1-4, as calibration.basket_targets computes them
+        n_total = n_baskets + N_ISO
+        content_total = filled / n_total
+        share_0 = tl.zeros([BLOCK_M], dtype=tl.float32)
+        share_1 = tl.zeros([BLOCK_M], dtype=tl.float32)
+        if N_ISO >= 1:
+            share_0 = _share(share_0, original_0, n_total, fixed_0, POLICY_0)
+        if N_ISO == 2:
+            share_1 = _share(share_1, original_1, n_total, fixed_1, POLICY_1)
+        share_total = share_0 + share_1
+        gain = tl.full([BLOCK_M], 1.0, dtype=tl.float32)
+        if RESCALE:  # content gets exactly what the shares leave (nothing where they exceed 1)
+            gain = tl.maximum(1.0 - share_total, 0.0) / tl.where(content_total > 0, content_total, 1.0)
+        row_total = content_total * gain + share_total
+        row_total = tl.where(row_total > 0, row_total, 1.0)
+        target = gain / (n_total * row_total)
+
+        # step 5, blend: a calibrated row keeps (1 - alpha) of its plain content and gives every non-empty basket
+        # alpha * target; the isolated tokens get their blended probability. Other rows stay plain.
+        blend = calibrated & sees_any
+        plain_weight = tl.where(blend, (1.0 - strength) * to_plain, to_plain)
+        baskets_weight = tl.where(blend, strength * target, 0.0)
+        iso_weight_0 = tl.where(blend, strength * share_0 / row_total + (1.0 - strength) * original_0, original_0)
+        iso_weight_1 = tl.where(blend, strength * share_1 / row_total + (1.0 - strength) * original_1, original_1)
+        out = row_acc * plain_weight[:, None] + basket_outputs * baskets_weight[:, None]
+        if N_ISO >= 1:
+            v_0 = tl.load(v_base + iso_0 * stride_vl + dims * stride_vd, mask=in_head, other=0.0).to(tl.float32)
+            out += iso_weight_0[:, None] * v_0[None, :]
+        if N_ISO == 2:
+            v_1 = tl.load(v_base + iso_1 * stride_vl + dims * stride_vd, mask=in_head, other=0.0).to(tl.float32)
+            out += iso_weight_1[:, None] * v_1[None, :]
+        out_rows = Out + seq * stride_on + head[:, None] * stride_oh + position[:, None] * stride_ol
+        tl.store(out_rows + dims[None, :] * stride_od, out.to(Out.dtype.element_ty), mask=real[:, None] & in_head[None, :])
+
+    @triton.jit
+    def _dot(a, b, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr):
+        """tl.dot, accumulating in fp32. Triton 3.6's interpreter multiplies bf16 operands as their raw bits, so
+        there (EXACT_OPERANDS) they are widened to fp32 first: the products of bf16 values are exact in fp32, as
+        in a GPU's bf16 matrix units."""
+        if EXACT_OPERANDS:
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        return tl.dot(a, b, input_precision=DOT_PRECISION)
+
+    @triton.jit
+    def _isolated_score(q, k_base, position_k, stride_kl, stride_kd, dims, in_head, scale_log2, seen, position,
+                        CAUSAL: tl.constexpr):
+        """The base-2 score of every row against one isolated key, -inf where a row may not see it."""
+        k = tl.load(k_base + position_k * stride_kl + dims * stride_kd, mask=in_head, other=0.0).to(tl.float32)
+        if CAUSAL:
+            seen = seen & (position_k <= position)
+        return tl.where(seen, tl.sum(q.to(tl.float32) * k[None, :], 1) * scale_log2, float("-inf"))
+
+    @triton.jit
+    def _share(zeros, original, n_total, fixed, POLICY: tl.constexpr):
+        """An isolated token's share (docs/method.md#s1-3 step 2): "equal", "original" or a fixed number."""
+        if POLICY == 0:
+            return zeros + 1.0 / n_total
+        elif POLICY == 1:
+            return original
+        else:
+            return zeros + fixed
+
+    if _interpreting():
+        _let_the_interpreter_take_loop_bounds()
+
+else:
+    _calibrated_attention_kernel = None

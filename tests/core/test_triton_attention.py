@@ -1,0 +1,273 @@
+"""The fused calibrated-attention kernel (Triton) against the explicit float64 softmax and the PyTorch paths.
+
+Without a GPU the kernel runs on CPU tensors through Triton's interpreter (``tests/conftest.py`` sets
+``TRITON_INTERPRET=1`` before anything imports it); with one, the same tests run the compiled kernel on CUDA.
+The interpreter is slow, so the problems are tiny and each layout feature is covered once or twice: tiles
+of 16 keys (:data:`~mteb_fairpos.triton_attention.INTERPRETER_CONFIG`) with baskets shorter than a tile,
+spanning several tiles, and a shorter last basket.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from test_fused_mean import _inputs
+
+from mteb_fairpos import triton_attention
+from mteb_fairpos.attention import grouped_mean_rows, tiled_mean_rows
+from mteb_fairpos.calibration import basket_layout
+from mteb_fairpos.triton_attention import (
+    FusedAttentionRefused,
+    explicit_calibrated_attention,
+    fused_calibrated_attention,
+    fused_layout,
+    unsupported_reason,
+    verified,
+)
+
+pytestmark = pytest.mark.skipif(triton_attention.triton is None, reason="triton is not installed (pip install -e '.[test]')")
+
+DEVICES = (["cpu"] if triton_attention._interpreting() else []) + (["cuda"] if torch.cuda.is_available() else [])
+"""The CPU through the interpreter where there is no GPU; CUDA, compiled, where there is one."""
+SCALE = 0.3
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 3e-2, torch.float16: 5e-3}
+"""Largest difference from the float64 explicit computation on the same inputs (outputs of about 1): fp32 as the
+other exactness tests; bf16 and fp16 as ``test_fused_mean.py`` allows half precision against fp32 (the kernel rounds
+the probabilities to the dtype before their product with V, as flash attention does, and rounds its output)."""
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+def _mask(length: int, spans: list[tuple[int, int]], device: str) -> torch.Tensor:
+    """A padding mask whose sequence i holds valid tokens in [start, stop): right padding (start 0), left
+    padding (stop ``length``) or none, mixed in one batch (the kernel reads each sequence's offsets)."""
+    mask = torch.zeros(len(spans), length, dtype=torch.long)
+    for row, (start, stop) in enumerate(spans):
+        mask[row, start:stop] = 1
+    return mask.to(device)
+
+
+def _check(device, dtype, *, pooling, basket, isolated, causal, spans, strength=0.5, heads=4, kv_heads=2, dim=16,
+           seed=0, existing=True):
+    """The kernel's output against the float64 explicit computation and, for fp32, the PyTorch path the backend
+    runs today (grouped_mean_rows for mean pooling, the pooling row of tiled_mean_rows for cls/last)."""
+    length = max(stop for _, stop in spans)
+    q, k, v = _inputs(n=len(spans), heads=heads, kv_heads=kv_heads, length=length, dim=dim, seed=seed, device=device)
+    layout = basket_layout(_mask(length, spans, device), pooling, basket, isolated)
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    out = fused_calibrated_attention(q, k, v, layout, strength, causal, SCALE)
+    # on the same inputs, rounded to the dtype: what is left is the kernel's own rounding
+    expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, strength, causal, SCALE)
+    assert out.dtype == dtype and out.shape == expected.shape
+    error = (out.double() - expected).abs().max().item()
+    assert error <= TOLERANCE[dtype], error
+    if existing and dtype == torch.float32:
+        if pooling == "mean":
+            path = grouped_mean_rows(q, k, v, None, causal, SCALE, layout, strength).transpose(1, 2)
+        else:
+            rows = tiled_mean_rows(q, k, v, None, causal, SCALE, layout, strength)
+            path = rows[torch.arange(len(spans), device=device), layout.query_rows]
+        assert torch.allclose(out, path, atol=1e-5), (out - path).abs().max()
+    return out, expected, layout
+
+
+MEAN_CASES = {
+    # basket shorter than a key tile, no isolated token, grouped-query heads, padding on both sides in one batch
+    "short baskets": dict(basket=5, isolated=(), causal=False, spans=[(0, 30), (0, 21), (9, 30)]),
+    # baskets spanning two tiles and a shorter last one; isolated first and last tokens; causal (left-padded rows
+    # see no key and give 0)
+    "long baskets, causal": dict(basket=24, isolated=(("bos", "original"), ("eos", "equal")), causal=True,
+                                 spans=[(0, 40), (0, 31), (6, 40)]),
+    # a basket of several tiles; a fixed share and full strength; a head size that is no power of two; one
+    # sequence too short to be calibrated (its rows stay plain)
+    "fixed share, inactive": dict(basket=34, isolated=(("bos", 0.3), ("eos", "original")), causal=False,
+                                  spans=[(0, 38), (0, 20)], strength=1.0, dim=24, heads=2, kv_heads=2),
+}
+
+
+@pytest.mark.parametrize("case", MEAN_CASES)
+def test_mean_pooling_rows_match_the_explicit_softmax_and_the_grouped_path(device, case):
+    _check(device, torch.float32, pooling="mean", **MEAN_CASES[case])
+
+
+POOLED_CASES = {
+    "cls": dict(pooling="cls", basket=6, isolated=(("bos", "original"),), causal=False, spans=[(0, 30), (0, 17), (0, 5)]),
+    # Qwen3-like: last-token pooling, causal, left padding, grouped-query heads, baskets spanning tiles
+    "last, causal": dict(pooling="last", basket=18, isolated=(("bos", "original"), ("eos", "equal")), causal=True,
+                         spans=[(0, 40), (11, 40), (36, 40), (39, 40)], heads=4, kv_heads=1, dim=32),
+}
+
+
+@pytest.mark.parametrize("case", POOLED_CASES)
+def test_pooling_rows_match_the_explicit_softmax_and_the_pooled_row_path(device, case):
+    """One row per sequence and head, (N, H, D): calibrated for active sequences, plain for the short last ones (the
+    last sequence of the causal case is one token, first and last at once: one key)."""
+    out, _, layout = _check(device, torch.float32, **POOLED_CASES[case])
+    assert out.shape[1] == 4 and layout.active[0] and not layout.active[-1]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_follows_the_explicit_softmax(device, dtype):
+    """Inputs in bf16 or fp16, scores and sums in fp32: within the dtype's rounding of the float64 result."""
+    _check(device, dtype, pooling="mean", **MEAN_CASES["long baskets, causal"])
+    _check(device, dtype, **POOLED_CASES["last, causal"])
+
+
+def test_rows_left_alone_are_plain_attention(device):
+    """Padded query rows get the plain softmax over the keys they may see, as SDPA gives them (and at strength 0
+    every row does); a causal row before the first valid key sees none and gets 0."""
+    spans = [(0, 25), (0, 14), (7, 25)]
+    q, k, v = _inputs(n=3, heads=2, kv_heads=2, length=25, dim=16, device=device)
+    mask = _mask(25, spans, device)
+    layout = basket_layout(mask, "mean", 4, (("bos", "original"),))
+    for causal, strength in ((False, 0.5), (True, 0.0)):
+        allowed = mask.bool()[:, None, None, :]
+        if causal:
+            allowed = allowed & torch.ones(25, 25, dtype=torch.bool, device=device).tril()
+        plain = torch.softmax((q @ k.transpose(-1, -2) * SCALE).masked_fill(~allowed, float("-inf")), -1).nan_to_num(0) @ v
+        out = fused_calibrated_attention(q, k, v, layout, strength, causal, SCALE)
+        left_alone = ~mask.bool()[:, None, :, None].expand_as(out) if strength else torch.ones_like(out, dtype=torch.bool)
+        assert torch.allclose(out[left_alone], plain[left_alone], atol=1e-5)
+        assert strength == 0 or not torch.allclose(out, plain, atol=1e-3)  # the valid rows did change
+    assert torch.equal(out[2, :, :7], torch.zeros_like(out[2, :, :7]))  # causal, left padding: rows that see nothing
+
+
+def test_shares_above_one_leave_the_content_nothing(device):
+    """An "original" first token holding most of every row next to a fixed share of 0.6: the shares pass 1, so at
+    full strength content gets 0 and the shares are scaled down to sum to 1 (calibration.basket_targets' open case)."""
+    q, k, v = _inputs(n=1, heads=2, kv_heads=2, length=30, dim=16, device=device)
+    toward = torch.full((16,), 0.25, device=device)  # a unit vector every query leans toward, and the first key on it
+    q, k[:, :, 0] = q * 0.2 + 5 * toward, 20 * toward
+    probs = torch.softmax(q.double() @ k.double().transpose(-1, -2) * SCALE, -1)
+    assert (probs[..., 0] > 0.4).all()  # the case in question: 0.6 + the first token's share > 1
+    layout = basket_layout(_mask(30, [(0, 30)], device), "mean", 7, (("bos", "original"), ("eos", 0.6)))
+    out = fused_calibrated_attention(q, k, v, layout, 1.0, False, SCALE)
+    first, last = probs[..., :1], 0.6
+    mixed = (first * v[:, :, :1].double() + last * v[:, :, 29:].double()) / (first + last)
+    assert (out.double() - mixed).abs().max().item() <= 1e-5
+
+
+def test_a_basket_far_below_the_row_still_counts(device):
+    """Baskets whose mass is e^-200 of the row's are non-empty, as in exact arithmetic: at full strength every one
+    of the three gets a third of the row. The kernel never forms those masses, so fp32 cannot underflow them to 0
+    (the PyTorch paths in fp32 count such a basket as empty, which float64 does not)."""
+    q, k, v = _inputs(n=1, heads=1, kv_heads=1, length=24, dim=16, device=device)
+    q[..., :] = 1.0
+    k[:, :, :8] = 200.0 / 16 / SCALE  # scores of 200 on the first basket, a few units elsewhere
+    layout = basket_layout(_mask(24, [(0, 24)], device), "mean", 8, ())
+    out = fused_calibrated_attention(q, k, v, layout, 1.0, False, SCALE)
+    baskets = [torch.softmax(q[0, 0].double() @ k[0, 0, b:b + 8].double().T * SCALE, -1) @ v[0, 0, b:b + 8].double()
+               for b in (0, 8, 16)]
+    assert (out[0, 0].double() - sum(baskets) / 3).abs().max().item() <= 1e-5
+    expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 1.0, False, SCALE)
+    assert (out.double() - expected).abs().max().item() <= 1e-5
+
+
+def test_a_prepared_layout_gives_the_same_rows(device):
+    """fused_layout made once per pass and passed to every layer: the same output as the layout itself."""
+    q, k, v = _inputs(n=2, heads=2, kv_heads=2, length=20, dim=16, device=device)
+    layout = basket_layout(_mask(20, [(0, 20), (3, 20)], device), "last", 5, (("bos", "original"), ("eos", "equal")))
+    assert torch.equal(fused_calibrated_attention(q, k, v, fused_layout(layout), 0.5, True, SCALE),
+                       fused_calibrated_attention(q, k, v, layout, 0.5, True, SCALE))
+
+
+def test_what_the_kernel_cannot_honour_is_refused_with_the_reason(device):
+    q, k, v = _inputs(n=2, heads=4, kv_heads=2, length=12, dim=16, device=device)
+    mask = _mask(12, [(0, 12), (0, 8)], device)
+    layout = basket_layout(mask, "mean", 4, ())
+    refusals = {
+        "dtypes torch.float64": (q.double(), k.double(), v.double(), layout),
+        "3 query heads are not a multiple of 2": (q[:, :3], k, v, layout),
+        "6 keys for 12 queries": (q, k[:, :, :6], v[:, :, :6], layout),
+        "head size 300": (torch.zeros(2, 4, 12, 300, device=device), *[torch.zeros(2, 2, 12, 300, device=device)] * 2, layout),
+        "another batch": (q[:1], k[:1], v[:1], layout),
+    }
+    for why, (query, key, value, basket) in refusals.items():
+        with pytest.raises(FusedAttentionRefused, match=why):
+            fused_calibrated_attention(query, key, value, basket, 0.5, False, SCALE)
+    with pytest.raises(FusedAttentionRefused, match=r"strength 1.5 is outside \[0, 1\]"):
+        fused_calibrated_attention(q, k, v, layout, 1.5, False, SCALE)
+
+    causal = mask.bool()[:, None, None, :] & torch.ones(12, 12, dtype=torch.bool, device=device).tril()
+    assert unsupported_reason(q, k, v, layout, True, causal) is None
+    assert unsupported_reason(q, k, v, layout, False, None) is None
+    additive = torch.zeros(causal.shape, device=device).masked_fill_(~causal, torch.finfo(torch.float32).min)
+    assert unsupported_reason(q, k, v, layout, True, additive) is None
+    window = causal & ~torch.ones(12, 12, dtype=torch.bool, device=device).tril(-4)  # a sliding window of 4 keys
+    assert "not padding on one side plus causality" in unsupported_reason(q, k, v, layout, True, window)
+    assert "not padding on one side" in unsupported_reason(q, k, v, layout, False, additive + 0.5)  # an additive bias
+    holes = mask.clone()
+    holes[0, 5] = 0  # packed sequences: valid tokens with a gap
+    layout_with_holes = basket_layout(holes, "mean", 4, ())
+    assert "not padding on one side" in unsupported_reason(q, k, v, layout_with_holes, False, None)
+
+
+def test_the_compiled_kernel_refuses_cpu_tensors_outside_the_interpreter(monkeypatch):
+    monkeypatch.setattr(triton_attention, "_interpreting", lambda: False)
+    q, k, v = _inputs(n=1, heads=2, kv_heads=2, length=8, dim=16)
+    layout = basket_layout(torch.ones(1, 8, dtype=torch.long), "mean", 4, ())
+    with pytest.raises(FusedAttentionRefused, match="device cpu: the compiled kernel runs on CUDA"):
+        fused_calibrated_attention(q, k, v, layout, 0.5, False, SCALE)
+
+
+def test_the_kernel_passes_its_first_use_check(device, monkeypatch):
+    """Checked afresh on this device: kept, and no warning (a failure would print the check's reason)."""
+    monkeypatch.setattr(triton_attention, "_VERIFIED", {})
+    variants = [(torch.float32, 16, True, True, ("original", "equal"))]
+    if device == "cuda":  # compiled: the kinds of call the supported models make (each compiles in seconds)
+        variants = [(dtype, 64, False, False, ()) for dtype in (torch.float32, torch.bfloat16, torch.float16)]
+        variants += [(torch.bfloat16, 32, False, False, ()), (torch.bfloat16, 64, True, False, ("original",)),
+                     (torch.bfloat16, 128, True, True, ("original", "equal")), (torch.float32, 128, False, True, ())]
+    for variant in variants:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert verified(torch.device(device), *variant), variant
+
+
+def _wrong(query, key, value, layout, strength, causal, scaling, **options):
+    return explicit_calibrated_attention(query, key, value, layout, min(1.0, strength + 0.1), causal, scaling)
+
+
+def _raises(*args, **options):
+    raise RuntimeError("PassManager::run failed\nmore detail")
+
+
+@pytest.mark.parametrize(("kernel", "why"), [(_wrong, "differs from the explicit computation by"),
+                                             (_raises, "raised RuntimeError: PassManager::run failed")])
+def test_a_kernel_that_fails_its_first_use_check_is_set_aside(monkeypatch, kernel, why):
+    """A Triton or GPU on which the kernel is wrong or does not compile (stood in for by a wrong function): a
+    warning names the reason, and the answer is remembered, so the caller keeps the PyTorch path."""
+    monkeypatch.setattr(triton_attention, "fused_calibrated_attention", kernel)
+    monkeypatch.setattr(triton_attention, "_VERIFIED", {})
+    with pytest.warns(RuntimeWarning, match=why):
+        assert not verified(torch.device("cpu"), torch.float32, 16, False, False, ())
+    assert triton_attention._VERIFIED == {("cpu", torch.float32, 16, False, False, ()): False}
+
+
+def test_without_triton_the_package_imports_and_the_kernel_refuses():
+    """A CPU build of torch without triton: mteb_fairpos and this module import, and a call names what is missing."""
+    code = (
+        "import sys; sys.modules['triton'] = None\n"  # `import triton` now raises ImportError
+        "import torch, mteb_fairpos\n"
+        "from mteb_fairpos.calibration import basket_layout\n"
+        "from mteb_fairpos.triton_attention import FusedAttentionRefused, fused_calibrated_attention, unsupported_reason\n"
+        "q = torch.zeros(1, 2, 8, 16)\n"
+        "layout = basket_layout(torch.ones(1, 8), 'mean', 4, ())\n"
+        "print(unsupported_reason(q, q, q, layout, False, None))\n"
+        "try:\n"
+        "    fused_calibrated_attention(q, q, q, layout, 0.5, False, 0.25)\n"
+        "except FusedAttentionRefused as err:\n"
+        "    print(err)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("triton is not installed") and "CUDA builds of torch bring it" in lines[0]
+    assert lines[1].startswith("fused calibrated attention: triton is not installed")
