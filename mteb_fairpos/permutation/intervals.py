@@ -4,13 +4,16 @@ An observation is one segment at one position of one document; it belongs to one
 topic (the segment's). Documents of one set share their segments, and where sets share topics a
 topic's segment recurs across sets, so the units of the bootstrap are sets *and* topics:
 
-* sets do not share topics: a cluster bootstrap over segment sets, percentile interval;
+* sets do not share topics: a cluster bootstrap over segment sets gives the figure's variance;
 * sets share topics: the **two-way bootstrap**. Three one-way bootstraps (over sets, over topics, over
   their intersections, the (set, topic) cells) give three variances; the figure's variance is
   ``V_set + V_topic - V_cell`` (pairs of observations that share a set, plus those that share a topic,
-  less those counted twice), at least the larger one-way variance; the interval is
-  ``estimate +- z * SE``. It is the bootstrap form of two-way cluster-robust errors (`stats`);
-  the coverage simulation in docs/method.md#s5-1 is why it was chosen over the pigeonhole bootstrap.
+  less those counted twice), at least the larger one-way variance. It is the bootstrap form of two-way
+  cluster-robust errors (`stats`).
+
+The interval is ``estimate +- t * SE`` (see `_combine`). The coverage simulation in docs/method.md#s5-1 is
+why: the pigeonhole bootstrap (sets and topics drawn together) over-covered, resampling sets alone
+under-covered where sets share topics, and percentile intervals under-covered with few sets.
 
 A statistic of the per-position means is a function of the cells' sums and sizes per position, so every
 observation of a cell shares its weight and all resamples are one product of a ``(R, cells)`` weight
@@ -22,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from ..fairness import min_max_ratios
-from ..resampling import Resampling, counts, interval, pvalue
+from ..resampling import Resampling, counts
 from ..results.schema import Estimate
 from .stats import cluster_codes
 
@@ -89,7 +92,8 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     factors = {"sets": cell[:, 0]}
     if shared:
         factors.update(topics=cell[:, 1], cells=np.arange(len(cell)))
-    weights = {name: counts(int(units.max()) + 1, resampling, _STREAMS[name])[:, units] for name, units in factors.items()}
+    clusters = {name: int(units.max()) + 1 for name, units in factors.items()}
+    weights = {name: counts(clusters[name], resampling, _STREAMS[name])[:, units] for name, units in factors.items()}
 
     def profiles(measured: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         sums, sizes = _cell_sums(measured, positions, cell_of, len(cell))
@@ -106,8 +110,8 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         base_point, base_resampled = profiles(baseline_values)
         base_ratio = float(min_max_ratios(base_point[None])[0])
         change = _combine(ratio - base_ratio, {name: ratios[name] - min_max_ratios(base_resampled[name]) for name in ratios},
-                          resampling)
-    return FairnessBootstrap(_combine(ratio, ratios, resampling), change, resampled, SETS_AND_TOPICS if shared else SETS)
+                          clusters, resampling)
+    return FairnessBootstrap(_combine(ratio, ratios, clusters, resampling), change, resampled, SETS_AND_TOPICS if shared else SETS)
 
 
 def _cell_sums(values: np.ndarray, positions: np.ndarray, cell_of: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -127,20 +131,24 @@ def _means(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> np.ndarr
         return np.where(numbers > 0, totals / np.where(numbers > 0, numbers, 1.0), np.nan)
 
 
-def _combine(estimate: float, samples: dict[str, np.ndarray], resampling: Resampling) -> Bootstrapped:
-    """One factor: the percentile interval and centred p-value of `resampling`. Three: the two-way variance
-    ``V_set + V_topic - V_cell`` (at least the larger one-way one), normal interval and p-value."""
-    if "topics" not in samples:
-        low, high = interval(samples["sets"], resampling.confidence)
-        return Bootstrapped(estimate, _variance(samples["sets"]) ** 0.5, low, high, pvalue(estimate, samples["sets"]), samples)
-    one_way = {name: _variance(s) for name, s in samples.items()}
-    variance = max(one_way["sets"] + one_way["topics"] - one_way["cells"], one_way["sets"], one_way["topics"])
+def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str, int], resampling: Resampling) -> Bootstrapped:
+    """The figure's variance from its resampled values: ``V_set``, or where sets share topics the two-way
+    ``V_set + V_topic - V_cell`` (at least the larger one-way one). Each one-way variance is scaled by
+    ``G / (G - 1)`` for its ``clusters[name] = G`` clusters (the small-sample factor of cluster-robust errors,
+    which a bootstrap of G units lacks); the interval and p-value are t ones with ``G - 1`` degrees of freedom
+    (the smaller factor's ``G`` when two-way), as the regression's clustered errors (`stats`) have."""
+    one_way = {name: _variance(s) * clusters[name] / (clusters[name] - 1) for name, s in samples.items()}
+    if "topics" in one_way:
+        variance = max(one_way["sets"] + one_way["topics"] - one_way["cells"], one_way["sets"], one_way["topics"])
+    else:
+        variance = one_way["sets"]
     if not np.isfinite(estimate) or not np.isfinite(variance):
         return Bootstrapped(estimate, float("nan"), float("nan"), float("nan"), float("nan"), samples)
     se = variance ** 0.5
-    half = float(norm.ppf(0.5 + resampling.confidence / 2)) * se
+    df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
+    half = float(student_t.ppf(0.5 + resampling.confidence / 2, df)) * se
     if se > 0:
-        p = float(2 * norm.sf(abs(estimate) / se))
+        p = float(2 * student_t.sf(abs(estimate) / se, df))
     else:
         p = 1.0 if estimate == 0 else 0.0
     return Bootstrapped(estimate, se, estimate - half, estimate + half, p, samples)

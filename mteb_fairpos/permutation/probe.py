@@ -315,10 +315,10 @@ class ProbeSession:
             )
 
 
-MIN_CLUSTERS = 20
+MIN_CLUSTERS = 10
 """Below this many segment sets (or, where sets share topics, distinct topics) the clustered errors and the
-bootstrap rest on too few clusters: in the coverage simulation of docs/method.md#s5-1, nominal 95 %
-intervals covered about 90 % with 12 sets."""
+bootstrap rest on few units. The t intervals held their coverage down to 5 sets in the simulation of
+docs/method.md#s5-1, but there the effects are normal; skewed real effects need more clusters."""
 
 _UNPAIRED = ("no paired change against the baseline: its observations differ from these (other documents, "
              "segments cut or unmeasured), so the two models were not scored on the same instances.")

@@ -258,7 +258,7 @@ def test_sets_that_share_topics_get_two_way_inference_and_few_clusters_are_repor
     assert scores["num_distinct_topics"] == 4 and scores["num_segment_sets"] == 3
     assert scores["bootstrap_units"] == "segment sets and topics" and scores["bootstrap_resamples"] == 2000
     assert scores["position_fairness_ci_low"] <= scores["position_fairness"] <= scores["position_fairness_ci_high"]
-    assert any(f"3 segment sets on 4 distinct topics" in note and f"fewer than {MIN_CLUSTERS}" in note for note in scores["notes"])
+    assert any("3 segment sets on 4 distinct topics" in note and f"fewer than {MIN_CLUSTERS}" in note for note in scores["notes"])
     assert not any("too small" in note for note in scores["notes"])  # the old warning about invalid errors is gone
     wide = ProbeSession(sample_corpus(), st512, ProbeSettings(num_sets={3: 2})).run("n3_en").scores
     assert wide["bootstrap_units"] == "segment sets" and wide["num_distinct_topics"] == 6
