@@ -93,6 +93,8 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     if shared:
         factors.update(topics=cell[:, 1], cells=np.arange(len(cell)))
     clusters = {name: int(units.max()) + 1 for name, units in factors.items()}
+    if min(clusters.values()) < 2:
+        raise ValueError("the bootstrap needs at least two segment sets (and two topics): one unit has no variance.")
     weights = {name: counts(clusters[name], resampling, _STREAMS[name])[:, units] for name, units in factors.items()}
 
     def profiles(measured: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -147,3 +147,15 @@ def test_two_way_errors_equal_statsmodels_one_way_fits_combined_and_exceed_the_o
     assert two_way[0].se > one_way[0].se
     means = position_means(values, position, set_of, 3, topics=topic_of)
     assert means[1].se > position_means(values, position, set_of, 3)[1].se
+
+
+def test_bad_inputs_are_refused_with_what_is_wrong():
+    rng = np.random.default_rng(7)
+    set_of, topic_of, position = design(3, 5, rng)
+    values = BASE[position - 1]
+    with pytest.raises(ValueError, match="same length"):
+        fairness_bootstrap(values[:-1], position, set_of, topic_of, Resampling(10))
+    with pytest.raises(ValueError, match="one value per observation"):
+        fairness_bootstrap(values, position, set_of, topic_of, Resampling(10), baseline_values=values[:-1])
+    with pytest.raises(ValueError, match="at least two segment sets"):
+        fairness_bootstrap(values, position, np.zeros_like(set_of), topic_of, Resampling(10))
