@@ -1,8 +1,10 @@
 """``mteb-fairpos probe``: the permutation fairness probe on any corpus and model, configs side by side.
 
 Runs a permutation task through ``mteb.evaluate`` once per calibration config (``none`` is the
-uncalibrated twin) and prints the probe's full report per subset: the per-position means with
-95 % CIs and the fairness ratio, the OLS position effects (beta_p with clustered SE and p), the
+uncalibrated twin, run first) and prints the probe's full report per subset: the per-position means
+with 95 % CIs, the fairness ratio with its 95 % interval and each calibrated config's paired change
+against the twin (bootstrap over segment sets and topics: ``--resamples``, ``--bootstrap-seed``), the
+OLS position effects (beta_p with clustered SE and p), the
 same for tau on mean-pooled models, and, for mixed instances, the lead-vs-later contrast and the
 language effect. Results are written in mteb's layout under ``<output>/results`` (the
 uncalibrated twin as ``fair-off/<model>``, each config as ``fair/<model>[-<config>]``); settings
@@ -44,7 +46,7 @@ DEFAULT_SUBSETS = ["n3_en", "n3_de", "n3_en-de"]
 DEFAULT_CALIBRATIONS = ["none", "b128_lhalf_a0.5"]
 DEMO_CALIBRATIONS = ["none", "b128_lhalf_a0.5", "b64_lhalf_a1"]
 DATA_WARNINGS = "mteb_fairpos.permutation.probe"
-"""The logger whose warnings are about the data (sets sharing topics, segments cut), not the model."""
+"""The logger whose warnings are about the data (few segment sets, segments cut), not the model."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

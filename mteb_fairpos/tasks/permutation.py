@@ -2,7 +2,9 @@
 
 Each hf subset is one experiment instance ``(n, L)``, named ``n3_de`` (monolingual) or
 ``n3_en-de`` (lead ``en`` at position 1, ``de`` at positions 2..n). The scores of a subset
-(stored through `mteb_fairpos.results.schema`): ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair),
+(stored through `mteb_fairpos.results.schema`): ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair,
+with its bootstrap interval ``position_fairness_ci_low`` / ``_ci_high`` and, given a ``baseline``, the paired
+``change_position_fairness``; docs/method.md#s5-1),
 ``position_<p>`` (mean sigma at position p, with ``_se``, ``_ci_low``, ``_ci_high``),
 ``beta_0`` and ``beta_<p>`` (OLS with position dummies, SE clustered by segment set, with
 ``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high``), the same with a ``tau_`` prefix for
@@ -18,7 +20,9 @@ Tasks:
 * :class:`PermutationFairnessPaper`: paper scale, n in {3, 4, 5, 6}, all 6 monolingual and
   30 mixed configurations, 1,002 / 1,008 / 1,080 / 10,080 documents per instance.
 * :class:`PermutationFairnessSample`: the small sample bundled with the package (en, de, fr,
-  it), offline; used by ``mteb-fairpos demo`` and the tests.
+  it), offline; used by the tests.
+* :class:`PermutationFairnessManpages`: translated Linux man pages bundled with the package, offline;
+  :class:`PermutationFairnessManpagesDemo` is its three subsets that ``mteb-fairpos demo`` runs.
 
 Every task takes keyword arguments to override the corpus (a local JSONL/Parquet file or a
 :class:`~mteb_fairpos.permutation.ComparableCorpus`), the number of segment sets, the orders per
