@@ -50,9 +50,9 @@ class Bootstrapped:
     pvalue: float
     samples: dict[str, np.ndarray] = field(repr=False)
 
-    def as_estimate(self, *, with_pvalue: bool = True) -> Estimate:
-        """The stored form; NaN (undefined) becomes ``null``."""
-        return Estimate(self.estimate, self.se, self.pvalue if with_pvalue else None, self.ci_low, self.ci_high)
+    def as_estimate(self) -> Estimate:
+        """The stored form of a change; NaN (undefined) becomes ``null``."""
+        return Estimate(self.estimate, self.se, self.pvalue, self.ci_low, self.ci_high)
 
 
 @dataclass(frozen=True)
