@@ -22,15 +22,14 @@ matrix with the ``(cells, positions)`` sums: no loop over resamples or observati
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from ..fairness import min_max_ratios
 from ..resampling import Resampling, counts
 from ..results.schema import Estimate
-from .stats import cluster_codes
 
 SETS = "segment sets"
 SETS_AND_TOPICS = "segment sets and topics"
@@ -116,6 +115,17 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     return FairnessBootstrap(_combine(ratio, ratios, clusters, resampling), change, resampled, SETS_AND_TOPICS if shared else SETS)
 
 
+def cluster_codes(ids: Sequence) -> np.ndarray:
+    """Integer codes 0..G-1 of cluster ids (sets or topics), the form statsmodels and the bootstrap take."""
+    return np.unique(np.asarray(ids, dtype=object).astype(str), return_inverse=True)[1].reshape(-1)
+
+
+def sets_share_topics(clusters: Sequence, topics: Sequence) -> bool:
+    """Whether some topic occurs in more than one segment set."""
+    pairs = np.unique(np.column_stack([cluster_codes(clusters), cluster_codes(topics)]), axis=0)
+    return len(pairs) > len(np.unique(pairs[:, 1]))
+
+
 def _cell_sums(values: np.ndarray, positions: np.ndarray, cell_of: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
     """(cells, n) sums and numbers of the measured values per cell and position."""
     measured = np.isfinite(values)
@@ -139,6 +149,8 @@ def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str
     ``G / (G - 1)`` for its ``clusters[name] = G`` clusters (the small-sample factor of cluster-robust errors,
     which a bootstrap of G units lacks); the interval and p-value are t ones with ``G - 1`` degrees of freedom
     (the smaller factor's ``G`` when two-way), as the regression's clustered errors (`stats`) have."""
+    from scipy.stats import t as student_t  # here, not at import: `import mteb` loads this module via the task
+
     one_way = {name: _variance(s) * clusters[name] / (clusters[name] - 1) for name, s in samples.items()}
     if "topics" in one_way:
         variance = max(one_way["sets"] + one_way["topics"] - one_way["cells"], one_way["sets"], one_way["topics"])

@@ -23,9 +23,10 @@ from ..results.schema import Counts, Estimate, ScoreEntry, Settings, dump
 from .access import ModelAccess
 from .corpus import ComparableCorpus, CorpusError
 from .instances import MAX_ORDERS, Instance, LanguageConfig, SegmentKey, build_instance
+from .intervals import sets_share_topics
 from .selection import SegmentPool, SelectionSettings, build_pool, eligible_topics
 from .spans import document_tokens
-from .stats import language_effect, lead_contrast, profile_entry, sets_share_topics
+from .stats import language_effect, lead_contrast, profile_entry
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ import numpy as np
 from ..fairness import min_max_ratio
 from ..resampling import Resampling
 from ..results.schema import Estimate, ScoreEntry, Settings, dump
+from .intervals import cluster_codes, fairness_bootstrap, sets_share_topics
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,6 @@ def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int
     if topics is None or not sets_share_topics(clusters, topics):
         return codes
     return np.column_stack([codes, cluster_codes(topics)])
-
-
-def cluster_codes(ids: Sequence) -> np.ndarray:
-    """Integer codes 0..G-1 of cluster ids (sets or topics), the form statsmodels and the bootstrap take."""
-    return np.unique(np.asarray(ids, dtype=object).astype(str), return_inverse=True)[1].reshape(-1)
-
-
-def sets_share_topics(clusters: Sequence, topics: Sequence) -> bool:
-    """Whether some topic occurs in more than one segment set."""
-    pairs = np.unique(np.column_stack([cluster_codes(clusters), cluster_codes(topics)]), axis=0)
-    return len(pairs) > len(np.unique(pairs[:, 1]))
 
 
 def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray):
@@ -156,8 +146,6 @@ def profile_entry(values, positions, clusters, n: int, family: str = "", topics=
     prefix = f"{family}_" if family else ""
     entry.terms = {f"{prefix}beta_{p}": coef.as_estimate() for p, coef in betas.items()}
     if resampling is not None:
-        from .intervals import fairness_bootstrap
-
         boot = fairness_bootstrap(values, positions, clusters, clusters if topics is None else topics, resampling,
                                   baseline_values)
         entry.intervals[f"{prefix}position_fairness"] = (boot.fairness.ci_low, boot.fairness.ci_high)
