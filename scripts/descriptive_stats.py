@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-BUNDLED_TASKS = ("PermutationFairnessSample", "PermutationFairnessManpages")
+BUNDLED_TASKS = ("PermutationFairnessSample", "PermutationFairnessManpages", "PermutationFairnessManpagesDemo")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 
 Real multilingual technical text (164 Linux manual pages and Debian's translations, see
 ``mteb_fairpos/data/manpages_corpus.NOTICE.md``), the offline all-MiniLM-L6-v2 at 512 tokens,
-uncalibrated against the default config and a strong one. Everything ``probe`` takes except
+uncalibrated against the default config and a strong one, as the ``PermutationFairnessManpagesDemo``
+task (its three subsets), so the run completes the task it records. Everything ``probe`` takes except
 ``--corpus`` works here too.
 """
 

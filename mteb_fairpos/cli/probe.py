@@ -1,8 +1,10 @@
 """``mteb-fairpos probe``: the permutation fairness probe on any corpus and model, configs side by side.
 
 Runs a permutation task through ``mteb.evaluate`` once per calibration config (``none`` is the
-uncalibrated twin) and prints the probe's full report per subset: the per-position means with
-95 % CIs and the fairness ratio, the OLS position effects (beta_p with clustered SE and p), the
+uncalibrated twin, run first) and prints the probe's full report per subset: the per-position means
+with 95 % CIs, the fairness ratio with its 95 % interval and each calibrated config's paired change
+against the twin (bootstrap over segment sets and topics: ``--resamples``, ``--bootstrap-seed``), the
+OLS position effects (beta_p with clustered SE and p), the
 same for tau on mean-pooled models, and, for mixed instances, the lead-vs-later contrast and the
 language effect. Results are written in mteb's layout under ``<output>/results`` (the
 uncalibrated twin as ``fair-off/<model>``, each config as ``fair/<model>[-<config>]``); settings
@@ -29,13 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from ..offline import minilm_path
-from .options import add_batch_size, add_device, add_max_length, add_model, add_output, add_quiet
+from .options import (
+    add_batch_size,
+    add_device,
+    add_max_length,
+    add_model,
+    add_output,
+    add_quiet,
+    non_negative_int,
+    positive_int,
+)
 
 DEFAULT_SUBSETS = ["n3_en", "n3_de", "n3_en-de"]
 DEFAULT_CALIBRATIONS = ["none", "b128_lhalf_a0.5"]
 DEMO_CALIBRATIONS = ["none", "b128_lhalf_a0.5", "b64_lhalf_a1"]
 DATA_WARNINGS = "mteb_fairpos.permutation.probe"
-"""The logger whose warnings are about the data (sets sharing topics, segments cut), not the model."""
+"""The logger whose warnings are about the data (few segment sets, segments cut), not the model."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -71,6 +82,10 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
                         help="texts outside the window: drop them (filter, the paper) or keep their leading sentences (lead); "
                         "default: the task's")
     parser.add_argument("--seed", type=int, default=42, help="draws the segment sets (default 42)")
+    parser.add_argument("--resamples", type=positive_int, default=2000,
+                        help="bootstrap resamples behind the fairness intervals and the paired changes (default 2000)")
+    parser.add_argument("--bootstrap-seed", type=non_negative_int, default=0,
+                        help="seed of the bootstrap; the same seed gives the same intervals (default 0)")
     add_batch_size(parser, default=16, unit="texts through the model")
     add_device(parser, note="cpu for the default model, whose verified numbers are CPU ones")
     add_output(parser, default=Path(output), what="output folder")
@@ -102,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     weights.add(base, model_name, device=device, max_seq_length=experiment.get("max_seq_length"))
     task_class, corpus = _task_and_corpus(args)
     settings = {"seed": args.seed, "corpus": corpus, "num_sets": args.sets, "segment_mode": args.mode,
-                "segment_window": tuple(args.window) if args.window else None}
+                "segment_window": tuple(args.window) if args.window else None,
+                "resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed}
     probe_task = task_class(**settings)
     _check_subsets(probe_task, subsets)
     key = "all-MiniLM-L6-v2" if args.model is None else Path(model_name.rstrip("/")).name
@@ -114,22 +130,26 @@ def run(args: argparse.Namespace) -> int:
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     args.out.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(args.out)
+    baseline: dict[str, Any] = {}  # the uncalibrated run's observations: each calibrated config is paired with them
     with once_per_run(logging.getLogger(DATA_WARNINGS)):  # every config meets the same data
         for calibration in calibrations:
             name = "uncalibrated" if calibration is None else f"calibrated ({calibration})"
-            task = task_class(**settings)
+            task = task_class(**settings, baseline=baseline)
             task.filter_languages(None, hf_subsets=subsets)
             tick = time.perf_counter()
             encoder = _encoder(weights, base, model_name, device, calibration, key, experiment, revision_known=args.model is None)
             result = mteb.evaluate(encoder, task, cache=cache, overwrite_strategy="always", show_progress_bar=False,
                                    encode_kwargs={"batch_size": args.batch_size, "show_progress_bar": not args.quiet})
             runs[name] = {s["hf_subset"]: s for s in result.task_results[0].scores["test"]}
+            if calibration is None:
+                baseline = dict(task.observations)
             documents = sum(load(s).counts.documents for s in runs[name].values())
             print(f"  {name}: {documents} documents in {time.perf_counter() - tick:.0f} s")
 
     first = load(next(iter(runs.values()))[subsets[0]]).settings
     print(f"segment window [{first.window_low}, {first.window_high}] tokens ({first.mode}), "
-          f"segment sets per instance {first.sets}, all n! orders, seed {args.seed}\n")
+          f"segment sets per instance {first.sets}, all n! orders, seed {args.seed}; intervals from {first.resamples} "
+          f"bootstrap resamples of {first.resampled or 'segment sets'}, bootstrap seed {first.resampling_seed}\n")
     print(format_profiles(runs, subsets, "sigma"))
     print(format_betas(runs, subsets, "sigma"))
     if any(s.get("tau_status") == "measured" for r in runs.values() for s in r.values()):
@@ -183,7 +203,7 @@ def _calibrations(texts: Sequence[str]) -> list[Any]:
     unique = list(dict.fromkeys(configs))
     if not unique:
         raise ValueError("give at least one --calibration config (or 'none').")
-    return unique
+    return sorted(unique, key=lambda config: config is not None)  # the uncalibrated twin first: the others pair with it
 
 
 def _model_settings(base: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -203,11 +223,11 @@ def _model_settings(base: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 def _task_and_corpus(args: argparse.Namespace) -> tuple[type, Any]:
     from ..permutation.corpus import load_hf_corpus, load_local_corpus
-    from ..tasks.permutation import PermutationFairness, PermutationFairnessManpages
+    from ..tasks.permutation import DEMO_SUBSETS, PermutationFairness, PermutationFairnessManpages, PermutationFairnessManpagesDemo
 
     source = getattr(args, "corpus", None)
-    if source is None:
-        return PermutationFairnessManpages, None
+    if source is None:  # the demo's three subsets are a task of their own, which the run then completes
+        return (PermutationFairnessManpagesDemo if set(args.subsets) == set(DEMO_SUBSETS) else PermutationFairnessManpages), None
     if Path(source).exists():
         return PermutationFairness, load_local_corpus(source)
     if source.count("/") == 1 and not source.endswith((".jsonl", ".parquet", ".ndjson")):

@@ -25,6 +25,7 @@ from .corpus import (
     manpages_corpus,
     sample_corpus,
 )
+from .intervals import FairnessBootstrap, fairness_bootstrap
 from .instances import Instance, LanguageConfig, OrderedDocument, assemble, build_instance, draw_sets, orders
 from .probe import ConfigResult, Observations, ProbeSession, ProbeSettings
 from .selection import SelectionSettings, build_pool, count_tokens, eligible_topics
@@ -40,6 +41,7 @@ __all__ = [
     "CorpusError",
     "OrderedDocument",
     "DocumentTokens",
+    "FairnessBootstrap",
     "Instance",
     "LanguageConfig",
     "ModelAccess",
@@ -58,6 +60,7 @@ __all__ = [
     "document_tokens",
     "draw_sets",
     "eligible_topics",
+    "fairness_bootstrap",
     "find_sentence_transformer",
     "language_effect",
     "lead_contrast",

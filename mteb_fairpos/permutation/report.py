@@ -18,14 +18,16 @@ Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
 
 def format_profiles(runs: Runs, subsets: list[str], measure: str) -> str:
-    """Per-position means with 95 % CI half-widths and the fairness ratio, one row per subset and model."""
+    """Per-position means with 95 % CI half-widths, the fairness ratio with its 95 % interval and, for a model
+    paired with the uncalibrated one, the change in fairness with its interval, p-value and verdict."""
     family = _family(measure)
     width = max(len(name) for name in runs)
     top = max(_n_of(s) for s in subsets)
     what = "cosine(document, standalone segment)" if measure == "sigma" else "cosine(standalone, late-chunked segment)"
-    lines = [f"mean {measure} = {what} by position; (+-) half-width of the 95% CI"]
+    lines = [f"mean {measure} = {what} by position; (+-) half-width of the 95% CI; fairness [95% CI]; "
+             "change: fairness minus the uncalibrated model's on the same documents [95% CI], p"]
     lines.append(f"{'subset':<10} {'model':<{width}} {'docs':>5}  " + "  ".join(f"{'pos ' + str(i):>15}" for i in range(1, top + 1))
-                 + f"  {'fairness':>8}")
+                 + f"  {'fairness [95% CI]':>22}  change")
     for subset in subsets:
         for k, (name, per_subset) in enumerate(runs.items()):
             entry = _entry(per_subset, subset)
@@ -40,17 +42,38 @@ def format_profiles(runs: Runs, subsets: list[str], measure: str) -> str:
                     continue
                 half = (point.ci_high - point.ci_low) / 2
                 cells.append(f"{point.value:.3f} (+-{half:.3f})".rjust(15))
+            figure = f"{_family(measure)}_position_fairness".lstrip("_")
             lines.append(f"{subset if k == 0 else '':<10} {name:<{width}} {entry.counts.documents:>5}  " + "  ".join(cells)
-                         + f"  {profile.fairness:>8.3f}")
+                         + f"  {_with_interval(profile.fairness, entry.intervals.get(figure)):>22}"
+                         + _change(entry.changes.get(figure)))
     return "\n".join(lines) + "\n"
 
 
+def _with_interval(value: float | None, bounds: tuple[float, float] | None) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    if bounds is None or any(b is None or math.isnan(b) for b in bounds):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]"
+
+
+def _change(change: Estimate | None) -> str:
+    """``+0.061 [+0.032, +0.090] p=0.001 better``: better or worse only when the interval excludes 0."""
+    if change is None or change.value is None:
+        return ""
+    if change.ci_low is None or change.ci_high is None:
+        return f"  {change.value:+.3f} (interval undefined)"
+    verdict = "better" if change.ci_low > 0 else "worse" if change.ci_high < 0 else "not significant"
+    return f"  {change.value:+.3f} [{change.ci_low:+.3f}, {change.ci_high:+.3f}] {_pvalue(change.pvalue)} {verdict}"
+
+
 def format_betas(runs: Runs, subsets: list[str], measure: str) -> str:
-    """beta_0 and beta_p (SE) with p-values: OLS with position dummies, SE clustered by segment set."""
+    """beta_0 and beta_p (SE) with p-values: OLS with position dummies, SE clustered by segment set (and topic)."""
     prefix = f"{_family(measure)}_" if _family(measure) else ""
     width = max(len(name) for name in runs)
     top = max(_n_of(s) for s in subsets)
-    lines = [f"OLS {measure} ~ beta_0 + sum_p beta_p [position = p] (position 1 = baseline); SE clustered by segment set"]
+    lines = [f"OLS {measure} ~ beta_0 + sum_p beta_p [position = p] (position 1 = baseline); SE clustered by segment set, "
+             "and by topic too where sets share topics"]
     lines.append(f"{'subset':<10} {'model':<{width}} {'beta_0':>15}  " + "  ".join(f"{'beta_' + str(i):>24}" for i in range(2, top + 1)))
     for subset in subsets:
         for k, (name, per_subset) in enumerate(runs.items()):

@@ -1,8 +1,8 @@
 """Statistics of the permutation probe (docs/method.md#s2-3), with statsmodels.
 
 * :func:`position_model`: OLS ``y ~ beta_0 + sum_{p>=2} beta_p 1[i = p]`` (position 1 the
-  baseline) with standard errors clustered by segment set; beta, SE, p-value (H0: beta = 0)
-  and 95 % confidence interval per coefficient.
+  baseline) with standard errors clustered by segment set, or by set and topic (two-way) where sets
+  share topics; beta, SE, p-value (H0: beta = 0) and 95 % confidence interval per coefficient.
 * :func:`position_means`: the mean of ``y`` at each position with a cluster-robust 95 % CI
   (the same regression without intercept, one dummy per position).
 * ``position_fairness = min_p mean_p / max_p mean_p`` (1 = fair; ``1 - PSI``).
@@ -10,8 +10,11 @@
   positions (later language) pooled; :func:`language_effect`: the lead language's effect net
   of position, estimated when monolingual observations of the same ``n`` are pooled in.
 
-Inference uses t distributions with ``G - 1`` degrees of freedom for ``G`` clusters
-(statsmodels ``use_t=True``), honest for the few clusters of small runs.
+Every function takes the observations' ``clusters`` (segment sets) and, optionally, their ``topics``:
+where a topic occurs in more than one set the errors are two-way cluster-robust (statsmodels'
+``V_set + V_topic - V_set&topic``), otherwise clustered by set. Inference uses t distributions with
+``G - 1`` degrees of freedom for ``G`` clusters (the smaller factor's count when two-way; statsmodels
+``use_t=True``), honest for the few clusters of small runs.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fairness import min_max_ratio
-from ..results.schema import Estimate, ScoreEntry, dump
+from ..resampling import Resampling
+from ..results.schema import Estimate, ScoreEntry, Settings, dump
+from .intervals import cluster_codes, fairness_bootstrap, sets_share_topics
 
 
 @dataclass(frozen=True)
@@ -38,18 +43,21 @@ class Coefficient:
         return Estimate(self.estimate, self.se, self.pvalue if pvalue else None, self.ci_low, self.ci_high)
 
 
-def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int) -> np.ndarray:
-    if not (len(values) == len(positions) == len(clusters)):
-        raise ValueError("values, positions and clusters must have the same length.")
+def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int, topics: Sequence | None = None) -> np.ndarray:
+    """The cluster codes statsmodels takes: (N,) set codes, or (N, 2) set and topic codes where sets share topics."""
+    if not (len(values) == len(positions) == len(clusters)) or (topics is not None and len(topics) != len(values)):
+        raise ValueError("values, positions, clusters and topics must have the same length.")
     present = set(np.unique(positions).tolist())
     if present != set(range(1, n + 1)):
         raise ValueError(f"observations must cover positions 1..{n}; got {sorted(present)}.")
     if not np.all(np.isfinite(values)):
         raise ValueError("values contain NaN or infinity; drop unmeasured observations first.")
-    codes = np.unique(np.asarray(clusters, dtype=object).astype(str), return_inverse=True)[1]
+    codes = cluster_codes(clusters)
     if codes.max() < 1:
         raise ValueError("cluster-robust standard errors need at least two segment sets (clusters).")
-    return codes
+    if topics is None or not sets_share_topics(clusters, topics):
+        return codes
+    return np.column_stack([codes, cluster_codes(topics)])
 
 
 def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray):
@@ -65,11 +73,11 @@ def _coefficients(fit, index: int) -> Coefficient:
                            float(ci[index, 0]), float(ci[index, 1]))
 
 
-def position_model(values, positions, clusters, n: int) -> dict[int, Coefficient]:
-    """beta_0 (key 0) and beta_p for p = 2..n (keys p); cluster-robust by ``clusters``."""
+def position_model(values, positions, clusters, n: int, topics=None) -> dict[int, Coefficient]:
+    """beta_0 (key 0) and beta_p for p = 2..n (keys p); cluster-robust by ``clusters`` (and ``topics``)."""
     y = np.asarray(values, dtype=np.float64)
     pos = np.asarray(positions, dtype=np.int64)
-    codes = _check(y, pos, clusters, n)
+    codes = _check(y, pos, clusters, n, topics)
     x = np.column_stack([np.ones_like(y)] + [(pos == p).astype(np.float64) for p in range(2, n + 1)])
     fit = _fit(y, x, codes)
     out = {0: _coefficients(fit, 0)}
@@ -77,11 +85,11 @@ def position_model(values, positions, clusters, n: int) -> dict[int, Coefficient
     return out
 
 
-def position_means(values, positions, clusters, n: int) -> dict[int, Coefficient]:
+def position_means(values, positions, clusters, n: int, topics=None) -> dict[int, Coefficient]:
     """Mean per position (keys 1..n) with cluster-robust SE and 95 % CI."""
     y = np.asarray(values, dtype=np.float64)
     pos = np.asarray(positions, dtype=np.int64)
-    codes = _check(y, pos, clusters, n)
+    codes = _check(y, pos, clusters, n, topics)
     x = np.column_stack([(pos == p).astype(np.float64) for p in range(1, n + 1)])
     fit = _fit(y, x, codes)
     return {p: _coefficients(fit, p - 1) for p in range(1, n + 1)}
@@ -93,16 +101,16 @@ def position_fairness(means: Sequence[float]) -> float:
     return float("nan") if ratio is None else ratio
 
 
-def lead_contrast(values, positions, clusters) -> Coefficient:
+def lead_contrast(values, positions, clusters, topics=None) -> Coefficient:
     """Mean at position 1 minus the mean at positions >= 2 (pooled), cluster-robust."""
     y = np.asarray(values, dtype=np.float64)
     pos = np.asarray(positions, dtype=np.int64)
-    codes = _check(y, pos, clusters, int(pos.max()))
+    codes = _check(y, pos, clusters, int(pos.max()), topics)
     x = np.column_stack([np.ones_like(y), (pos == 1).astype(np.float64)])
     return _coefficients(_fit(y, x, codes), 1)
 
 
-def language_effect(values, positions, clusters, is_lead_language, n: int) -> Coefficient:
+def language_effect(values, positions, clusters, is_lead_language, n: int, topics=None) -> Coefficient:
     """Effect of a segment being written in the lead language, net of position.
 
     OLS ``y ~ C(position) + 1[lead language]``, clustered. Identified when the observations mix
@@ -112,27 +120,38 @@ def language_effect(values, positions, clusters, is_lead_language, n: int) -> Co
     y = np.asarray(values, dtype=np.float64)
     pos = np.asarray(positions, dtype=np.int64)
     lead = np.asarray(is_lead_language, dtype=np.float64)
-    codes = _check(y, pos, clusters, n)
+    codes = _check(y, pos, clusters, n, topics)
     x = np.column_stack([np.ones_like(y)] + [(pos == p).astype(np.float64) for p in range(2, n + 1)] + [lead])
     if np.linalg.matrix_rank(x) < x.shape[1]:
         raise ValueError("the lead-language effect is not identified: pool a monolingual configuration of the same n.")
     return _coefficients(_fit(y, x, codes), x.shape[1] - 1)
 
 
-def profile_entry(values, positions, clusters, n: int, family: str = "") -> ScoreEntry:
+def profile_entry(values, positions, clusters, n: int, family: str = "", topics=None, resampling: Resampling | None = None,
+                  baseline_values=None) -> ScoreEntry:
     """One measure's profile (mean per position with SE and CI, fairness) and its betas.
 
     ``family`` names the profile (``""`` for sigma, ``"tau"``) and prefixes the betas
     (``tau_beta_<p>``). A mean's p-value is left out: H0 "mean = 0" is meaningless for a cosine.
+    With ``resampling`` the fairness gets its bootstrap interval (`intervals.fairness_bootstrap`, over
+    sets and, where they share them, topics) and, given ``baseline_values`` on the same observations,
+    its paired change against that baseline.
     """
-    means = position_means(values, positions, clusters, n)
-    betas = position_model(values, positions, clusters, n)
+    means = position_means(values, positions, clusters, n, topics)
+    betas = position_model(values, positions, clusters, n, topics)
     entry = ScoreEntry()
     profile = entry.profile(family)
     profile.fairness = position_fairness([means[p].estimate for p in means])
     profile.points = {str(p): coef.as_estimate(pvalue=False) for p, coef in means.items()}
     prefix = f"{family}_" if family else ""
     entry.terms = {f"{prefix}beta_{p}": coef.as_estimate() for p, coef in betas.items()}
+    if resampling is not None:
+        boot = fairness_bootstrap(values, positions, clusters, clusters if topics is None else topics, resampling,
+                                  baseline_values)
+        entry.intervals[f"{prefix}position_fairness"] = (boot.fairness.ci_low, boot.fairness.ci_high)
+        if boot.change is not None:
+            entry.changes[f"{prefix}position_fairness"] = boot.change.as_estimate()
+        entry.settings = Settings(resamples=resampling.resamples, resampling_seed=resampling.seed, resampled=boot.units)
     return entry
 
 

@@ -2,7 +2,9 @@
 
 Each hf subset is one experiment instance ``(n, L)``, named ``n3_de`` (monolingual) or
 ``n3_en-de`` (lead ``en`` at position 1, ``de`` at positions 2..n). The scores of a subset
-(stored through `mteb_fairpos.results.schema`): ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair),
+(stored through `mteb_fairpos.results.schema`): ``position_fairness`` (main score, min/max of the per-position mean sigma, 1 = fair,
+with its bootstrap interval ``position_fairness_ci_low`` / ``_ci_high`` and, given a ``baseline``, the paired
+``change_position_fairness``; docs/method.md#s5-1),
 ``position_<p>`` (mean sigma at position p, with ``_se``, ``_ci_low``, ``_ci_high``),
 ``beta_0`` and ``beta_<p>`` (OLS with position dummies, SE clustered by segment set, with
 ``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high``), the same with a ``tau_`` prefix for
@@ -18,7 +20,9 @@ Tasks:
 * :class:`PermutationFairnessPaper`: paper scale, n in {3, 4, 5, 6}, all 6 monolingual and
   30 mixed configurations, 1,002 / 1,008 / 1,080 / 10,080 documents per instance.
 * :class:`PermutationFairnessSample`: the small sample bundled with the package (en, de, fr,
-  it), offline; used by ``mteb-fairpos demo`` and the tests.
+  it), offline; used by the tests.
+* :class:`PermutationFairnessManpages`: translated Linux man pages bundled with the package, offline;
+  :class:`PermutationFairnessManpagesDemo` is its three subsets that ``mteb-fairpos demo`` runs.
 
 Every task takes keyword arguments to override the corpus (a local JSONL/Parquet file or a
 :class:`~mteb_fairpos.permutation.ComparableCorpus`), the number of segment sets, the orders per
@@ -50,8 +54,9 @@ from ..permutation.corpus import (
 )
 from ..permutation.instances import LanguageConfig
 from ..permutation.languages import LanguageTagError, mteb_language
-from ..permutation.probe import ProbeSession, ProbeSettings
+from ..permutation.probe import Observations, ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
+from ..resampling import Resampling
 from ..results.schema import load
 from .metadata import FairPosTaskMetadata
 
@@ -95,7 +100,8 @@ def eval_langs(names: Sequence[str]) -> dict[str, list[str]]:
 def settings_suffix(*, corpus: ComparableCorpus | None = None, num_sets: Mapping[int, int] | None = None,
                     orders_per_set: int | None = None, segment_window: tuple[int, int] | None = None,
                     max_document_tokens: int | None = None, segment_mode: str | None = None,
-                    length_tolerance: float | None = None, seed: int | None = None) -> str:
+                    length_tolerance: float | None = None, seed: int | None = None, resamples: int | None = None,
+                    bootstrap_seed: int | None = None) -> str:
     """The settings that differ from a task's defaults, as a readable, file-name-safe suffix.
 
     ``None`` means "the task's default" and adds nothing, so a task run with its defaults keeps its
@@ -116,6 +122,8 @@ def settings_suffix(*, corpus: ComparableCorpus | None = None, num_sets: Mapping
         ("mode", segment_mode),
         ("tolerance", None if length_tolerance is None else f"{length_tolerance:g}"),
         ("seed", seed),
+        ("resamples", resamples),
+        ("bootseed", bootstrap_seed),
     ]
     parts += [f"{label}-{value}" for label, value in labelled if value is not None]
     return ".".join(parts)
@@ -136,6 +144,10 @@ class AbsTaskPermutationFairness(AbsTask):
         segment_mode: ``"filter"`` (the paper) or ``"lead"`` (cut long texts to leading sentences);
             default the task's (``"lead"`` for the man pages, whose excerpts end mid-section anyway).
         length_tolerance: the +/-70 % cross-language length rule (0.7).
+        resamples / bootstrap_seed: the bootstrap of the fairness intervals and paired changes
+            (default 2000 resamples, seed 0; docs/method.md#s5-1).
+        baseline: a baseline model's observations per subset (its task's ``observations`` after its run,
+            e.g. the uncalibrated twin's): each subset also gets its paired change of fairness against them.
     """
 
     default_num_sets: ClassVar[Mapping[int, int]] = {3: 10, 4: 3}
@@ -155,6 +167,9 @@ class AbsTaskPermutationFairness(AbsTask):
         max_document_tokens: int | None = None,
         segment_mode: str | None = None,
         length_tolerance: float = 0.7,
+        resamples: int | None = None,
+        bootstrap_seed: int | None = None,
+        baseline: Mapping[str, Observations] | None = None,
         **kwargs: Any,
     ) -> None:
         segment_mode = segment_mode or self.default_segment_mode
@@ -176,14 +191,19 @@ class AbsTaskPermutationFairness(AbsTask):
                 length_tolerance=length_tolerance,
                 mode=segment_mode,  # type: ignore[arg-type]
             ),
+            resampling=Resampling(resamples=Resampling.resamples if resamples is None else resamples,
+                                  seed=Resampling.seed if bootstrap_seed is None else bootstrap_seed),
         )
         self.session: ProbeSession | None = None
+        self.baseline = dict(baseline or {})
+        self.observations: dict[str, Observations] = {}
+        """Each evaluated subset's observations, kept after mteb unloads the data (a later run's baseline)."""
         self._name_the_settings(seed, num_sets, orders_per_set, segment_window, max_document_tokens, segment_mode,
-                                length_tolerance)
+                                length_tolerance, resamples, bootstrap_seed)
 
     def _name_the_settings(self, seed: int, num_sets: int | Mapping[int, int] | None, orders_per_set: int | None,
                            segment_window: tuple[int, int] | None, max_document_tokens: int | None, segment_mode: str,
-                           length_tolerance: float) -> None:
+                           length_tolerance: float, resamples: int | None, bootstrap_seed: int | None) -> None:
         """Make every setting that changes the numbers part of the task name (see :func:`settings_suffix`),
         so mteb's result cache never hands back a result computed with other settings; a user's corpus
         also becomes the dataset, its content hash the dataset revision."""
@@ -196,6 +216,8 @@ class AbsTaskPermutationFairness(AbsTask):
             segment_mode=None if segment_mode == self.default_segment_mode else segment_mode,
             length_tolerance=None if length_tolerance == 0.7 else length_tolerance,
             seed=None if seed == 42 else seed,
+            resamples=None if resamples in (None, Resampling.resamples) else resamples,
+            bootstrap_seed=None if bootstrap_seed in (None, Resampling.seed) else bootstrap_seed,
         )
         update: dict[str, Any] = {}
         if suffix:
@@ -272,7 +294,8 @@ class AbsTaskPermutationFairness(AbsTask):
                          prediction_folder: Path | None = None, num_proc: int | None = None, timer: Any = None,
                          **kwargs: Any) -> dict[str, Any]:
         session = self._session_for(model, data_split, hf_split, encode_kwargs)
-        result = session.run(hf_subset)
+        result = session.run(hf_subset, baseline=self.baseline.get(hf_subset))
+        self.observations[hf_subset] = result.observations
         entry = load(result.scores)
         logger.info("%s %s: position_fairness=%.4f (%d documents, %.1f s)", self.metadata.name, hf_subset,
                     entry.profile().fairness, entry.counts.documents, result.seconds)
@@ -431,9 +454,25 @@ class PermutationFairnessManpages(AbsTaskPermutationFairness):
     )
 
 
+DEMO_SUBSETS = ("n3_en", "n3_de", "n3_en-de")
+
+
+class PermutationFairnessManpagesDemo(PermutationFairnessManpages):
+    """What ``mteb-fairpos demo`` runs: the man-page probe on exactly the three subsets the demo shows, so that
+    its results are a complete task (not 3 of 32 subsets)."""
+
+    metadata = PermutationFairnessManpages.metadata.model_copy(update={
+        "name": "PermutationFairnessManpagesDemo",
+        "description": "The offline demo of the permutation fairness probe: the bundled Linux man pages "
+        "(PermutationFairnessManpages) on n3_en, n3_de and n3_en-de, 12 segment sets in all 6 orders per subset.",
+        "eval_langs": eval_langs(DEMO_SUBSETS),
+    })
+
+
 PERMUTATION_TASKS: list[type[AbsTaskPermutationFairness]] = [
     PermutationFairness,
     PermutationFairnessPaper,
     PermutationFairnessSample,
     PermutationFairnessManpages,
+    PermutationFairnessManpagesDemo,
 ]

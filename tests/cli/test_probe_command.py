@@ -87,3 +87,34 @@ def test_an_empty_corpus_is_named_as_such(tmp_path, capsys):
     empty.write_text("")
     assert main(["probe", "--corpus", str(empty), "--output", str(tmp_path / "o")]) == 2
     assert "holds no texts" in capsys.readouterr().err
+
+
+def test_the_demo_subsets_are_a_task_the_run_completes_with_paired_changes(tmp_path, capsys):
+    """Without --corpus, the demo's three subsets run as their own task, so the package's page flags nothing;
+    each calibrated config (given before 'none' here) is paired with the uncalibrated run and its change shown."""
+    from mteb_fairpos.leaderboard.data import build
+    from mteb_fairpos.tasks.permutation import PermutationFairnessManpagesDemo
+
+    out_dir = tmp_path / "out"
+    assert main(["probe", "--subsets", "n3_en", "n3_de", "n3_en-de", "--sets", "2", "--calibration", "b128_lhalf_a1", "none",
+                 "--max-length", "512", "--resamples", "300", "--bootstrap-seed", "3", "--output", str(out_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "(task PermutationFairnessManpagesDemo.sets-2.resamples-300.bootseed-3)" in out
+    assert "intervals from 300 bootstrap resamples" in out and "bootstrap seed 3" in out
+    assert "fairness [95% CI]" in out and ("better" in out or "worse" in out or "not significant" in out)
+    task = "PermutationFairnessManpagesDemo.sets-2.resamples-300.bootseed-3"
+
+    def scores_of(model):
+        path = out_dir / "results" / model / COMMIT / "experiments" / "max_seq_length_512" / f"{task}.json"
+        return json.loads(path.read_text())["scores"]["test"]
+
+    calibrated, plain = scores_of("fair__all-MiniLM-L6-v2-b128_lhalf_a1"), scores_of("fair-off__all-MiniLM-L6-v2")
+    for scores in calibrated:
+        assert scores["bootstrap_resamples"] == 300 and scores["bootstrap_seed"] == 3
+        change = scores["change_position_fairness"]
+        assert scores["change_position_fairness_ci_low"] <= change <= scores["change_position_fairness_ci_high"]
+        assert 0 < scores["change_position_fairness_pvalue"] <= 1 and "change_tau_position_fairness" in scores
+    assert all("change_position_fairness" not in scores and "position_fairness_ci_low" in scores for scores in plain)
+    assert {scores["hf_subset"] for scores in plain} == set(PermutationFairnessManpagesDemo.metadata.hf_subsets)
+    board = build([out_dir], tmp_path / "site")  # the page flags nothing as partial (the sets-2 name is not
+    assert {issue.kind for _, issue in board.issues} <= {"pooled", "unchecked"}  # registered, so unchecked here)

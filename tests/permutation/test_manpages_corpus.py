@@ -45,10 +45,12 @@ def test_the_bundled_corpus_shows_the_first_position_bias_and_calibrations_effec
     base = SentenceTransformer(minilm_dir, device="cpu")
     base.max_seq_length = 512
     settings = ProbeSettings(num_sets={3: 12}, selection=SelectionSettings(mode="lead"))
-    scores = {}
+    scores, baseline = {}, None
     for name, config in (("off", None), ("strong", CalibrationConfig.parse("b64_lhalf_a1"))):
         session = ProbeSession(manpages_corpus(), FairSentenceTransformer(base, calibration=config), settings)
-        scores[name] = session.run("n3_en").scores
+        result = session.run("n3_en", baseline=baseline)  # the strong config is paired with the plain run
+        scores[name], baseline = result.scores, result.observations
     off, strong = scores["off"], scores["strong"]
     assert off["position_1_ci_low"] > off["position_3_ci_high"] and off["beta_3_pvalue"] < 0.001
     assert strong["position_fairness"] > off["position_fairness"] + 0.05
+    assert strong["change_position_fairness_ci_low"] > 0 and strong["change_position_fairness_pvalue"] < 0.05  # not noise

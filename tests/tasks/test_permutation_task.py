@@ -246,17 +246,23 @@ def test_predictions_carry_topic_order_and_language(tmp_path, st512):
     assert len({rows["order"][i] for i in first}) == 1 and rows["order"][first[0]].count("-") == 2
 
 
-def test_sets_that_share_topics_are_reported(st512):
-    """#15: few usable topics make sets overlap; the report says so and what it means for the errors."""
+def test_sets_that_share_topics_get_two_way_inference_and_few_clusters_are_reported(st512):
+    """Few usable topics make sets overlap: the errors and the fairness interval then respect topics too
+    (two-way), and a run on fewer clusters than MIN_CLUSTERS says its inference is weak."""
     from mteb_fairpos.permutation import build_corpus
+    from mteb_fairpos.permutation.probe import MIN_CLUSTERS
 
     few = build_corpus([(t.id, {"en": t.texts["en"]}) for t in list(sample_corpus())[:4]])
     session = ProbeSession(few, st512, ProbeSettings(num_sets={3: 3}))
     scores = session.run("n3_en").scores
     assert scores["num_distinct_topics"] == 4 and scores["num_segment_sets"] == 3
-    assert any("share topics" in note and "too small" in note for note in scores["notes"])
+    assert scores["bootstrap_units"] == "segment sets and topics" and scores["bootstrap_resamples"] == 2000
+    assert scores["position_fairness_ci_low"] <= scores["position_fairness"] <= scores["position_fairness_ci_high"]
+    assert any("3 segment sets on 4 distinct topics" in note and f"fewer than {MIN_CLUSTERS}" in note for note in scores["notes"])
+    assert not any("too small" in note for note in scores["notes"])  # the old warning about invalid errors is gone
     wide = ProbeSession(sample_corpus(), st512, ProbeSettings(num_sets={3: 2})).run("n3_en").scores
-    assert not any("share topics" in note for note in wide["notes"]) and wide["num_distinct_topics"] == 6
+    assert wide["bootstrap_units"] == "segment sets" and wide["num_distinct_topics"] == 6
+    assert any("only 2 segment sets:" in note for note in wide["notes"])
 
 
 def test_a_changed_setting_never_reads_a_stale_result(tmp_path, st512):

@@ -1,0 +1,174 @@
+"""Intervals of the probe's position fairness and paired changes against a baseline (docs/method.md#s5-1).
+
+An observation is one segment at one position of one document; it belongs to one segment set and one
+topic (the segment's). Documents of one set share their segments, and where sets share topics a
+topic's segment recurs across sets, so the units of the bootstrap are sets *and* topics:
+
+* sets do not share topics: a cluster bootstrap over segment sets gives the figure's variance;
+* sets share topics: the **two-way bootstrap**. Three one-way bootstraps (over sets, over topics, over
+  their intersections, the (set, topic) cells) give three variances; the figure's variance is
+  ``V_set + V_topic - V_cell`` (pairs of observations that share a set, plus those that share a topic,
+  less those counted twice), at least the larger one-way variance. It is the bootstrap form of two-way
+  cluster-robust errors (`stats`).
+
+The interval is ``estimate +- t * SE`` (see `_combine`). The coverage simulation in docs/method.md#s5-1 is
+why: the pigeonhole bootstrap (sets and topics drawn together) over-covered, resampling sets alone
+under-covered where sets share topics, and percentile intervals under-covered with few sets.
+
+A statistic of the per-position means is a function of the cells' sums and sizes per position, so every
+observation of a cell shares its weight and all resamples are one product of a ``(R, cells)`` weight
+matrix with the ``(cells, positions)`` sums: no loop over resamples or observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..fairness import min_max_ratios
+from ..resampling import Resampling, counts
+from ..results.schema import Estimate
+
+SETS = "segment sets"
+SETS_AND_TOPICS = "segment sets and topics"
+_STREAMS = {"sets": 0, "topics": 1, "cells": 2}
+"""Each factor's random stream: independent factors, and the same draws for every model of a comparison."""
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    """A figure with its bootstrap: ``samples`` maps each resampled factor (``sets``, and ``topics``,
+    ``cells`` where sets share topics) to the figure's (R,) resampled values."""
+
+    estimate: float
+    se: float
+    ci_low: float
+    ci_high: float
+    pvalue: float
+    samples: dict[str, np.ndarray] = field(repr=False)
+
+    def as_estimate(self) -> Estimate:
+        """The stored form of a change; NaN (undefined) becomes ``null``."""
+        return Estimate(self.estimate, self.se, self.pvalue, self.ci_low, self.ci_high)
+
+
+@dataclass(frozen=True)
+class FairnessBootstrap:
+    """``fairness`` of the measured values, ``change`` (values minus baseline) when a baseline was given;
+    ``profiles`` the resampled per-position means, factor -> (R, positions); ``units`` what was resampled."""
+
+    fairness: Bootstrapped
+    change: Bootstrapped | None
+    profiles: dict[str, np.ndarray] = field(repr=False)
+    units: str
+
+
+def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
+                       baseline_values=None) -> FairnessBootstrap:
+    """The bootstrap of ``position_fairness`` (min/max of the per-position means) of ``values``.
+
+    Args:
+        values: (N,) the measure per observation (sigma or tau); NaN marks an unmeasured one.
+        positions: (N,) positions 1..n.
+        sets, topics: (N,) the observation's segment set and topic (any hashable ids).
+        resampling: resamples, seed and confidence.
+        baseline_values: (N,) a baseline model's values on the *same* observations (row by row): the
+            change ``fairness(values) - fairness(baseline)`` is resampled with the same draws.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    positions = np.asarray(positions, dtype=np.int64)
+    if not (len(values) == len(positions) == len(sets) == len(topics)):
+        raise ValueError("values, positions, sets and topics must have the same length.")
+    if len(values) == 0 or positions.min() < 1:
+        raise ValueError("the bootstrap needs observations at positions 1..n.")
+    set_code = cluster_codes(sets)
+    topic_code = cluster_codes(topics)
+    cell, cell_of = np.unique(np.column_stack([set_code, topic_code]), axis=0, return_inverse=True)
+    cell_of = cell_of.reshape(-1)
+    shared = len(cell) > topic_code.max() + 1  # some topic sits in more than one set
+    factors = {"sets": cell[:, 0]}
+    if shared:
+        factors.update(topics=cell[:, 1], cells=np.arange(len(cell)))
+    clusters = {name: int(units.max()) + 1 for name, units in factors.items()}
+    if min(clusters.values()) < 2:
+        raise ValueError("the bootstrap needs at least two segment sets (and two topics): one unit has no variance.")
+    weights = {name: counts(clusters[name], resampling, _STREAMS[name])[:, units] for name, units in factors.items()}
+
+    def profiles(measured: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        sums, sizes = _cell_sums(measured, positions, cell_of, len(cell))
+        return _means(np.ones((1, len(cell))), sums, sizes)[0], {name: _means(w, sums, sizes) for name, w in weights.items()}
+
+    point, resampled = profiles(values)
+    ratio = float(min_max_ratios(point[None])[0])
+    ratios = {name: min_max_ratios(p) for name, p in resampled.items()}
+    change = None
+    if baseline_values is not None:
+        baseline_values = np.asarray(baseline_values, dtype=np.float64)
+        if baseline_values.shape != values.shape:
+            raise ValueError("baseline_values must hold one value per observation, as values does.")
+        base_point, base_resampled = profiles(baseline_values)
+        base_ratio = float(min_max_ratios(base_point[None])[0])
+        change = _combine(ratio - base_ratio, {name: ratios[name] - min_max_ratios(base_resampled[name]) for name in ratios},
+                          clusters, resampling)
+    return FairnessBootstrap(_combine(ratio, ratios, clusters, resampling), change, resampled, SETS_AND_TOPICS if shared else SETS)
+
+
+def cluster_codes(ids: Sequence) -> np.ndarray:
+    """Integer codes 0..G-1 of cluster ids (sets or topics), the form statsmodels and the bootstrap take."""
+    return np.unique(np.asarray(ids, dtype=object).astype(str), return_inverse=True)[1].reshape(-1)
+
+
+def sets_share_topics(clusters: Sequence, topics: Sequence) -> bool:
+    """Whether some topic occurs in more than one segment set."""
+    pairs = np.unique(np.column_stack([cluster_codes(clusters), cluster_codes(topics)]), axis=0)
+    return len(pairs) > len(np.unique(pairs[:, 1]))
+
+
+def _cell_sums(values: np.ndarray, positions: np.ndarray, cell_of: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cells, n) sums and numbers of the measured values per cell and position."""
+    measured = np.isfinite(values)
+    shape = (n_cells, int(positions.max()))
+    sums, sizes = np.zeros(shape), np.zeros(shape)
+    np.add.at(sums, (cell_of[measured], positions[measured] - 1), values[measured])
+    np.add.at(sizes, (cell_of[measured], positions[measured] - 1), 1.0)
+    return sums, sizes
+
+
+def _means(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """(R, n) per-position means under each row of cell weights; NaN where a row leaves a position empty."""
+    totals, numbers = weights @ sums, weights @ sizes
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(numbers > 0, totals / np.where(numbers > 0, numbers, 1.0), np.nan)
+
+
+def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str, int], resampling: Resampling) -> Bootstrapped:
+    """The figure's variance from its resampled values: ``V_set``, or where sets share topics the two-way
+    ``V_set + V_topic - V_cell`` (at least the larger one-way one). Each one-way variance is scaled by
+    ``G / (G - 1)`` for its ``clusters[name] = G`` clusters (the small-sample factor of cluster-robust errors,
+    which a bootstrap of G units lacks); the interval and p-value are t ones with ``G - 1`` degrees of freedom
+    (the smaller factor's ``G`` when two-way), as the regression's clustered errors (`stats`) have."""
+    from scipy.stats import t as student_t  # here, not at import: `import mteb` loads this module via the task
+
+    one_way = {name: _variance(s) * clusters[name] / (clusters[name] - 1) for name, s in samples.items()}
+    if "topics" in one_way:
+        variance = max(one_way["sets"] + one_way["topics"] - one_way["cells"], one_way["sets"], one_way["topics"])
+    else:
+        variance = one_way["sets"]
+    if not np.isfinite(estimate) or not np.isfinite(variance):
+        return Bootstrapped(estimate, float("nan"), float("nan"), float("nan"), float("nan"), samples)
+    se = variance ** 0.5
+    df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
+    half = float(student_t.ppf(0.5 + resampling.confidence / 2, df)) * se
+    if se > 0:
+        p = float(2 * student_t.sf(abs(estimate) / se, df))
+    else:
+        p = 1.0 if estimate == 0 else 0.0
+    return Bootstrapped(estimate, se, estimate - half, estimate + half, p, samples)
+
+
+def _variance(samples: np.ndarray) -> float:
+    """The variance of the defined resampled values; NaN when more than half are undefined (`interval`'s rule)."""
+    defined = samples[np.isfinite(samples)]
+    return float(np.var(defined)) if 2 * len(defined) >= len(samples) and len(defined) else float("nan")
