@@ -9,6 +9,7 @@ are paired by giving both the *same* count matrix, so their difference is resamp
 * :class:`Resampling`: how many resamples, the seed and the confidence level; recorded with every
   interval so that it can be reproduced;
 * :func:`counts`: the count matrix of one resampling over ``n`` units;
+* :func:`stratified_counts`: the same, each stratum drawn within itself, in blocks of resamples;
 * :func:`group_means`: per-group means of unit scores under every resample;
 * :func:`interval`: the percentile interval of a statistic's resampled values;
 * :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0".
@@ -16,6 +17,7 @@ are paired by giving both the *same* count matrix, so their difference is resamp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,3 +88,27 @@ def pvalue(estimate: float, samples: np.ndarray) -> float:
         return float("nan")
     hits = np.count_nonzero(np.abs(defined - estimate) >= abs(estimate))
     return float((1 + hits) / (1 + len(defined)))
+
+
+
+def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int = 250) -> Iterator[np.ndarray]:
+    """The (R, n) count matrix of a bootstrap that draws each stratum's units from that stratum only,
+    in blocks of at most ``block`` resamples (``strata``: (n,) codes; the blocks stack to R rows).
+
+    A figure that averages strata with equal weight (PosIR's mean over languages) keeps every stratum
+    whole in every resample, as the data keeps it whole; one stratum is the plain bootstrap. Blocks keep
+    memory at ``block x n`` counts for ten thousand queries and more. Every block comes from the one
+    stream in stratum-code order, so the same units in the same order get the same counts: what a
+    paired comparison relies on. Each unit is drawn as an index and the draws are counted (``bincount``):
+    the same multinomial counts as :func:`counts`, several times faster for thousands of units.
+    """
+    strata = np.asarray(strata)
+    if len(strata) < 1:
+        raise ValueError("the bootstrap needs at least one unit to resample.")
+    rng = resampling.generator(stream)
+    members = [np.flatnonzero(strata == code) for code in np.unique(strata)]
+    for start in range(0, resampling.resamples, block):
+        size = min(block, resampling.resamples - start)
+        rows = (np.arange(size) * len(strata))[:, None]
+        picks = np.concatenate([units[rng.integers(0, len(units), size=(size, len(units)))] + rows for units in members], axis=1)
+        yield np.bincount(picks.ravel(), minlength=size * len(strata)).reshape(size, len(strata)).astype(np.float64)
