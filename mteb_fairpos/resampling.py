@@ -12,7 +12,7 @@ are paired by giving both the *same* count matrix, so their difference is resamp
 * :func:`stratified_counts`: the same, each stratum drawn within itself, in blocks of resamples;
 * :func:`group_means`: per-group means of unit scores under every resample;
 * :func:`interval`: the percentile interval of a statistic's resampled values;
-* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0".
+* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0" that the percentile interval inverts.
 """
 
 from __future__ import annotations
@@ -79,16 +79,18 @@ def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 def pvalue(estimate: float, samples: np.ndarray) -> float:
-    """Two-sided p-value of H0 "the statistic is 0": how often the resampled values, centred on the estimate,
-    fall at least as far from it as 0 does; ``(1 + hits) / (1 + R)``, so never 0, and 1 for a statistic that
-    is 0 in the data. NaN where the estimate or most resamples are undefined."""
+    """Two-sided p-value of H0 "the statistic is 0", the one the percentile interval inverts: twice the
+    smaller share of resampled values on either side of 0 (each side counting 0 itself),
+    ``min(1, 2 (1 + hits) / (1 + R))``, so never 0, and 1 for a statistic that is 0 in every resample
+    (identical models). p < 1 - confidence exactly when the interval at that confidence excludes 0, up to
+    the counting at the ends, so a report never calls a change significant by one and not by the other.
+    NaN where the estimate or most resamples are undefined."""
     samples = np.asarray(samples, dtype=np.float64)
     defined = samples[np.isfinite(samples)]
     if not np.isfinite(estimate) or 2 * len(defined) < len(samples) or len(defined) == 0:
         return float("nan")
-    hits = np.count_nonzero(np.abs(defined - estimate) >= abs(estimate))
-    return float((1 + hits) / (1 + len(defined)))
-
+    hits = min(np.count_nonzero(defined <= 0), np.count_nonzero(defined >= 0))
+    return float(min(1.0, 2 * (1 + hits) / (1 + len(defined))))
 
 
 def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int = 250) -> Iterator[np.ndarray]:

@@ -1,0 +1,118 @@
+"""The per-query sidecar: written beside the result by mteb's own save (``mteb.evaluate`` with a
+ResultCache), never inside the result JSON; checked by the reader against its result; paired by
+``compare`` across results written by separate runs, and absent from results of earlier releases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import mteb
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from results_folders import register_tasks, retrieval_entry, simulated_queries, write_grouped_result, write_result
+from retrieval_check import FIXTURES
+
+from mteb_fairpos.cli import main
+from mteb_fairpos.results import collect, units
+from mteb_fairpos.tasks.posq import SQuADPosQ
+
+TWIN, CALIBRATED, OTHER = "fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b64_llast_a1"
+COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tasks():
+    register_tasks()
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm):
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    return SentenceTransformerEncoderWrapper(minilm)
+
+
+def _evaluate(encoder, folder):
+    from mteb.cache import ResultCache
+
+    task = SQuADPosQ(data_dir=FIXTURES / "squad_v2")
+    return mteb.evaluate(encoder, task, cache=ResultCache(folder), co2_tracker=False).task_results[0]
+
+
+def test_a_run_with_a_cache_writes_each_querys_score_beside_its_result(encoder, tmp_path):
+    result = _evaluate(encoder, tmp_path)
+    (path,) = tmp_path.glob("results/*/*/SQuADPosQ.json")
+    sidecar = units.read(units.sidecar_path(path))
+    rows = sidecar.tables[("test", "default")]
+    entry = result.scores["test"][0]
+    assert rows.num_rows == entry["n_queries"] == 9 and rows.schema.field("score").type == "float"
+    assert sidecar.kind == "retrieval" and sidecar.digests == {"test/default": entry[units.DIGEST]}
+    stored = json.loads(path.read_text())["scores"]["test"][0]
+    assert not any(isinstance(v, (list, dict)) and len(v) >= 9 for v in stored.values())  # no per-query list in the JSON
+    assert stored["bootstrap_resamples"] == 2000 and stored["harmonic_mean_ci_low"] <= stored["harmonic_mean"]
+    (scores,) = collect(tmp_path).scores.values()
+    assert scores.units is not None and scores.headline["main"].interval == (stored["harmonic_mean_ci_low"], stored["harmonic_mean_ci_high"])
+    assert scores.headline["psi"].interval == (stored["psi_ci_low"], stored["psi_ci_high"])
+
+
+def test_without_the_save_hook_the_result_is_written_as_before(encoder, tmp_path, monkeypatch):
+    from mteb.cache import ResultCache
+
+    monkeypatch.setattr(ResultCache, "save_to_cache", ResultCache.save_to_cache.__wrapped__)
+    _evaluate(encoder, tmp_path)
+    (path,) = tmp_path.glob("results/*/*/SQuADPosQ.json")
+    assert not units.sidecar_path(path).exists()
+    (scores,) = collect(tmp_path).scores.values()
+    assert scores.units is None and scores.main_score is not None
+    assert any("is missing" in issue.message for issue in collect(tmp_path).issues)
+
+
+def test_a_sidecar_that_is_not_its_results_is_reported_and_not_used(tmp_path):
+    root = tmp_path / "results"
+    mine = write_grouped_result(root, CALIBRATED, COMMIT, *simulated_queries(60, 1))
+    theirs = write_grouped_result(root, TWIN, COMMIT, *simulated_queries(60, 2))
+    shutil.copy(units.sidecar_path(theirs), units.sidecar_path(mine))  # another run's rows
+    found = collect(tmp_path)
+    assert [i.kind for i in found.issues] == ["units"] and "do not match the result's digest" in found.issues[0].message
+    assert found.get(next(m for m in found.models if m.name == CALIBRATED), "SQuADPosQ").units is None
+    shutil.copy(theirs, mine)  # now the result matches its rows, but the folder is another model's
+    found = collect(tmp_path)
+    assert [i.kind for i in found.issues] == ["units"] and f"records model {TWIN}" in found.issues[0].message
+
+
+def test_a_resumed_run_keeps_the_rows_of_subsets_it_did_not_redo(tmp_path):
+    result = tmp_path / "Task.json"
+    first, second = units.rows(["a", "b"], ["x", None], [1.0, 0.5]), units.rows(["c"], ["y"], [0.25])
+    entries = {"test": [{"hf_subset": "one", units.DIGEST: units.hand_over("Task", "test", "one", first)}]}
+    units.write_beside(result, "Task", entries, "m", "r")
+    entries["test"].append({"hf_subset": "two", units.DIGEST: units.hand_over("Task", "test", "two", second)})
+    units.write_beside(result, "Task", entries, "m", "r")  # "one" is no longer at hand: kept from the file
+    sidecar = units.read(units.sidecar_path(result))
+    assert sorted(sidecar.tables) == [("test", "one"), ("test", "two")]
+    assert sidecar.problems("Task", {("test", "one"): entries["test"][0][units.DIGEST], ("test", "two"): entries["test"][1][units.DIGEST]}) == []
+    assert pq.read_table(units.sidecar_path(result)).num_rows == 3
+
+
+def test_compare_pairs_each_calibrated_result_with_its_twin_query_by_query(tmp_path, capsys):
+    root = tmp_path / "results"
+    scores, groups = simulated_queries(400, 3)
+    rng = np.random.default_rng(4)
+    write_grouped_result(root, TWIN, COMMIT, scores, groups)
+    lifted = {q: min(1.0, v + 0.08 + rng.normal(0, 0.02)) for q, v in scores.items()}
+    write_grouped_result(root, CALIBRATED, COMMIT, lifted, groups)
+    noise = {q: float(np.clip(v + rng.normal(0, 0.03), 0, 1)) for q, v in list(scores.items())[:380]}  # 20 queries fewer
+    write_grouped_result(root, OTHER, COMMIT, noise, groups)
+    write_result(root, "fair-off/bge-m3", COMMIT, "SQuADPosQ", {"test": [retrieval_entry(0.5, {"0-100": 0.6, "100-200": 0.4}, 0.33)]})
+    write_result(root, "fair/bge-m3", COMMIT, "SQuADPosQ", {"test": [retrieval_entry(0.6, {"0-100": 0.6, "100-200": 0.6}, 0.0)]})
+    assert main(["compare", str(tmp_path), "-o", str(tmp_path / "out"), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    changes = {line.split(" | ")[0].strip("| ") + " " + line.split(" | ")[3]: line for line in out.splitlines()
+               if line.startswith("| fair/") and "SQuADPosQ" in line}
+    assert "(400 paired)" in changes["fair/all-MiniLM-L6-v2 [8b3219a] main"] and changes["fair/all-MiniLM-L6-v2 [8b3219a] main"].endswith("| better |")
+    assert "(380 paired)" in changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"]
+    assert changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"].endswith("| not significant |")
+    assert "(no interval: no per-unit scores for this result or the twin)" in changes["fair/bge-m3 [8b3219a] main"]
+    assert changes["fair/bge-m3 [8b3219a] psi"].endswith("| no interval |")
+    assert "] (partial)" not in out and "0." in out.split("## Main scores")[1].split("[")[1]  # main scores carry intervals
