@@ -116,3 +116,40 @@ def test_compare_pairs_each_calibrated_result_with_its_twin_query_by_query(tmp_p
     assert "(no interval: no per-unit scores for this result or the twin)" in changes["fair/bge-m3 [8b3219a] main"]
     assert changes["fair/bge-m3 [8b3219a] psi"].endswith("| no interval |")
     assert "] (partial)" not in out and "0." in out.split("## Main scores")[1].split("[")[1]  # main scores carry intervals
+
+
+def test_posir_intervals_and_changes_follow_its_pooling_per_language(tmp_path):
+    """PosIR's sidecar rows are each query's relative-position bin; the reader resamples each language's
+    queries within it and averages the languages, as `summarize_scores` pools the point figures."""
+    from mteb_fairpos.tasks.grouped_metrics import POSITION_BINS
+    from mteb_fairpos.tasks.posir import PosIR
+    from mteb_fairpos.tasks.posir.task import position_scores
+
+    root, task, rng = tmp_path / "results", PosIR(), np.random.default_rng(12)
+    queries = {subset: [f"q{i}" for i in range(n)] for subset, n in (("deu-Latn.law", 80), ("deu-Latn.game", 50), ("eng-Latn.law", 70))}
+    places = {subset: {q: (("Q1", "Q2")[i % 2], POSITION_BINS[i % 5]) for i, q in enumerate(ids)} for subset, ids in queries.items()}
+    base = {subset: dict(zip(ids, rng.random(len(ids)).tolist(), strict=True)) for subset, ids in queries.items()}
+    for name, lift in ((TWIN, 0.0), (CALIBRATED, 0.05)):
+        entries = []
+        for subset, values in base.items():
+            scores = {q: v + lift for q, v in values.items()}
+            entry = position_scores(scores, places[subset])
+            entry.update(hf_subset=subset, languages=[subset.split(".")[0]], ndcg_at_10=float(np.mean(list(scores.values()))))
+            entry["main_score"] = entry["ndcg_at_10"]
+            entry[units.DIGEST] = task.hand_over_units("test", subset, scores, {q: (p[1],) for q, p in places[subset].items()},
+                                                       bucket={q: p[0] for q, p in places[subset].items()})
+            entries.append(entry)
+        path = write_result(root, name, COMMIT, "PosIR", {"test": entries})
+        units.write_beside(path, "PosIR", {"test": entries}, name, COMMIT)
+    found = collect(tmp_path)
+    twin, calibrated = (found.get(next(m for m in found.models if m.name == n), "PosIR") for n in (TWIN, CALIBRATED))
+    assert twin.headline["main"].value == pytest.approx(twin.main_score)  # the papers' mean over languages
+    assert twin.headline["psi"].value == pytest.approx(twin.psi)
+    low, high = twin.headline["main"].interval
+    assert low < twin.main_score < high
+    from mteb_fairpos.results import pairing
+
+    change = pairing.change(calibrated, twin, "main")
+    assert change.value == pytest.approx(0.05) and change.interval == pytest.approx((0.05, 0.05)) and change.paired == 200
+    psi_change = pairing.change(calibrated, twin, "psi")
+    assert psi_change.interval is not None and psi_change.paired == 200 and psi_change.value == pytest.approx(calibrated.psi - twin.psi)
