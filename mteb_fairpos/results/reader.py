@@ -267,9 +267,9 @@ def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
     except units.SidecarError as err:
         scores.notes.append(("units", f"{err} Not used."))
         return
+    if sidecar.kind not in pairing.KINDS:  # rows this release does not turn into figures (the probe's): left alone
+        return
     problems = sidecar.problems(result.task_name, {k: d if isinstance(d, str) else None for k, d in digests.items()})
-    if sidecar.kind not in pairing.KINDS:
-        problems.append(f"is of kind {sidecar.kind!r}, which this release cannot pair")
     if problems:
         scores.notes.append(("units", f"{path.name} " + "; ".join(problems) + "; not used."))
         return

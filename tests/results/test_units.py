@@ -153,3 +153,19 @@ def test_posir_intervals_and_changes_follow_its_pooling_per_language(tmp_path):
     assert change.value == pytest.approx(0.05) and change.interval == pytest.approx((0.05, 0.05)) and change.paired == 200
     psi_change = pairing.change(calibrated, twin, "psi")
     assert psi_change.interval is not None and psi_change.paired == 200 and psi_change.value == pytest.approx(calibrated.psi - twin.psi)
+
+
+def test_a_sidecar_of_a_kind_this_release_does_not_pair_is_left_alone(tmp_path):
+    """The probe writes its per-observation rows (kind ``probe``); until its kind is in `pairing.KINDS`
+    the reader neither uses them nor reports them."""
+    from results_folders import probe_entry
+
+    entry = probe_entry("n3_en", [0.6, 0.5, 0.55])
+    rows = units.rows(["0:1", "0:2", "0:3"], ["1", "2", "3"], [0.6, 0.5, 0.55], segment_set=["a-b-c"] * 3, topic=["a", "b", "c"])
+    entry[units.DIGEST] = units.hand_over("PermutationFairnessSample", "test", "n3_en", rows, kind="probe")
+    path = write_result(tmp_path / "results", CALIBRATED, COMMIT, "PermutationFairnessSample", {"test": [entry]})
+    assert units.write_beside(path, "PermutationFairnessSample", {"test": [entry]}, CALIBRATED, COMMIT) is not None
+    assert units.read(units.sidecar_path(path)).tables[("test", "n3_en")].column_names == ["unit", "group", "score", "segment_set", "topic"]
+    found = collect(tmp_path)
+    assert not [i for i in found.issues if i.kind == "units"]
+    assert next(iter(found.scores.values())).units is None
