@@ -19,7 +19,8 @@ in memory (`hand_over`, keyed by task, split and subset, with their digest) and 
 score entry; `install` wraps mteb's ``ResultCache.save_to_cache`` (the one path of both ``mteb run`` and
 ``mteb.evaluate(..., cache=...)``) so that, after mteb has written the result, the rows of every entry
 it holds are written beside it: from what was handed over when the digests match, else kept from the
-sidecar already there (subsets a resumed run did not redo). A run without the wrapper (no cache, or the
+sidecar already there (subsets a resumed run did not redo; `carry_over` hands over the rows of a result
+merged from elsewhere). A run without the wrapper (no cache, or the
 plugin not registered) writes the result as before, without a sidecar; a failure to write the sidecar
 is a warning, never a failed save.
 """
@@ -90,6 +91,14 @@ def hand_over(task: str, split: str, subset: str, table: pa.Table, kind: str = "
     found = digest(table)
     _pending[(task, split, subset)] = (found, kind, table)
     return found
+
+
+def carry_over(result: Path) -> None:
+    """Hand over again the rows of the sidecar beside ``result``: for a result that is merged into another
+    folder (the Ray sweep merges each unit's result), so that the merged result's save writes them too."""
+    earlier = _earlier(sidecar_path(result))
+    for (split, subset), table in (earlier.tables.items() if earlier else ()):
+        _pending[(earlier.task, split, subset)] = (earlier.digests.get(_entry(split, subset), ""), earlier.kind, table)
 
 
 # ------------------------------------------------------------------------------------------- writing

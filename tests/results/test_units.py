@@ -169,3 +169,19 @@ def test_a_sidecar_of_a_kind_this_release_does_not_pair_is_left_alone(tmp_path):
     found = collect(tmp_path)
     assert not [i for i in found.issues if i.kind == "units"]
     assert next(iter(found.scores.values())).units is None
+
+
+def test_a_result_merged_from_another_folder_keeps_its_rows(tmp_path):
+    """The Ray sweep evaluates each subset into a folder of its own and merges the results: the merged
+    save writes the rows the parts' sidecars hold."""
+    part = tmp_path / "part" / "Task.json"
+    part.parent.mkdir()
+    rows = units.rows(["a", "b"], ["x", "y"], [1.0, 0.5])
+    entries = {"test": [{"hf_subset": "one", units.DIGEST: units.hand_over("Task", "test", "one", rows)}]}
+    units.write_beside(part, "Task", entries, "m", "r")
+    units.hand_over("Task", "test", "one", units.rows(["c"], ["x"], [0.0]))  # what the driver holds: not these rows
+    units.carry_over(part)
+    merged = tmp_path / "merged" / "Task.json"
+    merged.parent.mkdir()
+    assert units.write_beside(merged, "Task", entries, "m", "r") is not None
+    assert units.read(units.sidecar_path(merged)).tables[("test", "one")].column("unit").to_pylist() == ["a", "b"]
