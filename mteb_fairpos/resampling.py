@@ -93,13 +93,18 @@ def pvalue(estimate: float, samples: np.ndarray) -> float:
     return float(min(1.0, 2 * (1 + hits) / (1 + len(defined))))
 
 
-def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int = 250) -> Iterator[np.ndarray]:
+BLOCK_CELLS = 2_000_000
+"""Counts held at once by `stratified_counts` (16 MB of float64): the block of resamples shrinks as units grow."""
+
+
+def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int | None = None) -> Iterator[np.ndarray]:
     """The (R, n) count matrix of a bootstrap that draws each stratum's units from that stratum only,
-    in blocks of at most ``block`` resamples (``strata``: (n,) codes; the blocks stack to R rows).
+    in blocks of ``block`` resamples (default: as many as `BLOCK_CELLS` counts hold, at most 250;
+    ``strata``: (n,) codes; the blocks stack to R rows).
 
     A figure that averages strata with equal weight (PosIR's mean over languages) keeps every stratum
     whole in every resample, as the data keeps it whole; one stratum is the plain bootstrap. Blocks keep
-    memory at ``block x n`` counts for ten thousand queries and more. Every block comes from the one
+    memory bounded however many queries (PosIR's hundred thousand). Every block comes from the one
     stream in stratum-code order, so the same units in the same order get the same counts: what a
     paired comparison relies on. Each unit is drawn as an index and the draws are counted (``bincount``):
     the same multinomial counts as :func:`counts`, several times faster for thousands of units.
@@ -109,6 +114,7 @@ def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 
         raise ValueError("the bootstrap needs at least one unit to resample.")
     rng = resampling.generator(stream)
     members = [np.flatnonzero(strata == code) for code in np.unique(strata)]
+    block = block or max(1, min(250, BLOCK_CELLS // len(strata)))
     for start in range(0, resampling.resamples, block):
         size = min(block, resampling.resamples - start)
         rows = (np.arange(size) * len(strata))[:, None]
