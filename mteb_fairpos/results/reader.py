@@ -273,8 +273,8 @@ def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
     if problems:
         scores.notes.append(("units", f"{path.name} " + "; ".join(problems) + "; not used."))
         return
-    kind = pairing.KINDS[sidecar.kind]
-    scores.units, scores.unit_kind, scores.unit_model = kind.units(sidecar, scores.task_object, list(scores.profile)), sidecar.kind, (sidecar.model, sidecar.revision)
+    scores.units = pairing.KINDS[sidecar.kind].units(sidecar, scores.task_object, list(scores.profile))
+    scores.unit_kind, scores.unit_model = sidecar.kind, (sidecar.model, sidecar.revision)
     scores.headline = pairing.headline(scores.units, sidecar.kind, scores.task_object, scores.resampling or Resampling())
 
 
