@@ -8,7 +8,9 @@ version is pinned in ``pyproject.toml`` and ``tests/mteb/test_mteb_plugin.py`` p
   (a tuple, rebound) and ``mteb.get_tasks._SIMILAR_TASKS``;
 * benchmarks: a ``Benchmark`` attribute of ``mteb.benchmarks.benchmarks``, after which the
   ``lru_cache`` of ``mteb.benchmarks.get_benchmark._build_registry`` (and of the alias
-  registry) is cleared.
+  registry) is cleared;
+* results: ``mteb.cache.ResultCache.save_to_cache`` is wrapped so that each save also writes the
+  per-unit sidecar beside the result file (`mteb_fairpos.results.units.install`).
 
 An installed package calls :func:`register` automatically whenever mteb is imported (the
 ``mteb_fairpos_hook.pth`` file and the top-level module ``_mteb_fairpos_hook``). Calling it again is
@@ -86,6 +88,9 @@ def register() -> Registration:
 
     report.benchmark = register_benchmark([cls.metadata.name for cls in BENCHMARK_TASKS], report)
     register_benchmark([cls.metadata.name for cls in SMALL_BENCHMARK_TASKS], report, name=SMALL_BENCHMARK_NAME)
+    from .results import units
+
+    units.install()
     for problem in report.skipped:
         warnings.warn(f"mteb-fairpos: {problem}", RegistrationWarning, stacklevel=2)
     _warn_invalid_calibration()

@@ -9,13 +9,15 @@ are paired by giving both the *same* count matrix, so their difference is resamp
 * :class:`Resampling`: how many resamples, the seed and the confidence level; recorded with every
   interval so that it can be reproduced;
 * :func:`counts`: the count matrix of one resampling over ``n`` units;
+* :func:`stratified_counts`: the same, each stratum drawn within itself, in blocks of resamples;
 * :func:`group_means`: per-group means of unit scores under every resample;
 * :func:`interval`: the percentile interval of a statistic's resampled values;
-* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0".
+* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0" that the percentile interval inverts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,12 +79,44 @@ def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 def pvalue(estimate: float, samples: np.ndarray) -> float:
-    """Two-sided p-value of H0 "the statistic is 0": how often the resampled values, centred on the estimate,
-    fall at least as far from it as 0 does; ``(1 + hits) / (1 + R)``, so never 0, and 1 for a statistic that
-    is 0 in the data. NaN where the estimate or most resamples are undefined."""
+    """Two-sided p-value of H0 "the statistic is 0", the one the percentile interval inverts: twice the
+    smaller share of resampled values on either side of 0 (each side counting 0 itself),
+    ``min(1, 2 (1 + hits) / (1 + R))``, so never 0, and 1 for a statistic that is 0 in every resample
+    (identical models). p < 1 - confidence exactly when the interval at that confidence excludes 0, up to
+    the counting at the ends, so a report never calls a change significant by one and not by the other.
+    NaN where the estimate or most resamples are undefined."""
     samples = np.asarray(samples, dtype=np.float64)
     defined = samples[np.isfinite(samples)]
     if not np.isfinite(estimate) or 2 * len(defined) < len(samples) or len(defined) == 0:
         return float("nan")
-    hits = np.count_nonzero(np.abs(defined - estimate) >= abs(estimate))
-    return float((1 + hits) / (1 + len(defined)))
+    hits = min(np.count_nonzero(defined <= 0), np.count_nonzero(defined >= 0))
+    return float(min(1.0, 2 * (1 + hits) / (1 + len(defined))))
+
+
+BLOCK_CELLS = 2_000_000
+"""Counts held at once by `stratified_counts` (16 MB of float64): the block of resamples shrinks as units grow."""
+
+
+def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int | None = None) -> Iterator[np.ndarray]:
+    """The (R, n) count matrix of a bootstrap that draws each stratum's units from that stratum only,
+    in blocks of ``block`` resamples (default: as many as `BLOCK_CELLS` counts hold, at most 250;
+    ``strata``: (n,) codes; the blocks stack to R rows).
+
+    A figure that averages strata with equal weight (PosIR's mean over languages) keeps every stratum
+    whole in every resample, as the data keeps it whole; one stratum is the plain bootstrap. Blocks keep
+    memory bounded however many queries (PosIR's hundred thousand). Every block comes from the one
+    stream in stratum-code order, so the same units in the same order get the same counts: what a
+    paired comparison relies on. Each unit is drawn as an index and the draws are counted (``bincount``):
+    the same multinomial counts as :func:`counts`, several times faster for thousands of units.
+    """
+    strata = np.asarray(strata)
+    if len(strata) < 1:
+        raise ValueError("the bootstrap needs at least one unit to resample.")
+    rng = resampling.generator(stream)
+    members = [np.flatnonzero(strata == code) for code in np.unique(strata)]
+    block = block or max(1, min(250, BLOCK_CELLS // len(strata)))
+    for start in range(0, resampling.resamples, block):
+        size = min(block, resampling.resamples - start)
+        rows = (np.arange(size) * len(strata))[:, None]
+        picks = np.concatenate([units[rng.integers(0, len(units), size=(size, len(units)))] + rows for units in members], axis=1)
+        yield np.bincount(picks.ravel(), minlength=size * len(strata)).reshape(size, len(strata)).astype(np.float64)

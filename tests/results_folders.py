@@ -61,3 +61,34 @@ def add_unreadable(root: Path, folder: Path) -> None:
     (folder / "Notes.json").write_text(json.dumps({"hello": "world"}))
     (folder / "Broken.json").write_text('{"task_name": "Broken", "scores": ')
     (root / "README.txt").write_text("not results")
+
+
+def write_grouped_result(root: Path, model: str, revision: str, scores: dict[str, float], groups: dict[str, str]) -> Path:
+    """A SQuAD-PosQ result and its per-query sidecar, as a run writes them: the entry from the task's own
+    ``task_specific_scores`` (``groups``: query id -> its answer-start group), the sidecar from the rows it
+    hands over, through the writer mteb's save calls."""
+    from mteb_fairpos.results import units
+    from mteb_fairpos.tasks._base import retrieval_split, with_groups
+    from mteb_fairpos.tasks.posq import SQuADPosQ
+
+    task = SQuADPosQ()
+    split = retrieval_split({"d": "text"}, dict.fromkeys(scores, "question?"), dict.fromkeys(scores, "d"))
+    task.dataset = {"default": {"test": with_groups(split, {q: (g,) for q, g in groups.items()}, {})}}
+    entry = task.task_specific_scores({q: {"ndcg_cut_10": v} for q, v in scores.items()}, dict.fromkeys(scores, {"d": 1}),
+                                      {}, hf_split="test", hf_subset="default")
+    entry.update({"hf_subset": "default", "languages": ["eng-Latn"], "main_score": entry["harmonic_mean"],
+                  "ndcg_at_10": sum(scores.values()) / len(scores)})
+    path = write_result(root, model, revision, "SQuADPosQ", {"test": [entry]})
+    units.write_beside(path, "SQuADPosQ", {"test": [entry]}, model, revision)
+    return path
+
+
+def simulated_queries(n: int, seed: int) -> tuple[dict[str, float], dict[str, str]]:
+    """``n`` queries spread over SQuAD-PosQ's groups with nDCG-like scores in [0, 1] (seeded)."""
+    import numpy as np
+
+    from mteb_fairpos.tasks.posq import SQUAD_GROUPS
+
+    rng = np.random.default_rng(seed)
+    ids = [f"q{i:04d}" for i in range(n)]
+    return dict(zip(ids, rng.beta(2.0, 1.5, n).tolist())), {q: SQUAD_GROUPS[i % len(SQUAD_GROUPS)] for i, q in enumerate(ids)}

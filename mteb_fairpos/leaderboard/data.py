@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import fairness
-from ..results import Collection, Issue, ModelKey, TaskScores, collect, plugin_base
+from ..results import pairing
+from ..results.pairing import Change
+from ..results import Collection, Issue, ModelKey, TaskScores, collect, is_twin, plugin_base, twin_for
 
 @dataclass(frozen=True)
 class Column:
@@ -49,6 +51,10 @@ class Cell:
     value: float | None
     delta: float | None = None
     """The value minus the twin's (``None`` for the twin itself or without a twin)."""
+    interval: tuple[float, float] | None = None
+    """The value's 95 % interval, where the result has one (`TaskScores.headline`)."""
+    change: Change | None = None
+    """The change against the twin with its paired interval and p-value (`pairing.change`), where there is a twin."""
     note: str = ""
     """What else the result says about the number (a probe subset's per-position 95 % intervals)."""
     pooled: str = ""
@@ -185,7 +191,7 @@ def make_columns(found: Collection, families: dict[str, str], languages: dict[st
 def make_rows(found: Collection, columns: Sequence[Column], sources: dict[tuple[ModelKey, str], Source]) -> list[Row]:
     rows = [Row(model, plugin_base(model.name) or model.name, is_twin(model)) for model in found.models]
     for row in rows:
-        row.partner = None if row.twin else twin_for(row, rows)
+        row.partner = twin_for(row.model, found.models)
     by_model = {row.model: row for row in rows}
     for row in rows:
         for column in columns:
@@ -194,10 +200,14 @@ def make_rows(found: Collection, columns: Sequence[Column], sources: dict[tuple[
         if row.partner is None:
             continue
         twin = by_model[row.partner]
-        for key, value in row.cells.items():
-            other = twin.cells[key].value
+        for column in columns:
+            value, other = row.cells[column.key], twin.cells[column.key].value
             if value.value is not None and other is not None:
                 value.delta = value.value - other
+                mine, theirs = found.get(row.model, column.task), found.get(row.partner, column.task)
+                measure = column.measure if column.measure in pairing.MEASURES else ""
+                value.change = pairing.change(mine, theirs, measure, point=value.delta) if measure else \
+                    pairing.Change(value.delta, why="the probe's paired changes are not read from its results yet")
     return rows
 
 
@@ -214,7 +224,8 @@ def cell(scores: TaskScores | None, column: Column, source: Source | None) -> Ce
         return Cell(fairness.min_max_ratio(profile.values()) if profile else None, note=note and f"95 % CI per position: {note}",
                     status=scores.status, source=href)
     value = scores.main_score if column.measure == "main" else scores.psi
-    return Cell(value, pooled=pooled_marker(scores), status=scores.status, source=href)
+    estimate = scores.headline.get(column.measure)
+    return Cell(value, interval=estimate.interval if estimate else None, pooled=pooled_marker(scores), status=scores.status, source=href)
 
 
 def pooled_marker(scores: TaskScores) -> str:
@@ -222,23 +233,12 @@ def pooled_marker(scores: TaskScores) -> str:
     return " ".join(text for kind, text in scores.notes if kind == "pooled")
 
 
-def is_twin(model: ModelKey) -> bool:
-    """The uncalibrated twin: ``fair-off/<model>``, or revision ``off`` in results of earlier releases."""
-    return model.name.startswith("fair-off/") or model.revision == "off"
-
-
-def twin_for(row: Row, rows: Iterable[Row]) -> ModelKey | None:
-    """The twin of the same base model, preferring one with the same experiment and revision."""
-    twins = [r.model for r in rows if r.twin and r.base == row.base]
-    if not twins:
-        return None
-    return min(twins, key=lambda m: (m.experiment != row.model.experiment, m.revision != row.model.revision))
 
 
 # ---------------------------------------------------------------------------------- tasks
 def task_family(found: Collection, task: str) -> str:
     scores = _task_scores(found, task)
-    if task.startswith("PermutationFairness") or any(s.intervals or s.effects for s in scores):
+    if task.startswith("PermutationFairness") or any(s.effects or any(f for f in s.intervals) for s in scores):
         return "probe"
     types = {s.task_type for s in scores if s.task_type}
     if any("Retrieval" in t or "Reranking" in t for t in types):

@@ -8,6 +8,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from ..results.pairing import Change
 from .data import Board, Cell, Column, Row, Source
 from .figures import task_figures
 
@@ -40,7 +41,10 @@ def _header(board: Board) -> str:
     return (f"<header><h1>{TITLE}</h1><p class=\"lede\">How much each embedding model's quality depends on <em>where</em> in a "
             "long document the relevant text sits, and what attention calibration changes. Every calibrated model is shown "
             "next to its uncalibrated twin (same weights, calibration off, dashed in the charts); the small numbers are the "
-            "change against that twin, green where it is better. <b>PSI</b> (position sensitivity index, lower is fairer) is "
+            "change against that twin, paired query by query: green where it is better and red where it is worse only when "
+            "its 95 % interval excludes 0, grey and marked n.s. (not significant) where the interval spans 0, and marked no CI "
+            "where the results hold no per-query scores (earlier releases). A number's own 95 % interval, where the result "
+            "has one, stands in brackets beside it. <b>PSI</b> (position sensitivity index, lower is fairer) is "
             "1 &minus; min/max of the per-position profile; a probe subset's <b>fairness</b> is min/max (higher is fairer).</p>"
             f'<dl class="facts"><dt>results</dt><dd>{folders}</dd><dt>models</dt><dd>{len(board.rows)} in {len(board.bases)} base '
             f"model{'s' if len(board.bases) != 1 else ''}</dd><dt>tasks</dt><dd>{len(board.tasks)}</dd>"
@@ -106,15 +110,25 @@ def _cell(cell: Cell, column: Column) -> str:
         title = f' title="{escape(cell.note)}"' if cell.note else ""
         number = f'<a href="{escape(cell.source)}"{title}>{number}</a>'
     marks = f'<sup class="pooled-mark" title="{escape(cell.pooled)}">&dagger;</sup>' if cell.pooled else ""
-    if cell.delta is not None:
-        better = cell.delta > 0 if column.higher_is_better else cell.delta < 0
-        tone = "same" if abs(cell.delta) < 5e-5 else ("better" if better else "worse")
-        marks += f'<span class="delta {tone}">{cell.delta:+.4f}</span>'
+    if cell.interval is not None:
+        marks += f'<span class="ci" title="95 % interval (bootstrap over queries)">[{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]</span>'
+    if cell.change is not None:
+        marks += _change(cell.change, column)
     else:
         marks += '<span class="delta"></span>'  # keeps the twin's numbers in line with the others'
     if cell.status == "partial":
         marks += '<span class="partial" title="see the issues below">partial</span>'
     return f'<td class="num" {data} data-value="{cell.value!r}">{number}{marks}</td>'
+
+
+def _change(change: Change, column: Column) -> str:
+    """The change against the twin, coloured better/worse only when its interval excludes 0; otherwise
+    neutral: ``n.s.`` when the interval spans 0, ``no CI`` without an interval (a result of an earlier release)."""
+    verdict = change.verdict(column.higher_is_better)
+    tone = {"better": "better", "worse": "worse", "not significant": "ns"}.get(verdict, "unknown")
+    tag = {"ns": '<span class="verdict">n.s.</span>', "unknown": '<span class="verdict">no CI</span>'}.get(tone, "")
+    return (f'<span class="delta {tone}" data-verdict="{escape(verdict)}" title="change against the twin: {escape(change.text())}">'
+            f'{change.value:+.4f}{tag}</span>')
 
 
 def _column_data(column: Column) -> str:

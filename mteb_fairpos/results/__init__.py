@@ -12,6 +12,7 @@ from .reader import (
     ModelKey,
     TaskScores,
     collect,
+    is_twin,
     model_order,
     plugin_base,
     position_profiles,
@@ -19,6 +20,7 @@ from .reader import (
     read_result,
     results_root,
     summarize,
+    twin_for,
 )
 from .schema import Counts, Estimate, Profile, ScoreEntry, Settings, dump, load
 
@@ -33,6 +35,7 @@ __all__ = [
     "Settings",
     "TaskScores",
     "collect",
+    "is_twin",
     "dump",
     "load",
     "model_order",
@@ -42,4 +45,5 @@ __all__ = [
     "read_result",
     "results_root",
     "summarize",
+    "twin_for",
 ]

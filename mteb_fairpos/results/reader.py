@@ -9,7 +9,12 @@ Main score, PSI and profile are plain means over a result's entries, unless the 
 how to pool its subsets: ``summarize_scores(entries)`` returning ``main_score``, ``psi`` and
 ``positions`` (PosIR pools its (language, domain) subsets per language, as its papers report).
 An entry whose profile carries confidence intervals (a permutation-probe subset) is a separate
-estimate: its profiles are kept per subset, never averaged with another subset's.
+estimate: its profiles are kept per subset, never averaged with another subset's; a retrieval entry's
+intervals over queries are not (they are kept when the result has that one entry).
+
+The per-unit sidecar beside a result (`units`) is read and checked against the result (task, model,
+the digest of every entry's rows); a valid one gives the headline intervals, pooled as the task pools
+(`pairing`), and the unit scores that ``compare`` and the page pair with the twin's.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import fairness
-from .schema import ScoreEntry, load
+from ..resampling import Resampling
+from .schema import Estimate, ScoreEntry, load
 
 _RESULT_SIDE_FILES = {"model_meta.json"}
 
@@ -76,6 +82,19 @@ class TaskScores:
     """The result file."""
     mteb_version: str = ""
     dataset_revision: str = ""
+    headline: dict[str, Estimate] = field(default_factory=dict)
+    """``main`` / ``psi`` -> the value with its 95 % interval, where the result has one: from its per-unit
+    sidecar (pooled as the task pools), else from the intervals a single entry stores."""
+    units: Any = None
+    """The unit scores of a valid per-unit sidecar (`pairing.KINDS`), for paired changes; ``None`` without."""
+    unit_kind: str = ""
+    unit_model: tuple[str, str] | None = None
+    """(model, revision) the sidecar records, checked against the folder's model by `collect`."""
+    resampling: Resampling | None = None
+    """The bootstrap settings the result records (resamples, seed)."""
+    task_object: Any = None
+    """mteb's task object, where mteb knows the task."""
+    changes_cache: dict[int, Any] = field(default_factory=dict, repr=False)
 
     @property
     def profile(self) -> dict[str, float | None]:
@@ -85,7 +104,8 @@ class TaskScores:
 @dataclass(frozen=True)
 class Issue:
     kind: str
-    """``corrupt``, ``foreign``, ``partial``, ``missing``, ``no-meta``, ``no-twin``, ``unchecked``."""
+    """``corrupt``, ``foreign``, ``partial``, ``missing``, ``no-meta``, ``no-twin``, ``unchecked``, ``units`` (a
+    per-unit sidecar that is missing, unreadable or not the result's)."""
     where: str
     message: str
 
@@ -175,6 +195,10 @@ def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: P
         if scores.task != file.stem:
             found.issues.append(Issue("foreign", _rel(file, root), f"holds task {scores.task!r}, not {file.stem!r}; skipped."))
             continue
+        if scores.unit_model is not None and scores.unit_model != (key.name, key.revision):
+            scores.notes.append(("units", f"its per-unit sidecar records model {scores.unit_model[0]} [{scores.unit_model[1]}], "
+                                          "not this folder's; not used (no intervals or paired changes from it)."))
+            scores.units, scores.headline = None, {}
         for kind, note in scores.notes:
             found.issues.append(Issue(kind, f"{key.label}: {_rel(file, root)}", note))
         found.scores[(key, scores.task)] = scores
@@ -222,7 +246,36 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
     scores.path = file
     scores.mteb_version = str(result.mteb_version or "")
     scores.dataset_revision = str(result.dataset_revision or "")
+    _read_units(scores, result, file)
     return scores
+
+
+def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
+    """Attach the per-unit sidecar beside ``file`` when it is that result's (`units.Sidecar.problems`), and
+    the headline intervals it gives; a sidecar that does not match is noted, not used."""
+    from . import pairing, units
+
+    path = units.sidecar_path(file)
+    digests = {(split, str(raw.get("hf_subset", "default"))): raw.get(units.DIGEST)
+               for split, entries in result.scores.items() for raw in entries}
+    if not path.is_file():
+        if any(isinstance(d, str) for d in digests.values()):
+            scores.notes.append(("units", f"its entries record per-unit scores but {path.name} is missing; no paired changes."))
+        return
+    try:
+        sidecar = units.read(path)
+    except units.SidecarError as err:
+        scores.notes.append(("units", f"{err} Not used."))
+        return
+    if sidecar.kind not in pairing.KINDS:  # rows this release does not turn into figures (the probe's): left alone
+        return
+    problems = sidecar.problems(result.task_name, {k: d if isinstance(d, str) else None for k, d in digests.items()})
+    if problems:
+        scores.notes.append(("units", f"{path.name} " + "; ".join(problems) + "; not used."))
+        return
+    scores.units = pairing.KINDS[sidecar.kind].units(sidecar, scores.task_object, list(scores.profile))
+    scores.unit_kind, scores.unit_model = sidecar.kind, (sidecar.model, sidecar.revision)
+    scores.headline = pairing.headline(scores.units, sidecar.kind, scores.task_object, scores.resampling or Resampling())
 
 
 def _task_result(file: Path, text: str):
@@ -272,6 +325,8 @@ def summarize(result) -> TaskScores:
     intervals: dict[str, dict[str, tuple[float, float]]] = {}
     effects: dict[str, dict[str, tuple[float, float | None, float | None]]] = {}
     settings: dict[str, list[Any]] = {}
+    stored: list[tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]]] = []
+    resampling: Resampling | None = None
     entries = 0
     for split, split_scores in result.scores.items():
         for raw in split_scores:
@@ -290,7 +345,12 @@ def summarize(result) -> TaskScores:
             psi = entry_psi(entry)
             if psi is not None:
                 psis.append(psi)
-            if entry.profiles.get("") and entry.profiles[""].intervals:  # an estimate per subset: its own family
+            by_queries = entry.settings.resampled == "queries"
+            if by_queries and entry.settings.resamples:
+                resampling = Resampling(entry.settings.resamples, entry.settings.resampling_seed or 0)
+            if by_queries and entry.profiles.get(""):  # intervals over queries: kept for a single entry
+                stored.append((entry.profiles[""].intervals, entry.intervals))
+            if not by_queries and entry.profiles.get("") and entry.profiles[""].intervals:  # an estimate per subset: its own family
                 for family, profile in profiles.items():
                     name = f"{family} {subset}".strip()
                     labels_seen[name] = dict.fromkeys(profile)
@@ -336,6 +396,13 @@ def summarize(result) -> TaskScores:
             main_score, psi = pooled["main_score"], pooled["psi"]
             averaged[""] = dict(pooled["positions"])
             pools = dict(pooled.get("languages", {}))
+    headline: dict[str, Estimate] = {}
+    if len(stored) == 1 and entries == 1:
+        points, figures = stored[0]
+        intervals[""] = points
+        for measure, value, figure in (("main", main_score, "harmonic_mean"), ("psi", psi, "psi")):
+            if value is not None and figure in figures and (figure != "harmonic_mean" or _main_is(task, figure)):
+                headline[measure] = Estimate(value, ci_low=figures[figure][0], ci_high=figures[figure][1])
     return TaskScores(
         task=result.task_name,
         task_type=task_type,
@@ -349,7 +416,14 @@ def summarize(result) -> TaskScores:
         effects={subset: found for subset, found in effects.items() if found},
         settings=settings,
         pools=pools,
+        headline=headline,
+        resampling=resampling,
+        task_object=task,
     )
+
+
+def _main_is(task: Any, figure: str) -> bool:
+    return getattr(getattr(task, "metadata", None), "main_score", figure) == figure
 
 
 def _effects(entry: ScoreEntry) -> dict[str, tuple[float, float | None, float | None]]:
@@ -402,6 +476,23 @@ def plugin_base(name: str) -> str | None:
         return parse_name(name)[0].key
     except KeyError:
         return None
+
+
+def is_twin(model: ModelKey) -> bool:
+    """The uncalibrated twin: ``fair-off/<model>``, or revision ``off`` in results of earlier releases."""
+    return model.name.startswith("fair-off/") or model.revision == "off"
+
+
+def twin_for(model: ModelKey, models: Iterable[ModelKey]) -> ModelKey | None:
+    """The twin ``model``'s changes are taken against: one of the same base model, preferring the same
+    experiment and revision; ``None`` for a twin itself or without one."""
+    if is_twin(model):
+        return None
+    base = plugin_base(model.name) or model.name
+    twins = [m for m in models if is_twin(m) and (plugin_base(m.name) or m.name) == base]
+    if not twins:
+        return None
+    return min(twins, key=lambda m: (m.experiment != model.experiment, m.revision != model.revision))
 
 
 def _report_twins(found: Collection) -> None:

@@ -1,7 +1,8 @@
 """Markdown and CSV tables of a :class:`~mteb_fairpos.results.Collection`.
 
-Main scores (models x tasks; a probe task's subsets are separate columns, never averaged), the
-per-position profiles with their confidence intervals, the probe's fitted effects, and the list
+Main scores (models x tasks; a probe task's subsets are separate columns, never averaged) with their
+95 % intervals where the results carry them, each calibrated model's changes against its twin (paired,
+`pairing`), the per-position profiles with their confidence intervals, the probe's fitted effects, and the list
 of issues. ``compare`` writes them; ``probe`` and ``sweep`` print them.
 """
 
@@ -14,18 +15,42 @@ from pathlib import Path
 from typing import Any
 
 from .. import fairness
-from .reader import Collection, model_order
+from . import pairing
+from .reader import Collection, model_order, twin_for
 
 MAIN_COLUMNS = ("model", "revision", "experiment", "task", "task_type", "main_score", "psi", "status", "entries")
 PROFILE_COLUMNS = ("model", "revision", "experiment", "task", "family", "label", "value")
 
 
 def report(found: Collection) -> str:
-    """The Markdown report: main scores, per-position profiles and effects, issues."""
-    details = profiles_text(found)
+    """The Markdown report: main scores, changes against the twin, per-position profiles and effects, issues."""
+    details, changes = profiles_text(found), changes_table(found)
     return (f"## Main scores\n\n{main_table(found)}\n"
+            + (f"\n## Changes against the twin\n\n{changes}\n" if changes else "")
             + (f"\n## Per-position profiles\n\n{details}\n" if details else "")
             + f"\n## Issues\n\n{issues_text(found)}\n")
+
+
+def changes_table(found: Collection) -> str:
+    """Each calibrated model's change of main score and PSI against its twin, task by task: paired on the
+    queries both results scored (interval, p-value, how many were paired) where both have per-query scores,
+    else the plain difference marked as without an interval; better or worse only when the interval
+    excludes 0."""
+    lines = []
+    for model in found.models:
+        twin = twin_for(model, found.models)
+        for task in found.tasks if twin is not None else ():
+            mine, theirs = found.get(model, task), found.get(twin, task)
+            if mine is None or theirs is None:
+                continue
+            for measure, higher in (("main", True), ("psi", False)):
+                change = pairing.change(mine, theirs, measure)
+                if change is not None:
+                    lines.append(f"| {_md(model.label)} | {_md(twin.label)} | {task} | {measure} | {change.text()} | "
+                                 f"{change.verdict(higher)} |")
+    if not lines:
+        return ""
+    return "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict |", "|---|---|---|---|---|---|", *lines])
 
 
 def write_tables(found: Collection, out: Path) -> list[Path]:
@@ -87,7 +112,7 @@ def main_table(found: Collection) -> str:
             elif subset is not None:
                 cells.append(format_score(fairness.min_max_ratio(scores.profiles[subset].values())))
             else:
-                cell = format_score(scores.main_score)
+                cell = _with_interval(scores.main_score, (estimate := scores.headline.get("main")) and estimate.interval)
                 cells.append(cell + (" (partial)" if scores.status == "partial" else ""))
         lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + " |")
     if any(subset is not None for _, subset in columns):
@@ -113,7 +138,8 @@ def profile_tables(found: Collection) -> str:
                 scores = found.get(model, task)
                 profile, intervals = scores.profiles[family], scores.intervals.get(family, {})
                 cells = [_with_interval(profile.get(label), intervals.get(label)) for label in labels]
-                ends = (f" {format_score(scores.psi)} | {format_score(scores.main_score)} |" if pooled
+                psi, main = (scores.headline.get(m) for m in ("psi", "main"))
+                ends = (f" {_with_interval(scores.psi, psi and psi.interval)} | {_with_interval(scores.main_score, main and main.interval)} |" if pooled
                         else f" {format_score(fairness.min_max_ratio(profile.values()))} |")
                 lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + f" |{ends}")
             parts.append("\n".join(lines))

@@ -26,7 +26,10 @@ from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.timing import TimingStack
 
 from ..hub import hub_access
+from ..resampling import Resampling
+from ..results import units
 from ..results.schema import Counts, ScoreEntry, dump
+from ..retrieval_intervals import QueryScores, intervals
 from .grouped_metrics import per_query_scores, summarize_groups
 
 logger = logging.getLogger(__name__)
@@ -143,12 +146,15 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
     Subclasses build the data in `_build` and return, besides the split, the groups of each
     query and the counts of queries they skipped (with the reason as key); both are kept in the
     split's data (`GROUPS`, `SKIPPED`). Retrieval, search and pytrec_eval scoring are mteb's;
-    `task_specific_scores` adds the grouped figures to the same score dict, so they land in the
-    TaskResult JSON.
+    `task_specific_scores` adds the grouped figures, with intervals from a bootstrap over queries, to
+    the same score dict, so they land in the TaskResult JSON; each query's nDCG@10 goes to the
+    per-unit sidecar beside it (`mteb_fairpos.results.units`), never into the JSON.
     """
 
     position_groups: tuple[str, ...] = ()
     hub_id: str = ""
+    resampling = Resampling()
+    """The bootstrap over queries behind the intervals (docs/method.md#s5): resamples and seed, recorded in the result."""
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -201,6 +207,24 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         summary = summarize_groups(query_scores, data[GROUPS], self.position_groups)
         if unscored:
             summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
-        out = summary.to_scores()
+        estimates = intervals(QueryScores.build(query_scores, data[GROUPS], self.position_groups), self.resampling)
+        out = summary.to_scores(estimates, self.resampling)
         out.update(dump(ScoreEntry(counts=Counts(queries=len(query_scores), skipped=dict(data[SKIPPED])))))
+        out[units.DIGEST] = self.hand_over_units(hf_split, hf_subset, query_scores, data[GROUPS])
         return out
+
+    @staticmethod
+    def unit_stratum(subset: str) -> str:
+        """The stratum of a subset's queries for the bootstrap: subsets are averaged with equal weight, so
+        each is its own (a task that pools subsets, as PosIR pools languages, says so here)."""
+        return subset
+
+    def hand_over_units(self, hf_split: str, hf_subset: str, query_scores: Mapping[str, float],
+                        groups: Mapping[str, Iterable[str | None]], **extra: Mapping[str, Any]) -> str:
+        """Hand each query's nDCG@10 to the sidecar writer (`mteb_fairpos.results.units`), one row per
+        (query, group), a query in no group once with group null; ``extra``: further columns by query id.
+        Returns the digest the score entry records."""
+        pairs = [(qid, group) for qid in query_scores for group in (list(groups.get(qid, ())) or [None])]
+        columns = {name: [values.get(qid) for qid, _ in pairs] for name, values in extra.items()}
+        table = units.rows([q for q, _ in pairs], [g for _, g in pairs], [query_scores[q] for q, _ in pairs], **columns)
+        return units.hand_over(self.metadata.name, hf_split, hf_subset, table)

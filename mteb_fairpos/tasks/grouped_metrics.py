@@ -17,7 +17,9 @@ both summaries, with a note saying so.
 
 Score keys written into the mteb result (`mteb_fairpos.results.schema`, read by ``compare``):
 ``position_<group>`` (nDCG@10 of the group, ``None`` when empty), ``harmonic_mean``, ``psi``,
-``position_counts`` (queries per group), ``empty_groups`` and ``notes``.
+``position_counts`` (queries per group), ``empty_groups`` and ``notes``; with intervals (a bootstrap
+over queries, `mteb_fairpos.retrieval_intervals`) ``position_<group>_ci_low/_ci_high``,
+``harmonic_mean_ci_low/_ci_high``, ``psi_ci_low/_ci_high`` and the resampling settings.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..fairness import psi, undefined_reason
-from ..results.schema import Counts, Estimate, Profile, ScoreEntry, dump, reported
+from ..resampling import Resampling
+from ..results.schema import Counts, Estimate, Profile, ScoreEntry, Settings, dump, reported
 
 METRIC = "ndcg_cut_10"
 """The pytrec_eval measure the groups are scored with (nDCG@10, binary relevance)."""
@@ -113,11 +116,26 @@ class GroupSummary:
     def empty_groups(self) -> list[str]:
         return [g for g in self.groups if self.counts[g] == 0]
 
-    def to_scores(self) -> dict[str, Any]:
-        """The mteb score entries, stored through `mteb_fairpos.results.schema` (keys: module docstring)."""
-        profile = Profile({g: Estimate(self.scores[g]) for g in self.groups}, counts=dict(self.counts))
+    def to_scores(self, estimates: Mapping[str, Estimate] | None = None, resampling: Resampling | None = None) -> dict[str, Any]:
+        """The mteb score entries, stored through `mteb_fairpos.results.schema` (keys: module docstring).
+
+        With ``estimates`` (`mteb_fairpos.retrieval_intervals.intervals` of the same queries) and the
+        ``resampling`` behind them, each group's score, the harmonic mean and PSI carry their interval.
+        """
+        estimates = estimates or {}
+        profile = Profile({g: _with_interval(self.scores[g], estimates.get(f"position_{g}")) for g in self.groups},
+                          counts=dict(self.counts))
         details = {"harmonic_mean": self.harmonic_mean, "notes": list(self.notes)}
-        return dump(ScoreEntry({"": profile}, psi=reported(self.psi), counts=Counts(empty=self.empty_groups), details=details))
+        ranges = {name: (estimates[name].ci_low, estimates[name].ci_high) for name in ("harmonic_mean", "psi") if name in estimates}
+        settings = Settings(resamples=resampling.resamples, resampling_seed=resampling.seed, resampled="queries") if resampling else Settings()
+        return dump(ScoreEntry({"": profile}, psi=reported(self.psi), intervals=ranges, counts=Counts(empty=self.empty_groups),
+                               settings=settings, details=details))
+
+
+def _with_interval(value: float | None, estimate: Estimate | None) -> Estimate:
+    if value is None or estimate is None:
+        return Estimate(value)
+    return Estimate(value, ci_low=estimate.ci_low, ci_high=estimate.ci_high)
 
 
 def summarize_groups(

@@ -57,6 +57,7 @@ from ..permutation.languages import LanguageTagError, mteb_language
 from ..permutation.probe import Observations, ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
 from ..resampling import Resampling
+from ..results import units
 from ..results.schema import load
 from .metadata import FairPosTaskMetadata
 
@@ -308,7 +309,14 @@ class AbsTaskPermutationFairness(AbsTask):
                  "sigma": obs.sigma.tolist(), "tau": [None if t != t else t for t in obs.tau.tolist()]},
                 model, prediction_folder, hf_split=hf_split, hf_subset=hf_subset,
             )
-        return dict(result.scores)
+        # ---- per-observation sidecar (mteb_fairpos.results.units): one row per (document, position), for
+        # paired changes across runs; the probe's own statistics do not read it
+        obs, scores = result.observations, dict(result.scores)
+        rows = units.rows([f"{d}:{p}" for d, p in zip(obs.document.tolist(), obs.position.tolist(), strict=True)],
+                          [str(p) for p in obs.position.tolist()], obs.sigma,
+                          segment_set=[str(c) for c in obs.cluster.tolist()], topic=[str(t) for t in obs.topic.tolist()])
+        scores[units.DIGEST] = units.hand_over(self.metadata.name, hf_split, hf_subset, rows, kind="probe")
+        return scores
 
     def _calculate_descriptive_statistics_from_split(self, split: str, *, hf_subset: str | None = None,
                                                      compute_overall: bool = False, num_proc: int | None = None) -> dict[str, Any]:

@@ -55,3 +55,19 @@ def make_results(tmp_path: Path) -> Path:
                  meta=False)
     add_unreadable(root, root / "fair__all-MiniLM-L6-v2" / COMMIT)
     return root.parent
+
+
+@pytest.fixture
+def paired_results(tmp_path) -> Path:
+    """SQuAD-PosQ with per-query sidecars, as separate runs write them: the twin, a config that lifts every
+    query (its changes exclude 0) and one that only adds noise (its main-score change spans 0)."""
+    import numpy as np
+    from results_folders import simulated_queries, write_grouped_result
+
+    root = tmp_path / "paired" / "results"
+    scores, groups = simulated_queries(400, 3)
+    rng = np.random.default_rng(4)
+    write_grouped_result(root, MINILM[0], COMMIT, scores, groups)
+    write_grouped_result(root, MINILM[1], COMMIT, {q: min(1.0, v + 0.08 + rng.normal(0, 0.02)) for q, v in scores.items()}, groups)
+    write_grouped_result(root, MINILM[2], COMMIT, {q: float(np.clip(v + rng.normal(0, 0.03), 0, 1)) for q, v in scores.items()}, groups)
+    return root.parent

@@ -89,3 +89,28 @@ def test_every_chart_has_drawn_marks(page):
     sizes = page.eval_on_selector_all("svg.chart", """charts => charts.map(svg => Array.from(svg.querySelectorAll('.mark'))
         .map(m => { const box = m.getBBox(); return box.width + box.height; }).filter(s => s > 0).length)""")
     assert all(count > 0 for count in sizes), sizes
+
+
+def test_intervals_stand_beside_their_numbers_and_a_change_spanning_zero_is_neutral(paired_results, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+    site = tmp_path / "site"
+    assert main(["leaderboard", str(paired_results), "-o", str(site)]) == 0
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": 1400, "height": 900})
+        tab.goto((site / "index.html").as_uri())
+        main_column = '[data-col="SQuADPosQ|main|"]'
+        rows = {name.split(" [")[0]: i for i, name in enumerate(_models(tab))}
+        cells = tab.locator(f"#board tr.model td{main_column}")
+        for row in rows.values():  # every model's main score with its interval, visible
+            interval = cells.nth(row).locator(".ci")
+            assert interval.is_visible() and interval.inner_text().startswith("[0.")
+        lifted, noisy = cells.nth(rows[MINILM[1]]).locator(".delta"), cells.nth(rows[MINILM[2]]).locator(".delta")
+        colour = "el => getComputedStyle(el).color"
+        assert lifted.get_attribute("data-verdict") == "better" and lifted.evaluate(colour) == "rgb(21, 127, 59)"
+        assert noisy.get_attribute("data-verdict") == "not significant" and "N.S." in noisy.inner_text().upper()
+        assert noisy.evaluate(colour) == "rgb(122, 128, 138)"  # the neutral grey, neither green nor red
+        assert "paired" in noisy.get_attribute("title") and "[" in noisy.get_attribute("title")
+        ARTIFACTS.mkdir(exist_ok=True)
+        tab.screenshot(path=str(ARTIFACTS / "leaderboard-intervals.png"), full_page=True)
+        browser.close()

@@ -40,16 +40,17 @@ def test_command_writes_a_self_contained_page(results, tmp_path, capsys):
         assert text in html, text
 
 
-def test_pooled_values_are_marked_and_deltas_coloured(results, tmp_path):
+def test_pooled_values_are_marked_and_changes_without_an_interval_are_neutral(results, tmp_path):
     assert main(["leaderboard", str(results), "-o", str(tmp_path / "site")]) == 0
     html = (tmp_path / "site" / "index.html").read_text()
     marks = re.findall(r'<sup class="pooled-mark" title="([^"]*)">', html)
     assert len([m for m in marks if m.startswith("main score and PSI are means over 2 subsets")]) == 3  # the probe, 3 models
     assert len([m for m in marks if m.startswith("pooled per language as PosIR does")]) == 4  # main and PSI, 2 models
     assert len(marks) == 7
-    assert '<span class="delta better">+0.0900</span>' in html  # main score up against the twin
-    assert '<span class="delta better">-0.2509</span>' in html  # PSI down: fairer
-    assert '<span class="delta worse">-0.0200</span>' in html
+    # these results hold no per-query scores: each change is shown with its sign, neutral and marked "no CI"
+    deltas = {value: tone for tone, value in re.findall(r'<span class="delta (\w+)" data-verdict="no interval" [^>]*>([^<]+)<', html)}
+    assert deltas["+0.0900"] == deltas["-0.2509"] == deltas["-0.0200"] == "unknown"  # main up, PSI down, a probe subset down
+    assert '<span class="delta better"' not in html and '<span class="delta worse"' not in html
 
 
 def test_every_chart_has_drawn_marks_and_the_twin_is_dashed(results, tmp_path):

@@ -74,3 +74,11 @@ def test_the_ray_sweep_runs_the_sequential_plan(tmp_path):
     assert len(done) == 2 * 3  # per point: PosIR's two subsets the copy holds, and the tiny task
     assert _scores(tmp_path / "ray") == _scores(tmp_path / "sequential") != {}
     assert not any((tmp_path / "ray" / UNITS_FOLDER).glob("*/**/PosIR.json"))  # landed units are merged and removed
+    # each merged PosIR result keeps the per-query rows of both its subsets, the same as the sequential run's
+    from mteb_fairpos.results import collect, units
+
+    sidecars = {run: {key[0].name: units.read(units.sidecar_path(s.path)).tables for key, s in collect(tmp_path / run).scores.items()
+                      if key[1] == "PosIR" and s.units is not None} for run in ("ray", "sequential")}
+    assert len(sidecars["ray"]) == 2 and all(len(tables) == 2 for tables in sidecars["ray"].values())
+    assert {m: {k: t.to_pydict() for k, t in tables.items()} for m, tables in sidecars["ray"].items()} == \
+        {m: {k: t.to_pydict() for k, t in tables.items()} for m, tables in sidecars["sequential"].items()}

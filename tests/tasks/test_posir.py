@@ -421,3 +421,10 @@ def test_real_mteb_run_keeps_the_domain_choice(tmp_path):
     (file,) = (tmp_path / "results").rglob("PosIR.json")
     subsets = [entry["hf_subset"] for entry in json.loads(file.read_text())["scores"]["test"]]
     assert subsets == [f"deu-Latn.{FIN}"]
+    # the plain `mteb run` saves each query's nDCG@10 beside the result, and the reader pools it per language
+    from mteb_fairpos.results import collect, units
+
+    sidecar = units.read(units.sidecar_path(file))
+    assert list(sidecar.tables) == [("test", f"deu-Latn.{FIN}")] and sidecar.model == "fair-off/all-MiniLM-L6-v2"
+    (scores,) = collect(tmp_path / "results").scores.values()
+    assert scores.units is not None and scores.headline["main"].value == pytest.approx(scores.main_score)

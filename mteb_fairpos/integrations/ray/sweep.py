@@ -115,11 +115,15 @@ def _merge_into(cache: Any, point: SweepPoint, task_name: str, folders: list[str
     from mteb.cache import ResultCache
     from mteb.results import TaskResult
 
+    from ...results import units
+
     meta = point.meta()
     path = cache.get_task_result_path(task_name, meta)
     merged = TaskResult.from_disk(path) if path.is_file() and overwrite_strategy != "always" else None
     for folder in folders:
-        part = TaskResult.from_disk(ResultCache(folder).get_task_result_path(task_name, meta))
+        part_path = ResultCache(folder).get_task_result_path(task_name, meta)
+        part = TaskResult.from_disk(part_path)
+        units.carry_over(part_path)  # its per-query rows go into the merged result's sidecar
         merged = part if merged is None else merged.merge(part)
     if merged is not None:
         cache.save_to_cache(merged, meta)

@@ -12,7 +12,8 @@ from mteb.timing import TimingStack
 
 from .._base import DatasetSchemaError, PositionGroupedRetrieval, resolve_data_dir
 from ...results.schema import Counts, ScoreEntry, dump
-from ..grouped_metrics import add_to_cells, cell_figures, empty_cells, per_query_scores
+from ...results import units
+from ..grouped_metrics import POSITION_BINS, add_to_cells, cell_figures, empty_cells, per_query_scores
 from .corpus_cache import CorpusCache
 from .dataset import (
     CROSS_LINGUAL_LANGUAGES,
@@ -57,6 +58,7 @@ class PosIR(PositionGroupedRetrieval):
     """
 
     hub_id = POSIR_HUB_ID
+    position_groups = POSITION_BINS
     cross_lingual = False
     default_languages: tuple[str, ...] = POSIR_LANGUAGES
     query_instruction: str = ""
@@ -197,7 +199,11 @@ class PosIR(PositionGroupedRetrieval):
         encoder = self._corpus_cache.wrap(model, (str(source), source.revision, data_split.corpus_language,
                                                   data_split.corpus_folder))
         scores = super()._evaluate_subset(encoder, data.split, hf_split=hf_split, hf_subset=hf_subset, **kwargs)
-        scores.update(position_scores(scores.pop(QUERY_SCORES), data.positions))
+        query_scores = scores.pop(QUERY_SCORES)
+        scores.update(position_scores(query_scores, data.positions))
+        placed = {qid: place for qid, place in data.positions.items() if place is not None}
+        scores[units.DIGEST] = self.hand_over_units(hf_split, hf_subset, query_scores, {q: (p[1],) for q, p in placed.items()},
+                                                    bucket={q: p[0] for q, p in placed.items()})
         scores.update(dump(ScoreEntry(counts=Counts(skipped=data.skipped))))
         scores["query_instruction"] = self.query_instruction
         scores.update(where)
@@ -221,6 +227,12 @@ class PosIR(PositionGroupedRetrieval):
             f"{self.metadata.name} reads each (language, domain) subset lazily during evaluation; "
             "descriptive statistics are not computed."
         )
+
+    @staticmethod
+    def unit_stratum(subset: str) -> str:
+        """The papers pool a language's subsets and average the languages: a query's stratum for the
+        bootstrap (`mteb_fairpos.retrieval_intervals`) is its subset's query language."""
+        return split_subset(subset)[0]
 
     summarize_scores = staticmethod(summarize_scores)
     """How ``mteb-fairpos compare`` pools this task's subsets (the papers' per-language figures)."""

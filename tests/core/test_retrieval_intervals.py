@@ -1,0 +1,180 @@
+"""The retrieval tasks' intervals and paired changes, proven on simulated data with a known truth: each
+nominal 95 % interval covers the truth 93-97 % of the time; the paired test is paired; the same seed
+gives the same intervals; and the figures are the tasks' own (PosIR pooled per language)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mteb_fairpos.fairness import psi
+from mteb_fairpos.resampling import Resampling, interval, stratified_counts
+from mteb_fairpos.retrieval_intervals import MEAN, QueryScores, figures, intervals, paired_changes
+from mteb_fairpos.tasks.grouped_metrics import harmonic_mean, summarize_groups
+
+GROUPS = ("begin", "middle", "end")
+TRUE_MEANS = np.array([0.70, 0.55, 0.40])
+"""Each group's true mean nDCG@10 in the simulations (well apart, so min and max are the same groups
+in nearly every resample and PSI behaves as a smooth figure)."""
+PER_GROUP = 200
+DATASETS = 600
+SETTINGS = Resampling(resamples=400, seed=11)
+
+
+def _queries(scores: np.ndarray, groups: np.ndarray, strata: list[str] | None = None) -> QueryScores:
+    ids = [f"q{i:04d}" for i in range(len(scores))]
+    memberships = {q: (GROUPS[g],) for q, g in zip(ids, groups, strict=True)}
+    layers = dict(zip(ids, strata, strict=True)) if strata else None
+    return QueryScores.build(dict(zip(ids, scores.tolist(), strict=True)), memberships, GROUPS, layers)
+
+
+def _draw(rng: np.random.Generator, means: np.ndarray, n: int = PER_GROUP) -> tuple[np.ndarray, np.ndarray]:
+    """``3 n`` queries, each in a group drawn at random (as a dataset's queries are), with nDCG-like scores
+    in [0, 1]: Beta with the group's mean. Returns scores and group codes."""
+    groups = rng.integers(0, len(means), 3 * n)
+    per_query = means[groups]
+    return rng.beta(2 * per_query, 2 * (1 - per_query)), groups
+
+
+def _truth(means: np.ndarray) -> dict[str, float]:
+    out = {f"position_{g}": float(m) for g, m in zip(GROUPS, means, strict=True)}
+    out.update(harmonic_mean=harmonic_mean(means.tolist()), psi=psi(means.tolist()), **{MEAN: float(means.mean())})
+    return out
+
+
+def _covered(estimate, truth: float) -> bool:
+    return estimate.ci_low <= truth <= estimate.ci_high
+
+
+def test_intervals_of_group_means_harmonic_mean_and_psi_cover_the_truth_95_percent():
+    rng = np.random.default_rng(2024)
+    truth = _truth(TRUE_MEANS)
+    hits = dict.fromkeys(truth, 0)
+    for _ in range(DATASETS):
+        found = intervals(_queries(*_draw(rng, TRUE_MEANS)), SETTINGS)
+        for name, value in truth.items():
+            hits[name] += _covered(found[name], value)
+    coverage = {name: count / DATASETS for name, count in hits.items()}
+    print("coverage", coverage)
+    assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
+
+
+def test_paired_changes_cover_the_true_differences_95_percent():
+    """A calibrated model that lifts the late groups (multiplying the twin's query scores, plus noise of
+    mean 0): correlated per query, with known true changes of every figure."""
+    rng = np.random.default_rng(7)
+    lift = np.array([1.0, 1.1, 1.3])
+    truth = {name: value - _truth(TRUE_MEANS)[name] for name, value in _truth(TRUE_MEANS * lift).items()}
+    hits = dict.fromkeys(truth, 0)
+    for _ in range(DATASETS):
+        twin, groups = _draw(rng, TRUE_MEANS)
+        calibrated = twin * lift[groups] + rng.normal(0, 0.05, twin.shape)
+        found = paired_changes(_queries(calibrated, groups), _queries(twin, groups), SETTINGS).changes
+        for name, value in truth.items():
+            hits[name] += _covered(found[name], value)
+    coverage = {name: count / DATASETS for name, count in hits.items()}
+    print("coverage", coverage)
+    assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
+
+
+def test_stratified_figures_cover_the_mean_over_strata():
+    """PosIR's figures are means over languages: two strata of other sizes and other means."""
+    rng = np.random.default_rng(5)
+    other = TRUE_MEANS - 0.1
+    truth = {name: (a + b) / 2 for (name, a), b in zip(_truth(TRUE_MEANS).items(), _truth(other).values(), strict=True)}
+    hits = dict.fromkeys(truth, 0)
+    strata = ["deu"] * (3 * PER_GROUP) + ["eng"] * (3 * 150)
+    for _ in range(DATASETS):
+        (first, in_first), (second, in_second) = _draw(rng, TRUE_MEANS), _draw(rng, other, 150)
+        found = intervals(_queries(np.concatenate([first, second]), np.concatenate([in_first, in_second]), strata), SETTINGS)
+        for name, value in truth.items():
+            hits[name] += _covered(found[name], value)
+    coverage = {name: count / DATASETS for name, count in hits.items()}
+    print("coverage", coverage)
+    assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
+
+
+def test_identical_scores_give_a_zero_change_of_zero_width_and_p_one():
+    scores, groups = _draw(np.random.default_rng(1), TRUE_MEANS, 40)
+    found = paired_changes(_queries(scores, groups), _queries(scores.copy(), groups), Resampling(resamples=500))
+    for name, change in found.changes.items():
+        assert (change.value, change.ci_low, change.ci_high, change.pvalue) == (0.0, 0.0, 0.0, 1.0), name
+    assert (found.paired, found.only_model, found.only_baseline) == (120, 0, 0)
+
+
+def test_a_constant_shift_is_that_shift_exactly():
+    scores, groups = _draw(np.random.default_rng(2), TRUE_MEANS, 40)
+    changes = paired_changes(_queries(scores + 0.05, groups), _queries(scores, groups), Resampling(resamples=500)).changes
+    for name in [f"position_{g}" for g in GROUPS] + [MEAN]:
+        assert changes[name].value == pytest.approx(0.05)
+        assert changes[name].ci_low == pytest.approx(0.05) and changes[name].ci_high == pytest.approx(0.05)
+        assert changes[name].pvalue == pytest.approx(2 / 501)  # the smallest p-value of 500 resamples
+
+
+def test_pairing_narrows_the_interval_against_an_unpaired_bootstrap():
+    rng = np.random.default_rng(3)
+    twin, groups = _draw(rng, TRUE_MEANS, 100)
+    calibrated = twin + rng.normal(0.02, 0.05, twin.shape)  # strongly correlated per query
+    a, b = _queries(calibrated, groups), _queries(twin, groups)
+    paired = paired_changes(a, b, SETTINGS).changes
+    apart = [np.concatenate([figures(q, block)[MEAN] for block in stratified_counts(q.strata, Resampling(1000, seed))])
+             for q, seed in ((a, 1), (b, 2))]
+    low, high = interval(apart[0] - apart[1], 0.95)
+    assert paired[MEAN].ci_high - paired[MEAN].ci_low < 0.5 * (high - low)
+    assert paired[MEAN].ci_low > 0 > low  # the paired test sees the small lift the unpaired one cannot
+
+
+def test_only_shared_queries_are_paired():
+    a = _queries(*_draw(np.random.default_rng(4), TRUE_MEANS, 20))
+    b = a.subset(np.arange(10, 60))
+    found = paired_changes(a, b, Resampling(resamples=200))
+    assert (found.paired, found.only_model, found.only_baseline) == (50, 10, 0)
+    assert found.changes[MEAN].value == 0.0
+
+
+def test_the_same_seed_gives_identical_intervals_and_another_moves_them_by_monte_carlo_error():
+    queries = _queries(*_draw(np.random.default_rng(6), TRUE_MEANS))
+    first = intervals(queries, Resampling(resamples=2000, seed=1))
+    assert first == intervals(queries, Resampling(resamples=2000, seed=1))
+    other = intervals(queries, Resampling(resamples=2000, seed=2))
+    for name, estimate in first.items():
+        width = estimate.ci_high - estimate.ci_low
+        moved = max(abs(estimate.ci_low - other[name].ci_low), abs(estimate.ci_high - other[name].ci_high))
+        # a 2.5 % quantile of 2,000 resamples moves by about 2 % of the interval's width between seeds
+        assert 0 < moved < 0.1 * width, name
+
+
+def test_point_figures_are_the_tasks_own():
+    rng = np.random.default_rng(8)
+    scores, groups = _draw(rng, TRUE_MEANS, 30)
+    queries = _queries(scores, groups)
+    summary = summarize_groups(dict(zip(queries.ids, queries.scores, strict=True)),
+                               {q: (GROUPS[g],) for q, g in zip(queries.ids, groups, strict=True)}, GROUPS)
+    point = {name: values[0] for name, values in figures(queries, np.ones((1, len(scores)))).items()}
+    assert point["harmonic_mean"] == pytest.approx(summary.harmonic_mean) and point["psi"] == pytest.approx(summary.psi)
+    assert [point[f"position_{g}"] for g in GROUPS] == pytest.approx([summary.scores[g] for g in GROUPS])
+
+
+def test_posir_figures_pool_per_language_as_the_papers_do():
+    """The strata are PosIR's languages: the point figures equal `summarize_scores` of the task's subsets."""
+    from mteb_fairpos.tasks.grouped_metrics import POSITION_BINS
+    from mteb_fairpos.tasks.posir import summarize_scores
+    from mteb_fairpos.tasks.posir.task import position_scores
+
+    rng = np.random.default_rng(9)
+    entries, scores, groups, strata = [], {}, {}, {}
+    for subset, n in (("deu-Latn.law", 40), ("deu-Latn.game", 25), ("eng-Latn.law", 30)):
+        ids = [f"{subset}/q{i}" for i in range(n)]
+        values = dict(zip(ids, rng.random(n).tolist(), strict=True))
+        places = {q: (("Q1", "Q3")[i % 2], POSITION_BINS[rng.integers(0, 4)]) for i, q in enumerate(ids[:-3])}  # 3 unplaced
+        entry = position_scores(values, {**places, **dict.fromkeys(ids[-3:])})
+        entry.update(hf_subset=subset, ndcg_at_10=float(np.mean(list(values.values()))))
+        entries.append(entry)
+        scores.update(values)
+        groups.update({q: (bin_,) for q, (_, bin_) in places.items()})
+        strata.update(dict.fromkeys(ids, subset.split(".")[0]))
+    pooled = summarize_scores(entries)
+    point = figures(QueryScores.build(scores, groups, POSITION_BINS, strata), np.ones((1, len(scores))))
+    assert point[MEAN][0] == pytest.approx(pooled["main_score"]) and point["psi"][0] == pytest.approx(pooled["psi"])
+    for label, value in pooled["positions"].items():
+        assert (np.isnan(point[f"position_{label}"][0]) if value is None else point[f"position_{label}"][0] == pytest.approx(value))

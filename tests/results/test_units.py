@@ -1,0 +1,187 @@
+"""The per-query sidecar: written beside the result by mteb's own save (``mteb.evaluate`` with a
+ResultCache), never inside the result JSON; checked by the reader against its result; paired by
+``compare`` across results written by separate runs, and absent from results of earlier releases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import mteb
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from results_folders import register_tasks, retrieval_entry, simulated_queries, write_grouped_result, write_result
+from retrieval_check import FIXTURES
+
+from mteb_fairpos.cli import main
+from mteb_fairpos.results import collect, units
+from mteb_fairpos.tasks.posq import SQuADPosQ
+
+TWIN, CALIBRATED, OTHER = "fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b64_llast_a1"
+COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tasks():
+    register_tasks()
+
+
+@pytest.fixture(scope="module")
+def encoder(minilm):
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    return SentenceTransformerEncoderWrapper(minilm)
+
+
+def _evaluate(encoder, folder):
+    from mteb.cache import ResultCache
+
+    task = SQuADPosQ(data_dir=FIXTURES / "squad_v2")
+    return mteb.evaluate(encoder, task, cache=ResultCache(folder), co2_tracker=False).task_results[0]
+
+
+def test_a_run_with_a_cache_writes_each_querys_score_beside_its_result(encoder, tmp_path):
+    result = _evaluate(encoder, tmp_path)
+    (path,) = tmp_path.glob("results/*/*/SQuADPosQ.json")
+    sidecar = units.read(units.sidecar_path(path))
+    rows = sidecar.tables[("test", "default")]
+    entry = result.scores["test"][0]
+    assert rows.num_rows == entry["n_queries"] == 9 and rows.schema.field("score").type == "float"
+    assert sidecar.kind == "retrieval" and sidecar.digests == {"test/default": entry[units.DIGEST]}
+    stored = json.loads(path.read_text())["scores"]["test"][0]
+    assert not any(isinstance(v, (list, dict)) and len(v) >= 9 for v in stored.values())  # no per-query list in the JSON
+    assert stored["bootstrap_resamples"] == 2000 and stored["harmonic_mean_ci_low"] <= stored["harmonic_mean"]
+    (scores,) = collect(tmp_path).scores.values()
+    assert scores.units is not None and scores.headline["main"].interval == (stored["harmonic_mean_ci_low"], stored["harmonic_mean_ci_high"])
+    assert scores.headline["psi"].interval == (stored["psi_ci_low"], stored["psi_ci_high"])
+
+
+def test_without_the_save_hook_the_result_is_written_as_before(encoder, tmp_path, monkeypatch):
+    from mteb.cache import ResultCache
+
+    monkeypatch.setattr(ResultCache, "save_to_cache", ResultCache.save_to_cache.__wrapped__)
+    _evaluate(encoder, tmp_path)
+    (path,) = tmp_path.glob("results/*/*/SQuADPosQ.json")
+    assert not units.sidecar_path(path).exists()
+    (scores,) = collect(tmp_path).scores.values()
+    assert scores.units is None and scores.main_score is not None
+    assert any("is missing" in issue.message for issue in collect(tmp_path).issues)
+
+
+def test_a_sidecar_that_is_not_its_results_is_reported_and_not_used(tmp_path):
+    root = tmp_path / "results"
+    mine = write_grouped_result(root, CALIBRATED, COMMIT, *simulated_queries(60, 1))
+    theirs = write_grouped_result(root, TWIN, COMMIT, *simulated_queries(60, 2))
+    shutil.copy(units.sidecar_path(theirs), units.sidecar_path(mine))  # another run's rows
+    found = collect(tmp_path)
+    assert [i.kind for i in found.issues] == ["units"] and "do not match the result's digest" in found.issues[0].message
+    assert found.get(next(m for m in found.models if m.name == CALIBRATED), "SQuADPosQ").units is None
+    shutil.copy(theirs, mine)  # now the result matches its rows, but the folder is another model's
+    found = collect(tmp_path)
+    assert [i.kind for i in found.issues] == ["units"] and f"records model {TWIN}" in found.issues[0].message
+
+
+def test_a_resumed_run_keeps_the_rows_of_subsets_it_did_not_redo(tmp_path):
+    result = tmp_path / "Task.json"
+    first, second = units.rows(["a", "b"], ["x", None], [1.0, 0.5]), units.rows(["c"], ["y"], [0.25])
+    entries = {"test": [{"hf_subset": "one", units.DIGEST: units.hand_over("Task", "test", "one", first)}]}
+    units.write_beside(result, "Task", entries, "m", "r")
+    entries["test"].append({"hf_subset": "two", units.DIGEST: units.hand_over("Task", "test", "two", second)})
+    units.write_beside(result, "Task", entries, "m", "r")  # "one" is no longer at hand: kept from the file
+    sidecar = units.read(units.sidecar_path(result))
+    assert sorted(sidecar.tables) == [("test", "one"), ("test", "two")]
+    assert sidecar.problems("Task", {("test", "one"): entries["test"][0][units.DIGEST], ("test", "two"): entries["test"][1][units.DIGEST]}) == []
+    assert pq.read_table(units.sidecar_path(result)).num_rows == 3
+
+
+def test_compare_pairs_each_calibrated_result_with_its_twin_query_by_query(tmp_path, capsys):
+    root = tmp_path / "results"
+    scores, groups = simulated_queries(400, 3)
+    rng = np.random.default_rng(4)
+    write_grouped_result(root, TWIN, COMMIT, scores, groups)
+    lifted = {q: min(1.0, v + 0.08 + rng.normal(0, 0.02)) for q, v in scores.items()}
+    write_grouped_result(root, CALIBRATED, COMMIT, lifted, groups)
+    noise = {q: float(np.clip(v + rng.normal(0, 0.03), 0, 1)) for q, v in list(scores.items())[:380]}  # 20 queries fewer
+    write_grouped_result(root, OTHER, COMMIT, noise, groups)
+    write_result(root, "fair-off/bge-m3", COMMIT, "SQuADPosQ", {"test": [retrieval_entry(0.5, {"0-100": 0.6, "100-200": 0.4}, 0.33)]})
+    write_result(root, "fair/bge-m3", COMMIT, "SQuADPosQ", {"test": [retrieval_entry(0.6, {"0-100": 0.6, "100-200": 0.6}, 0.0)]})
+    assert main(["compare", str(tmp_path), "-o", str(tmp_path / "out"), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    changes = {line.split(" | ")[0].strip("| ") + " " + line.split(" | ")[3]: line for line in out.splitlines()
+               if line.startswith("| fair/") and "SQuADPosQ" in line}
+    assert "(400 paired)" in changes["fair/all-MiniLM-L6-v2 [8b3219a] main"] and changes["fair/all-MiniLM-L6-v2 [8b3219a] main"].endswith("| better |")
+    assert "(380 paired)" in changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"]
+    assert changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"].endswith("| not significant |")
+    assert "(no interval: no per-unit scores for this result or the twin)" in changes["fair/bge-m3 [8b3219a] main"]
+    assert changes["fair/bge-m3 [8b3219a] psi"].endswith("| no interval |")
+    assert "] (partial)" not in out and "0." in out.split("## Main scores")[1].split("[")[1]  # main scores carry intervals
+
+
+def test_posir_intervals_and_changes_follow_its_pooling_per_language(tmp_path):
+    """PosIR's sidecar rows are each query's relative-position bin; the reader resamples each language's
+    queries within it and averages the languages, as `summarize_scores` pools the point figures."""
+    from mteb_fairpos.tasks.grouped_metrics import POSITION_BINS
+    from mteb_fairpos.tasks.posir import PosIR
+    from mteb_fairpos.tasks.posir.task import position_scores
+
+    root, task, rng = tmp_path / "results", PosIR(), np.random.default_rng(12)
+    queries = {subset: [f"q{i}" for i in range(n)] for subset, n in (("deu-Latn.law", 80), ("deu-Latn.game", 50), ("eng-Latn.law", 70))}
+    places = {subset: {q: (("Q1", "Q2")[i % 2], POSITION_BINS[i % 5]) for i, q in enumerate(ids)} for subset, ids in queries.items()}
+    base = {subset: dict(zip(ids, rng.random(len(ids)).tolist(), strict=True)) for subset, ids in queries.items()}
+    for name, lift in ((TWIN, 0.0), (CALIBRATED, 0.05)):
+        entries = []
+        for subset, values in base.items():
+            scores = {q: v + lift for q, v in values.items()}
+            entry = position_scores(scores, places[subset])
+            entry.update(hf_subset=subset, languages=[subset.split(".")[0]], ndcg_at_10=float(np.mean(list(scores.values()))))
+            entry["main_score"] = entry["ndcg_at_10"]
+            entry[units.DIGEST] = task.hand_over_units("test", subset, scores, {q: (p[1],) for q, p in places[subset].items()},
+                                                       bucket={q: p[0] for q, p in places[subset].items()})
+            entries.append(entry)
+        path = write_result(root, name, COMMIT, "PosIR", {"test": entries})
+        units.write_beside(path, "PosIR", {"test": entries}, name, COMMIT)
+    found = collect(tmp_path)
+    twin, calibrated = (found.get(next(m for m in found.models if m.name == n), "PosIR") for n in (TWIN, CALIBRATED))
+    assert twin.headline["main"].value == pytest.approx(twin.main_score)  # the papers' mean over languages
+    assert twin.headline["psi"].value == pytest.approx(twin.psi)
+    low, high = twin.headline["main"].interval
+    assert low < twin.main_score < high
+    from mteb_fairpos.results import pairing
+
+    change = pairing.change(calibrated, twin, "main")
+    assert change.value == pytest.approx(0.05) and change.interval == pytest.approx((0.05, 0.05)) and change.paired == 200
+    psi_change = pairing.change(calibrated, twin, "psi")
+    assert psi_change.interval is not None and psi_change.paired == 200 and psi_change.value == pytest.approx(calibrated.psi - twin.psi)
+
+
+def test_a_sidecar_of_a_kind_this_release_does_not_pair_is_left_alone(tmp_path):
+    """The probe writes its per-observation rows (kind ``probe``); until its kind is in `pairing.KINDS`
+    the reader neither uses them nor reports them."""
+    from results_folders import probe_entry
+
+    entry = probe_entry("n3_en", [0.6, 0.5, 0.55])
+    rows = units.rows(["0:1", "0:2", "0:3"], ["1", "2", "3"], [0.6, 0.5, 0.55], segment_set=["a-b-c"] * 3, topic=["a", "b", "c"])
+    entry[units.DIGEST] = units.hand_over("PermutationFairnessSample", "test", "n3_en", rows, kind="probe")
+    path = write_result(tmp_path / "results", CALIBRATED, COMMIT, "PermutationFairnessSample", {"test": [entry]})
+    assert units.write_beside(path, "PermutationFairnessSample", {"test": [entry]}, CALIBRATED, COMMIT) is not None
+    assert units.read(units.sidecar_path(path)).tables[("test", "n3_en")].column_names == ["unit", "group", "score", "segment_set", "topic"]
+    found = collect(tmp_path)
+    assert not [i for i in found.issues if i.kind == "units"]
+    assert next(iter(found.scores.values())).units is None
+
+
+def test_a_result_merged_from_another_folder_keeps_its_rows(tmp_path):
+    """The Ray sweep evaluates each subset into a folder of its own and merges the results: the merged
+    save writes the rows the parts' sidecars hold."""
+    part = tmp_path / "part" / "Task.json"
+    part.parent.mkdir()
+    rows = units.rows(["a", "b"], ["x", "y"], [1.0, 0.5])
+    entries = {"test": [{"hf_subset": "one", units.DIGEST: units.hand_over("Task", "test", "one", rows)}]}
+    units.write_beside(part, "Task", entries, "m", "r")
+    units.hand_over("Task", "test", "one", units.rows(["c"], ["x"], [0.0]))  # what the driver holds: not these rows
+    units.carry_over(part)
+    merged = tmp_path / "merged" / "Task.json"
+    merged.parent.mkdir()
+    assert units.write_beside(merged, "Task", entries, "m", "r") is not None
+    assert units.read(units.sidecar_path(merged)).tables[("test", "one")].column("unit").to_pylist() == ["a", "b"]
