@@ -63,9 +63,11 @@ def test_the_pooling_row_reads_the_host_once_per_pass_and_its_operations_do_not_
     assert half / plain <= 1.4, (half, plain)
 
 
-def test_mean_pooling_reads_the_host_once_per_pass_up_to_four_baskets():
-    """Mean pooling over at most four baskets (the outputs held until they are combined): the layout and the
-    check of the model's mask are read together, once per pass, whatever the number of calibrated layers."""
-    _, _, plain_reads, half_reads = _costs("gte", "mean", 64, "last_half")
-    _, _, _, every_reads = _costs("gte", "mean", 64, 1.0)
+@pytest.mark.parametrize(("model_name", "length"), [("gte", 64), ("gte", 128), ("qwen3", 128)])
+def test_mean_pooling_reads_the_host_once_per_pass(model_name, length):
+    """Mean pooling over 4 baskets (their outputs held until they are combined) and over 8 (a running sum):
+    the layout and the check of the model's mask are read together, once per pass, whatever the number of
+    calibrated layers."""
+    _, _, plain_reads, half_reads = _costs(model_name, "mean", length, "last_half")
+    _, _, _, every_reads = _costs(model_name, "mean", length, 1.0)
     assert half_reads - plain_reads == 1 and every_reads - plain_reads == 1, (plain_reads, half_reads, every_reads)

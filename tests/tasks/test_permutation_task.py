@@ -228,7 +228,7 @@ def test_demo_command(tmp_path, capsys):
 
 
 def test_predictions_carry_topic_order_and_language(tmp_path, st512):
-    """#15: a per-topic analysis needs no rebuild: every prediction row names its topic, document, order, language."""
+    """A per-topic analysis needs no rebuild: every prediction row names its topic, document, order, language."""
     import mteb
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 
@@ -247,7 +247,7 @@ def test_predictions_carry_topic_order_and_language(tmp_path, st512):
 
 
 def test_sets_that_share_topics_are_reported(st512):
-    """#15: few usable topics make sets overlap; the report says so and what it means for the errors."""
+    """Few usable topics make sets overlap; the report says so and what it means for the errors."""
     from mteb_fairpos.permutation import build_corpus
 
     few = build_corpus([(t.id, {"en": t.texts["en"]}) for t in list(sample_corpus())[:4]])
@@ -260,7 +260,7 @@ def test_sets_that_share_topics_are_reported(st512):
 
 
 def test_a_changed_setting_never_reads_a_stale_result(tmp_path, st512):
-    """#15: every setting that changes the numbers is part of the result's identity (the task name),
+    """Every setting that changes the numbers is part of the result's identity (the task name),
     so a rerun with other settings into the same results folder computes instead of reading the old file."""
     import mteb
     from mteb.cache import ResultCache
