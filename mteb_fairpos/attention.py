@@ -259,11 +259,10 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
     One fused pass per content basket (at most ``basket_size`` keys, a view of K and V where every
     sequence's content starts at the same position) gives ``o_ib`` and its log-sum-exp; the
     isolated tokens are one key each. A calibrated row weighs every ``o_ib`` by a factor that needs
-    the masses of all the row's baskets. Up to ``HELD_BASKETS`` baskets (512 tokens in baskets of
-    128) the outputs are kept and combined once. Beyond, one more fused pass over all keys first
-    gives the plain output and each row's log-sum-exp over every key, so each basket's mass is known
-    as soon as its own pass ends: ``sum_b o_ib`` over the non-empty baskets is one running sum, and
-    memory stays at two outputs whatever the length. Nothing is read back to the host.
+    the masses of all the row's baskets, known only after the last one. Up to ``HELD_BASKETS``
+    baskets (512 tokens in baskets of 128) the outputs are kept and combined once, one pass each.
+    Beyond, two running sums (:func:`_running_sums`) keep memory at two outputs whatever the
+    length, at two passes per basket.
     """
     n, h, length, _ = query.shape
     if key.shape[2] != length:
@@ -289,54 +288,51 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
         return out_b, lse_b if hidden is None else lse_b.masked_fill(hidden, float("-inf"))
 
     n_baskets = len(shared.windows)
+    lses = torch.empty(n_baskets, n, h, length, device=query.device)  # (n_b, N, H, L), filled basket by basket
     attended = (basket_attention(b) for b in range(n_baskets))
-    # docs/method.md#s1-3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
-    # the explicit softmax.
-    if n_baskets <= HELD_BASKETS:
-        lses = torch.empty(n_baskets, n, h, length, device=query.device)  # (n_b, N, H, L), filled basket by basket
+    hold_all = n_baskets <= HELD_BASKETS
+    if hold_all:
         held = []
         for b, (out_b, lse_b) in enumerate(attended):
             held.append(out_b)
             lses[b] = lse_b
         del query  # the contiguous copy, before the output is allocated: the layer's peak stays below plain's
-        lse = torch.logsumexp(lses, 0)  # over every key of the row
-        if iso.shape[1]:  # (a log-sum-exp over no keys costs more than one over four baskets)
-            lse = torch.logaddexp(lse, torch.logsumexp(iso_scores, dim=-1))
-        masses = lses.sub_(lse).exp_().nan_to_num_(nan=0.0)  # A_ib; 0 for a row that sees nothing (NaN)
-        filled = masses > 0
-        n_filled = filled.sum(0, dtype=torch.float32)
     else:
-        bias, hidden = shared.plain_mask
-        plain, lse = attention_with_lse(query, key, value, bias, scaling)
-        if hidden is not None:
-            lse = lse.masked_fill(hidden, float("-inf"))
-        summed = torch.zeros(n, h, length, value.shape[-1], device=value.device)
-        n_filled = torch.zeros(n, h, length, device=value.device)
-        for out_b, lse_b in attended:
-            filled_b = ((lse_b - lse).exp_() > 0).float()  # A_ib > 0 (a row that sees nothing: NaN, not filled)
-            summed.addcmul_(out_b, filled_b[..., None])
-            n_filled += filled_b
-            del out_b, lse_b, filled_b  # before the next basket's output is allocated
-        del query
+        weighted, summed, ref = _running_sums(attended, lses)
+
+    # docs/method.md#s1-3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
+    # the explicit softmax.
+    lse = torch.logsumexp(lses, 0)  # over every key of the row
+    if iso.shape[1]:  # (a log-sum-exp over no keys costs more than one over four baskets)
+        lse = torch.logaddexp(lse, torch.logsumexp(iso_scores, dim=-1))
     sees_any = lse > float("-inf")
+    seen = None if hold_all else lses > float("-inf")  # before lses turns into masses
+    masses = lses.sub_(lse).exp_().nan_to_num_(nan=0.0)  # A_ib; 0 for a row that sees nothing (NaN)
+    filled = masses > 0
     a_iso = _softmax_or_zero(iso_scores, lse)  # original probability of each isolated token
-    target, iso_target = basket_targets(n_filled[..., None], a_iso, layout)
+    target, iso_target = basket_targets(filled.sum(0, dtype=torch.float32)[..., None], a_iso, layout)
     rows = shared.row_mask[:, None, :, None] & sees_any[..., None]  # calibrated; other rows stay plain
     iso_weights = torch.where(rows, strength * iso_target + (1 - strength) * a_iso, a_iso)
     # written straight in the (N, L, H, D) layout the model reshapes next, so that is a view, not a copy
     out = torch.empty(n, length, h, value.shape[-1], dtype=torch.float32, device=value.device).transpose(1, 2)
 
-    if n_baskets <= HELD_BASKETS:  # w_ib = (1 - a) A_ib + a t_i, for the non-empty baskets of calibrated rows
+    if hold_all:  # w_ib = (1 - a) A_ib + a t_i, for the non-empty baskets of calibrated rows
         weights = torch.where(rows[None, ..., 0], (1 - strength) * masses + strength * target[..., 0] * filled, masses)
         torch.mul(held[0], weights[0, ..., None], out=out)
         for out_b, weight in zip(held[1:], weights[1:]):
             out.addcmul_(out_b, weight[..., None])
         del held
-    else:  # calibrated: (1 - a) (plain - its isolated part) + a t summed; the isolated part comes off below
-        content_coef = torch.where(rows, 1 - strength, 1.0)
-        torch.mul(plain, content_coef, out=out).addcmul_(summed, torch.where(rows, strength * target, 0.0))
-        iso_weights = iso_weights - content_coef * a_iso
-        del plain, summed
+    else:  # calibrated: (1 - a) plain content + a t summed; such rows are rare (logit gaps over ~100), so the
+        # output of a basket that underflowed is recomputed and taken back out of the sum
+        underflow = seen.logical_and_(filled.logical_not_())
+        empty = set(underflow.flatten(1).any(1).nonzero().flatten().tolist())
+        for b in sorted(empty):
+            summed -= torch.where(underflow[b][..., None], basket_attention(b)[0].float(), 0.0)
+        to_plain = torch.where(sees_any, torch.exp(ref - lse), 0.0)[..., None]  # weighted * to_plain = plain content
+        weighted_coef = torch.where(rows, (1 - strength) * to_plain, to_plain)
+        summed_coef = torch.where(rows, strength * target, 0.0)
+        torch.mul(weighted, weighted_coef, out=out).addcmul_(summed, summed_coef)
+        del weighted, summed
     v_iso = v_iso.repeat_interleave(h // v_iso.shape[1], dim=1)  # (N, H, n_iso, D): a few values per head
     for j in range(iso.shape[1]):  # one isolated token at a time: no (N, H, L, D) temporary
         out.addcmul_(v_iso[:, :, j : j + 1], iso_weights[..., j : j + 1])
@@ -346,8 +342,46 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
 HELD_BASKETS = 4
 """Up to this many baskets, :func:`grouped_mean_rows` keeps every basket's output until it combines
 them. That is at most four outputs of the layer in the model's dtype: no more than the feed-forward
-block holds anyway (an intermediate four times the hidden size, plus its activation). Beyond, it
-runs one more fused pass over all keys instead."""
+block holds anyway (an intermediate four times the hidden size, plus its activation)."""
+
+
+def _running_sums(attended: Iterator[tuple[Tensor, Tensor]], lses: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Two fp32 sums over the baskets' (o_b, lse_b), filling ``lses``: ``summed`` = sum_b o_b and
+    ``weighted`` = sum_b exp(lse_b - ref) o_b, the plain content output up to one factor per row; also ``ref``.
+
+    ``ref`` (each row's frame) is the first basket's log-sum-exp and moves only when a later basket
+    outweighs it by more than e^RESCALE_GAP, so the frame almost never has to be rescaled (flash
+    attention rescales at every key block). Nothing made for one basket outlives its iteration but
+    its log-sum-exp, in ``lses``: small tensors left between the per-basket outputs would keep the C
+    allocator from reusing their memory (at 8,192 tokens, 1.5 GB of RSS instead of 0.1).
+    """
+    ref = torch.full(lses.shape[1:], _NO_FRAME, device=lses.device)
+    weighted = summed = None
+    for b, (out_b, lse_b) in enumerate(attended):
+        out_b = out_b.float()
+        lses[b] = lse_b
+        moved = lse_b > ref + RESCALE_GAP
+        if bool(moved.any()):
+            new_ref = torch.where(moved, lse_b, ref)
+            if summed is not None and bool((moved & (ref > _NO_FRAME)).any()):  # rows holding a sum: rescale
+                factor = torch.exp(ref - new_ref)[..., None]  # 1 where the frame stays
+                weighted = summed * factor if weighted is None else weighted.mul_(factor)
+            ref.copy_(new_ref)
+        weight = torch.exp(lse_b - ref)[..., None]
+        if summed is None:  # the first basket: its weight is 1 where a row sees it, and its output 0 elsewhere
+            summed = out_b
+        else:  # from the second on, both sums; the weighted one starts here, with no zero-filled buffer
+            weighted = torch.addcmul(summed, out_b, weight) if weighted is None else weighted.addcmul_(out_b, weight)
+            summed.add_(out_b)
+        del out_b, lse_b  # before the next basket's output is allocated
+    return (summed.clone() if weighted is None else weighted), summed, ref
+
+
+RESCALE_GAP = 20.0
+"""How far (in log space) a basket's log-sum-exp may exceed a row's frame before the row's
+weighted sum is rescaled: terms stay below e^20 times a value, far from fp32 overflow."""
+_NO_FRAME = -1e30
+"""The frame of a row that has seen no basket yet: finite, so exp(lse - frame) needs no NaN guard."""
 
 
 @dataclass(frozen=True)
@@ -414,7 +448,6 @@ class _LayerShared:
     additive: bool
     windows: list[_Window]
     key_masks: list[tuple[Tensor | None, Tensor | None]]  # per window where key_only (else empty): see _basket_mask
-    plain_mask: tuple[Tensor | None, Tensor | None]  # every key's, where there are more than HELD_BASKETS baskets
     iso_allowed: Tensor  # (N, 1, L|1, n_iso)
     iso_additive: Tensor | None  # the model's additive mask at the isolated tokens, fp32
     row_mask: Tensor  # (N, L): calibrated rows
@@ -435,12 +468,8 @@ def _layer_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: b
         windows = _basket_windows(layout, length)
         key_masks = [_basket_mask(attention_mask, layout, causal, w, length, key_only, additive, dtype)
                      for w in windows] if key_only else []
-        every_key = _Window(torch.arange(length, device=iso.device).expand(iso.shape[0], -1),
-                            layout.key_valid.new_ones(iso.shape[0], length), (0, length))
-        plain_mask = _basket_mask(attention_mask, layout, causal, every_key, length, key_only, additive, dtype) \
-            if len(windows) > HELD_BASKETS else (None, None)
         memo[entry] = _LayerShared(
-            attention_mask, key_only, additive, windows, key_masks, plain_mask,
+            attention_mask, key_only, additive, windows, key_masks,
             _allowed(attention_mask, layout, causal, iso, torch.ones_like(iso, dtype=torch.bool), length, key_only),
             _gather_columns(attention_mask, iso, length).float() if additive else None,
             layout.row_mask())
