@@ -11,6 +11,10 @@ documents with ``encode_document`` semantics:
 * ``reference`` : :func:`mteb_fairpos.reference.reference_embeddings` (eager attention, softmax
   edited through nnsight); skipped where it would need the L x L matrix of a long mean-pooled case.
 
+and, in the same interleaved rounds, ``plain`` and ``fast`` split into their stages (:func:`stages`): the
+forward pass alone, on batches tokenized beforehand and already on the device, and preprocessing
+alone. On a GPU, end to end below the sum of the two shows the host tokenizing while the device works.
+
 What is measured:
 
 * throughput: documents per second over ``--reps`` timed rounds in one process after a warm-up
@@ -225,10 +229,36 @@ def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, r
         return reference_embeddings(fair, texts, config, batch_size=case.batch_size)
 
     tokens = int(model.preprocess(texts[:1])["attention_mask"].sum())
-    runs = {"plain": plain, "fast": fast, "tiled": tiled, "tokens": tokens}
+    runs = {"plain": plain, "fast": fast, "tiled": tiled, "tokens": tokens,
+            **stages(model, fair, texts, case.batch_size, device)}
     if case.reference or references:
         runs["reference"] = reference
     return runs
+
+
+def stages(model, fair, texts: list[str], batch_size: int, device: str) -> dict:
+    """The two stages of ``plain`` and ``fast`` on their own: preprocessing alone (tokenizing the batches on the
+    host) and the forward pass alone (the model on batches tokenized beforehand and already on the device).
+    Where the host overlaps tokenization with the device's work, end to end takes less than their sum; a
+    host read inside the forward pass ends that overlap."""
+    batches = [texts[start:start + batch_size] for start in range(0, len(texts), batch_size)]
+
+    def on_device(features: dict) -> dict:
+        return {name: value.to(device) if hasattr(value, "to") else value for name, value in features.items()}
+
+    def forward(transformer, features: list[dict], **kwargs):
+        def run():
+            return [transformer.forward(dict(batch), **kwargs)["sentence_embedding"] for batch in features][-1]
+        return run
+
+    plain_features = [on_device(model.preprocess(batch)) for batch in batches]
+    fair_features = [on_device(fair.preprocess(batch)) for batch in batches]
+    return {"plain forward": forward(model, plain_features), "fast forward": forward(fair, fair_features, task="document"),
+            "plain preprocess": lambda: [model.preprocess(batch) for batch in batches],
+            "fast preprocess": lambda: [fair.preprocess(batch) for batch in batches]}
+
+
+STAGES = ("plain forward", "fast forward", "plain preprocess", "fast preprocess")
 
 
 def memory_worker(case: Case, mode: str, measure: str, count: int, random_dir: str, device: str, dtype: str,
@@ -295,7 +325,8 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: st
 
     warnings.simplefilter("ignore")
     runs = encoders(case, count, random_dir, device, dtype, references)
-    modes = [m for m in ("plain", "fast", "tiled") if m in runs] + (["reference"] if case.tokens <= 2048 and "reference" in runs else [])
+    modes = [m for m in ("plain", "fast", "tiled", *STAGES) if m in runs] + (
+        ["reference"] if case.tokens <= 2048 and "reference" in runs else [])
     times: dict[str, list[float]] = {mode: [] for mode in modes}
     with torch.inference_mode():
         if case.tokens <= 2048 or device.startswith("cuda"):  # warm-up round; on a CPU one long forward pass amortises its own start-up
@@ -373,10 +404,10 @@ def run_case(case: Case, count: int, reps: int, memory_runs: int, random_dir: st
     return result
 
 
-def _ratio(times: dict[str, list[float]], mode: str) -> tuple[float, float, float]:
-    """Throughput of ``mode`` over plain: ratio of medians, and the min and max of the per-round ratios."""
-    per_round = [p / m for p, m in zip(times["plain"], times[mode])]
-    return statistics.median(times["plain"]) / statistics.median(times[mode]), min(per_round), max(per_round)
+def _ratio(times: dict[str, list[float]], mode: str, base: str = "plain") -> tuple[float, float, float]:
+    """Throughput of ``mode`` over ``base``: ratio of medians, and the min and max of the per-round ratios."""
+    per_round = [p / m for p, m in zip(times[base], times[mode])]
+    return statistics.median(times[base]) / statistics.median(times[mode]), min(per_round), max(per_round)
 
 
 def _spread(values: list[float]) -> str:
@@ -464,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         options = ["--dtype", args.dtype, "--scale", str(args.scale)] + [flag for flag, on in (("--same-process", args.same_process),
                                                                    ("--all-references", args.all_references)) if on]
         targets = TARGETS["cuda" if device.startswith("cuda") else "cpu"]
-        speed_lines, memory_lines, verdicts = [], [], []
+        stage_header = (f"{'case':<16} | {'end to end':>20} | {'forward alone':>20} | {'preprocessing alone':>20} | "
+                        f"{'plain s: e2e':>12} {'forward':>8} {'preproc':>8}")
+        speed_lines, memory_lines, stage_lines, verdicts = [], [], [], []
         report = {"device": where, "torch": torch.__version__, "dtype": args.dtype, "gte_layers": args.gte_layers,
                   "reps": reps, "scale": args.scale, "targets": targets, "cases": {}}
         for case in cases:
@@ -492,6 +525,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{case.name:<16} {case.layers:>6} {fast['tokens']:>6} {count:>4} | {count / statistics.median(times['plain']):>12.3f} | "
                 f"{ratio:>6.3f} ({low:.3f}-{high:.3f}) | {t_ratio:>6.3f} ({t_low:.3f}-{t_high:.3f}) | {speedup} | "
                 f"{diff_ref} {diff_tiled:>15.2e}")
+            stage = {name: _ratio(times, f"fast{suffix}", f"plain{suffix}")
+                     for name, suffix in (("end_to_end", ""), ("forward", " forward"), ("preprocess", " preprocess"))}
+            stage_lines.append(f"{case.name:<16} | " + " | ".join(f"{r:>6.3f} ({lo:.3f}-{hi:.3f})" for r, lo, hi in stage.values())
+                               + " | " + " ".join(f"{statistics.median(times[m]):>{w}.3f}"
+                                                  for m, w in (("plain", 12), ("plain forward", 8), ("plain preprocess", 8))))
             mem = fast["tensor_mb"] / max(plain["tensor_mb"], 1e-9)
             mem_tiled = tiled["tensor_mb"] / max(plain["tensor_mb"], 1e-9)
             if args.same_process:  # RSS says nothing of GPU memory
@@ -511,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": times, "plain_docs_per_s": count / statistics.median(times["plain"]),
                 "fast_over_plain": {"median": ratio, "min": low, "max": high},
                 "tiled_over_plain": {"median": t_ratio, "min": t_low, "max": t_high},
+                "stages_fast_over_plain": {name: dict(zip(("median", "min", "max"), r)) for name, r in stage.items()},
                 "reference_over_fast": (statistics.median(times["reference"]) / statistics.median(times["fast"])
                                         if "reference" in times else None),
                 "tensor_mb": {m: results[m]["tensor_mb"] for m in MODES if m in results},
@@ -525,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         print(speed_header)
         print("-" * len(speed_header))
         print("\n".join(speed_lines))
+        print("plain / calibrated time by stage, interleaved in the same rounds (median (min-max) over the rounds): end to end "
+              "(encode_document), the forward pass alone (batches tokenized beforehand, on the device), preprocessing alone; "
+              "then plain's seconds per call:")
+        print(stage_header)
+        print("-" * len(stage_header))
+        print("\n".join(stage_lines))
         print(f"peak memory of one cold encode call (tensor: PyTorch's {device} allocator; RSS: rise of VmHWM above the loaded model after a short warm-up call, "
               f"median (min-max) of {memory_runs} cold process(es) per mode):")
         print(memory_header)

@@ -39,7 +39,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, content_members, first_valid
+from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, content_members
 from .config import CalibrationConfig, ConfigError, Pooling
 from .lse_kernels import TILE_ELEMENTS, attention_with_lse
 
@@ -168,7 +168,7 @@ def calibrated_attention(
     layer = state.plan.layer_of.get(module) if state is not None else None
     if layer is not None:
         state.seen.add(layer)
-    if layer is None or layer not in state.plan.layers or not bool(state.layout.active.any()):
+    if layer is None or layer not in state.plan.layers:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
@@ -183,22 +183,62 @@ def calibrated_attention(
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
     layout = state.layout
     strength = state.plan.config.strength
-
+    if layout.query_rows is None:  # its check of the model's mask joins the pass's one host read of the layout
+        _layer_shared(attention_mask, layout, causal, query.dtype, query.shape[2])
+    if not layout.on_host()[0].any_active:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     if layout.query_rows is None:  # mean pooling: every valid row
-        kernel = MEAN_KERNELS[_MEAN_KERNEL.get()]
-        return kernel(query, key, value, attention_mask, causal, scaling, layout, strength), None
-
+        return mean_rows(query, key, value, attention_mask, causal, scaling, layout, strength), None
     output, _ = sdpa_attention_forward(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
     )
-    rows = layout.query_rows
-    batch = torch.arange(query.shape[0], device=query.device)
-    pooled_query = query[batch, :, rows].unsqueeze(2)  # (N, H, 1, D)
+    return pooled_row(output, query, key, value, attention_mask, causal, scaling, layout, strength), None
+
+
+def mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool, scaling: float,
+              layout: BasketLayout, strength: float) -> Tensor:
+    """Every calibrated row for mean pooling, (N, L, H, D), by the path :func:`mean_kernel` selects."""
+    return MEAN_KERNELS[_MEAN_KERNEL.get()](query, key, value, attention_mask, causal, scaling, layout, strength)
+
+
+def pooled_row(output: Tensor, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool,
+               scaling: float, layout: BasketLayout, strength: float) -> Tensor:
+    """SDPA's ``output`` (N, L, H, D) with each sequence's pooling row replaced by its calibrated row.
+
+    One ``q . K^T`` for the pooling rows of all heads (grouped-query heads folded into the rows, so K and V
+    are not repeated), one softmax, the basket masses through the pass's membership matrix, and one
+    product with V of the rows scaled basket by basket; batched matrix products over (sequence, key head),
+    no host read, and a fixed number of operations whatever the number of baskets (docs/method.md#s1-5)."""
+    n, h, _, d = query.shape
+    kv_heads = key.shape[1]
     exact = torch.promote_types(query.dtype, torch.float32)
-    pooled = _rows_output(pooled_query, rows[:, None], key, value, attention_mask, causal, scaling, layout, strength,
-                          _pooled_row_shared(attention_mask, layout, causal, exact, key))
-    output[batch, rows] = pooled[:, 0]
-    return output, None
+    shared = _pooled_row_shared(attention_mask, layout, causal, exact, key, h, strength)
+    picked = _in(query.gather(2, shared.pick), exact).view(n * kv_heads, h // kv_heads, d)
+    scores = torch.baddbmm(shared.bias, picked, _in(key, exact).flatten(0, 1).transpose(1, 2), alpha=scaling)
+    probs = torch.softmax(scores, dim=-1).view(n, h, -1)  # (N, H, K)
+    weights = _calibrated_weights(probs, layout, shared)
+    out = torch.bmm(weights.view(n * kv_heads, h // kv_heads, -1), _in(value, exact).flatten(0, 1))
+    return output.scatter_(1, shared.put, _in(out.view(n, 1, h, d), output.dtype))
+
+
+def _in(tensor: Tensor, dtype: torch.dtype) -> Tensor:
+    """``tensor`` in ``dtype``, with no operation where it already is."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
+def _calibrated_weights(probs: Tensor, layout: BasketLayout, shared: _PooledShared) -> Tensor:
+    """docs/method.md#s1-3 for one row per sequence and head, (N, H, K), as
+    :func:`~mteb_fairpos.calibration.calibrate_rows` computes it, in fewer operations: a key of a non-empty basket
+    becomes ``(1 - a) p + a t p / A_b``, an isolated token its blend; rows of sequences that are not calibrated
+    (strength 0 there) come out unchanged."""
+    mass = torch.bmm(probs, shared.members)  # (N, H, n_b): A_b
+    n_filled = mass.sign().sum(-1, keepdim=True)  # masses are never negative: the baskets that hold attention
+    target, iso_target = basket_targets(n_filled, probs.gather(-1, shared.isolated), layout)
+    within = probs.div(torch.bmm(mass, shared.members_t)).nan_to_num_(0.0, 0.0)  # p / A_b (at most 1), 0 outside content
+    return torch.addcmul(probs * shared.keep, within, shared.alpha * target).scatter_add_(
+        -1, shared.isolated, shared.alpha * iso_target)
 
 
 def tiled_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool,
@@ -351,6 +391,7 @@ class _Window:
     index: Tensor  # (N, S) key positions
     present: Tensor  # (N, S) bool: the slot holds a key of this basket
     span: tuple[int, int] | None  # the positions [start, stop) where they are the same for every sequence
+    full: bool = False  # every slot of every sequence holds a key of this basket
 
     def keys(self, tensor: Tensor) -> Tensor:
         """This basket's slots of K or V, (N, H_kv, K, D) -> (N, H_kv, S, D): a view where the span is shared."""
@@ -358,34 +399,39 @@ class _Window:
 
 
 def _basket_windows(layout: BasketLayout, keys: int) -> list[_Window]:
-    """The key slots of each content basket in turn. Content is contiguous, so basket ``b`` spans
-    ``basket_size`` positions from its sequence's first content key; where that start is the same
-    for the whole batch (right padding, equal lengths) the keys are a view, else they are gathered.
+    """The key slots of each content basket in turn, from the layout's host values (no host read). Content is
+    contiguous, so basket ``b`` spans ``basket_size`` positions from its sequence's first content key;
+    where that start is the same for the whole batch (right padding, equal lengths) the keys are a view,
+    else they are gathered.
 
     A short last basket's window is widened to a multiple of ``KEY_BLOCK`` keys (never beyond a full
     basket) over neighbouring keys, which ``present`` leaves out and the kernel masks: the CPU
     kernel runs 126 keys 1.2-1.7x slower than 128 (the last basket of a 512-token document with
     two isolated tokens), and the mask costs ~5 %."""
     device = layout.basket.device
-    size = int(layout.basket.eq(0).sum(1).max()) or 1  # keys per basket (the basket size, or fewer)
-    first = first_valid(layout.basket >= 0)  # per sequence
-    aligned = bool((first == first[0]).all())
-    slots = torch.arange(size, device=device)
+    host, _ = layout.on_host()
+    size = host.first_basket  # keys per basket (the basket size, or fewer)
+    aligned = len(set(host.content_start)) == 1
     windows = []
-    for b in range(int(layout.n_baskets.max())):
+    for b in range(host.n_baskets):
         if aligned:
-            start = int(first[0]) + b * size
+            start = host.content_start[0] + b * size
             stop = min(start + size, keys)
             width = -(-(stop - start) // KEY_BLOCK) * KEY_BLOCK
             if stop - start < width <= min(size, keys):  # widen, backwards where the keys end
                 stop = min(start + width, keys)
                 start = stop - width
             index = torch.arange(start, stop, device=device).expand(layout.basket.shape[0], -1)
-            windows.append(_Window(index, layout.basket[:, start:stop] == b, (start, stop)))
+            full = all(first + b * size == start and first + min((b + 1) * size, count) == stop
+                       for first, count in zip(host.content_start, host.n_content))
+            windows.append(_Window(index, layout.basket[:, start:stop] == b, (start, stop), full))
         else:
-            position = first[:, None] + b * size + slots[None, :]  # (N, size)
+            first = torch.tensor(host.content_start, device=device)
+            position = first[:, None] + b * size + torch.arange(size, device=device)[None, :]  # (N, size)
             index = position.clamp(max=keys - 1)
-            windows.append(_Window(index, (layout.basket.gather(1, index) == b) & (position < keys), None))
+            full = all((b + 1) * size <= count and first + (b + 1) * size <= keys
+                       for first, count in zip(host.content_start, host.n_content))
+            windows.append(_Window(index, (layout.basket.gather(1, index) == b) & (position < keys), None, full))
     return windows
 
 
@@ -415,6 +461,8 @@ def _layer_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: b
     entry = (id(attention_mask), causal, dtype, length)
     if entry not in memo:
         key_only = _key_only(attention_mask, layout, causal)
+        if isinstance(key_only, Tensor):
+            key_only = layout.on_host(key_only)[1][0]
         additive = not key_only and attention_mask is not None and attention_mask.dtype != torch.bool
         iso = layout.isolated
         windows = _basket_windows(layout, length)
@@ -433,7 +481,7 @@ def _basket_mask(attention_mask: Tensor | None, layout: BasketLayout, causal: bo
     """One basket's additive mask in ``dtype`` (``None`` where every row sees all its keys: the kernel runs
     faster without one) and the rows that see none of its keys (``None`` where there are none)."""
     allowed = _allowed(attention_mask, layout, causal, window.index, window.present, length, key_only)
-    sees_all = bool(allowed.all())  # (N, 1, L|1, S)
+    sees_all = key_only and window.full  # (N, 1, L|1, S); per-row masks are always applied (no host read)
     bias = None
     if additive or not sees_all:
         bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
@@ -481,9 +529,10 @@ def _gather_keys(tensor: Tensor, index: Tensor) -> Tensor:
     return tensor.gather(2, index[:, None, :, None].expand(n, kv_heads, index.shape[1], d))
 
 
-def _key_only(attention_mask: Tensor | None, layout: BasketLayout, causal: bool) -> bool:
+def _key_only(attention_mask: Tensor | None, layout: BasketLayout, causal: bool) -> bool | Tensor:
     """Whether the model's mask only hides padded keys (the same for every row), so per-basket masks
-    need no row dimension; checked against the mask itself, never assumed."""
+    need no row dimension; checked against the mask itself, never assumed (a 0-d bool tensor where the
+    check needs the mask's values, for the caller to read with the layout's other host values)."""
     if causal:
         return False
     if attention_mask is None:
@@ -491,7 +540,7 @@ def _key_only(attention_mask: Tensor | None, layout: BasketLayout, causal: bool)
     if attention_mask.dtype != torch.bool:
         return False
     padding = layout.key_valid[:, None, None, :]
-    return bool((attention_mask == padding).all())
+    return (attention_mask == padding).all()
 
 
 def _gather_columns(attention_mask: Tensor, index: Tensor, length: int) -> Tensor:
@@ -525,44 +574,55 @@ def _rows_output(
     scaling: float,
     layout: BasketLayout,
     strength: float,
-    shared: tuple[Tensor, Tensor | None] | None = None,
 ) -> Tensor:
-    """Calibrated attention output (N, R, H, D) of R query rows at positions ``rows`` ((R,) or (N, R)).
-
-    ``shared``: the rows' additive mask (fp32 at least) and the basket membership (bool, or ``None``),
-    where the caller keeps them for every calibrated layer of the pass (:func:`_pooled_row_shared`);
-    made here otherwise."""
+    """Calibrated attention output (N, R, H, D) of R query rows at positions ``rows`` ((R,)), with an explicit
+    softmax: the tiled path's rows."""
     n, h, r, d = query.shape
     kv_heads = key.shape[1]
     grouped = query.reshape(n, kv_heads, (h // kv_heads) * r, d)  # GQA without repeating K and V
     # scores, softmax, calibration and the product with V in fp32 at least, whatever the model's dtype
     exact = torch.promote_types(query.dtype, torch.float32)
-    bias, members = shared or (_row_bias(attention_mask, rows, key.shape[2], causal, layout, exact), None)
+    bias = _row_bias(attention_mask, rows, key.shape[2], causal, layout, exact)
     scores = (grouped.to(exact) @ key.to(exact).transpose(-1, -2)).view(n, h, r, -1) * scaling
     probs = torch.softmax(scores + bias, dim=-1)
-    row_positions = rows if rows.dim() == 1 else None
-    row_mask = layout.row_mask(row_positions) if row_positions is not None else layout.active[:, None].expand(n, r)
-    probs = calibrate_rows(probs, layout, strength, row_mask, members)
+    probs = calibrate_rows(probs, layout, strength, layout.row_mask(rows))
     out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value.to(exact)).view(n, h, r, -1)
     return out.transpose(1, 2).to(value.dtype)
 
 
+@dataclass(frozen=True)
+class _PooledShared:
+    """What the pooling rows of every calibrated layer of a pass have in common (:func:`_pooled_row_shared`)."""
+
+    mask: Tensor | None  # the model's mask this was made for (held, so its id stays unique during the pass)
+    pick: Tensor  # (N, H, 1, D) the pooling row of each sequence, to gather from the queries
+    put: Tensor  # (N, 1, H, D) the same, to scatter into the output
+    bias: Tensor  # (N * H_kv, 1, K) additive mask of the pooling row, repeated over the key heads
+    members: Tensor  # (N, K, n_b) basket membership, in the scores' dtype
+    members_t: Tensor  # (N, n_b, K) its transpose, contiguous
+    isolated: Tensor  # (N, H, n_iso) the isolated tokens, for every head
+    alpha: Tensor  # (N, 1, 1) the strength for calibrated sequences, 0 for the others
+    keep: Tensor  # (N, 1, 1) 1 - alpha
+
+
 def _pooled_row_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, dtype: torch.dtype,
-                       key: Tensor) -> tuple[Tensor, Tensor | None]:
-    """The pooling row's additive mask in ``dtype``, (N, 1, 1, K), and the basket membership (bool), the same in
-    every calibrated layer of a pass: made in the first and reused (outside a pass: made afresh). The
-    membership (N x K x baskets) is held only while it is at most a quarter of the size of one layer's keys;
-    with many small baskets it is made in each layer instead."""
+                       key: Tensor, heads: int, strength: float) -> _PooledShared:
+    """The pass's :class:`_PooledShared` for this mask, made in the first calibrated layer and reused
+    (outside a pass: made afresh)."""
     state = _ACTIVE.get()
     memo = state.shared if state is not None and state.layout is layout else {}
-    keys = key.shape[2]
-    entry = ("pooled row", id(attention_mask), causal, dtype, keys)
-    if entry not in memo:  # the mask is held with them, so its id stays unique during the pass
-        bias = _row_bias(attention_mask, layout.query_rows[:, None], keys, causal, layout, dtype)
-        members = content_members(layout, torch.bool)
-        held = members if members.numel() <= key.numel() * key.element_size() // 4 else None
-        memo[entry] = (bias, held, attention_mask)
-    return memo[entry][:2]
+    n, kv_heads, keys, d = key.shape
+    entry = ("pooled row", id(attention_mask), causal, dtype, keys, kv_heads, heads, d, strength)
+    if entry not in memo:
+        rows = layout.query_rows
+        bias = _row_bias(attention_mask, rows[:, None], keys, causal, layout, dtype)  # (N, 1, 1, K)
+        members = content_members(layout, dtype)[:, 0]
+        alpha = layout.active.to(dtype).view(n, 1, 1) * strength
+        memo[entry] = _PooledShared(
+            attention_mask, rows.view(n, 1, 1, 1).expand(n, heads, 1, d), rows.view(n, 1, 1, 1).expand(n, 1, heads, d),
+            bias.expand(n, kv_heads, 1, keys).reshape(n * kv_heads, 1, keys), members, members.transpose(1, 2).contiguous(),
+            layout.isolated[:, None, :].expand(n, heads, -1), alpha, 1 - alpha)
+    return memo[entry]
 
 
 def _row_bias(

@@ -18,7 +18,7 @@ alike because positions are counted among *valid* tokens only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -44,6 +44,31 @@ class BasketLayout:
     """(N,) long: the pooling row for cls/last pooling; ``None`` for mean (every valid row)."""
     key_valid: Tensor
     """(N, K) bool: the padding mask."""
+    basket_size: int = 1
+    _host: dict = field(default_factory=dict, repr=False, compare=False)
+    """The layout's host values and the constants its calibrated rows derive from it, made once."""
+
+    def on_host(self, *flags: Tensor) -> tuple[HostLayout, list[bool]]:
+        """What the calibrated layers need on the host (:class:`HostLayout`) and the truth of each 0-d bool
+        ``flags``, in one device-to-host read: the host waits for the device once per batch, not once per layer.
+        The layout's part is read once and kept; later calls that pass no flags read nothing."""
+        if "layout" in self._host and not flags:
+            return self._host["layout"], []
+        content = self.basket >= 0
+        summary = torch.cat([self.active.long(), first_valid(content), content.sum(1),
+                             *(flag.long().view(1) for flag in flags)])
+        values = summary.tolist()
+        n = self.key_valid.shape[0]
+        if "layout" not in self._host:
+            self._host["layout"] = HostLayout(values[:n], values[n:2 * n], values[2 * n:3 * n], self.basket_size)
+        return self._host["layout"], [bool(value) for value in values[3 * n:]]
+
+    def baskets_and_isolated(self, dtype: torch.dtype) -> Tensor:
+        """(N, 1, 1, 1) ``n_b + n_iso`` in ``dtype`` (docs/method.md#s1-3 step 1), made once per dtype."""
+        entry = ("n_total", dtype)
+        if entry not in self._host:
+            self._host[entry] = (self.n_baskets + self.isolated.shape[1]).to(dtype)[:, None, None, None]
+        return self._host[entry]
 
     def row_mask(self, rows: Tensor | None = None) -> Tensor:
         """(N, R) bool: which of the query ``rows`` (default: all K rows) get calibrated."""
@@ -54,6 +79,33 @@ class BasketLayout:
         else:
             mask = rows[None, :] == self.query_rows[:, None]
         return mask & self.active[:, None]
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    """A batch's layout as Python values, read from the device once (:meth:`BasketLayout.on_host`)."""
+
+    active: list[int]
+    """Per sequence: 1 where it is calibrated."""
+    content_start: list[int]
+    """Per sequence: the position of its first content key (0 where it has none)."""
+    n_content: list[int]
+    """Per sequence: its content keys."""
+    basket_size: int
+
+    @property
+    def any_active(self) -> bool:
+        return any(self.active)
+
+    @property
+    def n_baskets(self) -> int:
+        """The most content baskets of any sequence (at least 1)."""
+        return max(1, max(-(-count // self.basket_size) for count in self.n_content))
+
+    @property
+    def first_basket(self) -> int:
+        """Keys in the largest first basket (at least 1): the key slots of every basket's window."""
+        return max(1, max(min(self.basket_size, count) for count in self.n_content))
 
 
 def first_valid(valid: Tensor) -> Tensor:
@@ -99,13 +151,14 @@ def basket_layout(
         active=n_content >= basket_size,
         query_rows=query_rows,
         key_valid=valid,
+        basket_size=basket_size,
     )
 
 
 def content_members(layout: BasketLayout, dtype: torch.dtype) -> Tensor:
     """(N, 1, K, n_b) membership of every key in every content basket (0 for isolated and padded keys)."""
-    members = torch.nn.functional.one_hot(layout.basket.clamp(min=0), int(layout.n_baskets.max())).to(dtype)
-    return (members * (layout.basket >= 0)[..., None]).unsqueeze(1)
+    baskets = torch.arange(layout.on_host()[0].n_baskets, device=layout.basket.device)
+    return (layout.basket[:, None, :, None] == baskets).to(dtype)  # isolated and padded keys (-1) are in none
 
 
 def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor,
@@ -152,28 +205,37 @@ def basket_targets(n_filled: Tensor, original_iso: Tensor, layout: BasketLayout)
     nothing and step 4 scales the shares down to sum to 1, so the row stays a distribution.
     """
     dtype = original_iso.dtype
-    n_iso = original_iso.shape[-1]
-    n_total = (layout.n_baskets + n_iso).to(dtype)[:, None, None, None]
+    n_total = layout.baskets_and_isolated(dtype)
+    if n_filled.dim() != n_total.dim():  # rows given as (N, H, R) rather than (N, H, R, 1)
+        n_total = n_total.view(-1, *(1,) * (n_filled.dim() - 1))
 
     # Step 1: c_k = a_k / A_b(k) / n_total, so the content part sums to (#non-empty baskets) / n_total.
-    content_total = n_filled.to(dtype) / n_total
+    content_total = n_filled / n_total
 
     # Step 2: each isolated token's share under its policy.
-    shares = torch.stack(
-        [_share(policy, original_iso[..., j], n_total[..., 0]) for j, policy in enumerate(layout.shares)], dim=-1
-    ) if n_iso else original_iso
+    if all(policy == "original" for policy in layout.shares):
+        shares = original_iso
+    else:
+        shares = torch.stack([_share(policy, original_iso[..., j], n_total.squeeze(-1))
+                              for j, policy in enumerate(layout.shares)], dim=-1)
     share_total = shares.sum(-1, keepdim=True)
 
-    # Step 3: unless every share is "equal", rescale content to exactly what the shares leave.
-    rescale = torch.ones_like(content_total)
-    if any(policy != "equal" for policy in layout.shares):
-        left = (1 - share_total).clamp(min=0)  # shares above 1: content gets 0, step 4 rescales them
-        rescale = left / torch.where(content_total > 0, content_total, 1)
+    # Step 3: unless every share is "equal", rescale content to exactly what the shares leave. (Constants are 0-d
+    # tensors: a Python number becomes a tensor in every operation it enters.)
+    if all(policy == "equal" for policy in layout.shares):
+        rescale = torch.ones_like(content_total)
+        total = content_total + share_total
+    else:
+        left = (_ONE - share_total).clamp_(min=0)  # shares above 1: content gets 0, step 4 rescales them
+        rescale = left / torch.where(content_total == _ZERO, _ONE, content_total)
+        total = torch.addcmul(share_total, content_total, rescale)
 
-    # Step 4: normalise; the row total is known in closed form.
-    total = content_total * rescale + share_total
-    total = torch.where(total > 0, total, 1)
+    # Step 4: normalise; the row total is known in closed form (content and shares are never negative).
+    total = torch.where(total == _ZERO, _ONE, total)
     return rescale / (n_total * total), shares / total
+
+
+_ZERO, _ONE = torch.zeros(()), torch.ones(())
 
 
 def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:

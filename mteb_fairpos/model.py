@@ -192,11 +192,12 @@ class FairSentenceTransformer(SentenceTransformer):
         if not calibrate:
             return super().forward(input, **kwargs)
         with self.plan.applied(input["attention_mask"]) as layout:
-            if layout is not None:
-                short = int((~layout.active).sum())
-                self._uncalibrated[0] += short
-                self._uncalibrated[1] += int(layout.active.numel()) - short
-            return super().forward(input, **kwargs)
+            output = super().forward(input, **kwargs)
+        if layout is not None:  # the layout's host values, read once in the pass (by its first calibrated layer)
+            calibrated = sum(layout.on_host()[0].active)
+            self._uncalibrated[0] += len(layout.active) - calibrated
+            self._uncalibrated[1] += calibrated
+        return output
 
     @contextlib.contextmanager
     def calibration_disabled(self) -> Iterator[None]:

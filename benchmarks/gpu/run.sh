@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Run THERE, on the GPU machine, from the repository root, with benchmarks/gpu/wheels carried (prepare.sh
-# made it here). Installs the carried wheels, then: the environment, the CUDA tests, the kernel
-# micro-benchmark and the calibration benchmark in bf16 and fp32, each step within its own time limit so
-# the whole ends within about 9 minutes; every figure lands as JSON in the output folder, with
-# summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
+# made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
+# kernel's where its test file is present), the kernel micro-benchmark and the calibration benchmark in bf16
+# (end to end, forward alone, preprocessing alone, peak memory), each step within its own time limit so the
+# default steps end within 9 minutes (30 + 20 + 120 + 60 + 90 + 210 s and the summary; the device allows 10 per
+# command). fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
+# folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
 #   benchmarks/gpu/run.sh --device cpu --quick --out DIR    # the dry run here: short sizes, no install
 #   benchmarks/gpu/run.sh --steps tests,bf16                # some steps only
+#   benchmarks/gpu/run.sh --steps fp32                      # the fp32 table, in a call of its own
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16,fp32
-usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16,fp32]"
+device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16
+usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16[,fp32]]"
 while [ $# -gt 0 ]; do
     case $1 in
         --device) device=$2; shift 2 ;;
@@ -52,7 +55,7 @@ if [ "$quick" = 1 ]; then
 else
     tests_filter=$device
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
-    calibration=(--gte-layers 12 --reps 5 --scale 16
+    calibration=(--gte-layers 12 --reps 3 --scale 16
                  --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
     kernels=(--tables fused)  # the one-basket table was measured on the H200 (docs/gpu.md): --tables fused,lse for both
 fi
@@ -65,12 +68,16 @@ if wanted install; then
         step install 30 "$python" -m pip install --quiet --no-index --no-deps --no-cache-dir "$wheels"/*.whl
     fi
 fi
-wanted environment && step environment 30 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
-wanted tests && step tests 150 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
-    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py tests/core/test_triton_attention.py
+wanted environment && step environment 20 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
+wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
+    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
+triton_tests=tests/core/test_triton_attention.py  # the fused kernel's tests, whole: compiled on CUDA, interpreted on a CPU
+if wanted tests && [ -f $triton_tests ]; then
+    step "triton tests" 60 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" $triton_tests
+fi
 wanted kernels && step kernels 90 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 for dtype in bf16 fp32; do
-    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 150 || echo 90) \
+    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 210 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
 "$python" benchmarks/gpu/summarize.py "$out" && cat "$out/summary.md"

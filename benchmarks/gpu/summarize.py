@@ -87,17 +87,20 @@ def calibration(path: Path) -> list[str]:
     rows = []
     for name, case in data["cases"].items():
         if "errors" in case:
-            rows.append([name, "failed: " + "; ".join(f"{k}: {v}" for k, v in case["errors"].items())[:300]] + [""] * 7)
+            rows.append([name, "failed: " + "; ".join(f"{k}: {v}" for k, v in case["errors"].items())[:300]] + [""] * 9)
             continue
         fast, tiled = case["fast_over_plain"], case["tiled_over_plain"]
         mb = case["tensor_mb"]
+        stages = case.get("stages_fast_over_plain", {})
         rows.append([name, str(case["tokens"]), _number(case["plain_docs_per_s"], 2),
                      f"{fast['median']:.3f} ({fast['min']:.3f}-{fast['max']:.3f})",
+                     *(f"{stages[s]['median']:.3f}" if s in stages else "-" for s in ("forward", "preprocess")),
                      f"{tiled['median']:.3f} ({tiled['min']:.3f}-{tiled['max']:.3f})", _number(case["reference_over_fast"], 2),
                      f"{mb['plain']:.0f} / {mb['fast']:.0f} = {case['memory_fast_over_plain']:.3f}",
                      _number(case["max_abs_fast_minus_reference"], 6) if case["max_abs_fast_minus_reference"] is not None else "-",
                      "yes" if case["meets_targets"] else "NO"])
-    return lines + _table(["case", "tokens", "plain docs/s", "fast/plain (min-max)", "tiled/plain", "ref time / fast",
+    return lines + _table(["case", "tokens", "plain docs/s", "fast/plain (min-max)", "forward alone", "preprocessing alone",
+                           "tiled/plain", "ref time / fast",
                            "tensor MB plain / fast", "max abs fast-ref", "targets met"], rows)
 
 

@@ -1,4 +1,4 @@
-"""#15: `mteb-fairpos probe`: any corpus, any model settings, several configs, the full report, mteb's layout."""
+"""`mteb-fairpos probe`: any corpus, any model settings, several configs, the full report, mteb's layout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""#11: mean pooling through fused attention over key groups, against the explicit calibrated softmax.
+"""Mean pooling through fused attention over key groups, against the explicit calibrated softmax.
 
 The model-level equivalence with the nnsight reference is in ``test_equivalence.py`` (it runs this
 path by default); here the kernel itself: the private CPU op's contract, grouped-query heads,

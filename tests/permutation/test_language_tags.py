@@ -1,4 +1,4 @@
-"""#15: one language-code convention for the probe: BCP-47 tags, mapped to mteb's ISO 639-3 + script."""
+"""One language-code convention for the probe: BCP-47 tags, mapped to mteb's ISO 639-3 + script."""
 
 from __future__ import annotations
 

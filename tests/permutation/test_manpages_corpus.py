@@ -1,4 +1,4 @@
-"""#15: the bundled real-text corpus (translated Linux man pages): size, provenance, and the effect it shows."""
+"""The bundled real-text corpus (translated Linux man pages): size, provenance, and the effect it shows."""
 
 from __future__ import annotations
 

@@ -254,7 +254,7 @@ def test_the_probe_stays_out_of_mtebs_type_filters(recwarn):
 
 
 def test_a_users_corpus_declares_its_own_languages(tmp_path):
-    """#14: an en/de/fr corpus gets en/de/fr subsets, not the paper's (which would fail on 'hi')."""
+    """An en/de/fr corpus gets en/de/fr subsets, not the paper's (which would fail on 'hi')."""
     from mteb_fairpos.tasks.permutation import PermutationFairness
 
     rows = [{"id": f"t{i}", "texts": {"en": f"English text {i}.", "de": f"Deutscher Text {i}.", "fr": f"Texte {i}."}}
@@ -278,7 +278,7 @@ def test_a_users_corpus_declares_its_own_languages(tmp_path):
 
 
 def test_counting_tokens_of_long_texts_warns_about_nothing(capfd, minilm_dir):
-    """#15: measuring segments is not running them, so transformers' 'longer than the maximum' warning must not fire."""
+    """Measuring segments is not running them, so transformers' 'longer than the maximum' warning must not fire."""
     from transformers import AutoTokenizer
 
     from mteb_fairpos.permutation.selection import count_tokens

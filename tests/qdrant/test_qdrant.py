@@ -490,7 +490,7 @@ def test_a_huge_document_is_not_tokenized_in_full(model):
 
 
 def test_cut_segments_are_neither_found_by_position_nor_scored(model):
-    """#14: a segment the maximum length cut off is left out of discoverability (counted) and of position search."""
+    """A segment the maximum length cut off is left out of discoverability (counted) and of position search."""
     long = {"id": "long", "segments": [
         "Opening paragraph about the harbour and the ships that arrive every morning at dawn.",
         "Middle paragraph about the fish market where traders sell their catch to restaurants.",
@@ -520,7 +520,7 @@ def test_discoverability_shows_its_progress(index, capsys):
 
 
 def test_an_uncalibrated_collection_stores_one_vector(model):
-    """#14: calibration 'none' stores the plain vector once, named for what it is."""
+    """Calibration 'none' stores the plain vector once, named for what it is."""
     plain = FairSentenceTransformer(model, None)
     with FairQdrantIndex(plain, "plain", model_name=MINILM_HUB_ID) as index:
         index.index(RECORDS, late_chunks=True, show_progress=False)

@@ -228,7 +228,7 @@ def test_demo_command(tmp_path, capsys):
 
 
 def test_predictions_carry_topic_order_and_language(tmp_path, st512):
-    """#15: a per-topic analysis needs no rebuild: every prediction row names its topic, document, order, language."""
+    """A per-topic analysis needs no rebuild: every prediction row names its topic, document, order, language."""
     import mteb
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 
@@ -266,7 +266,7 @@ def test_sets_that_share_topics_get_two_way_inference_and_few_clusters_are_repor
 
 
 def test_a_changed_setting_never_reads_a_stale_result(tmp_path, st512):
-    """#15: every setting that changes the numbers is part of the result's identity (the task name),
+    """Every setting that changes the numbers is part of the result's identity (the task name),
     so a rerun with other settings into the same results folder computes instead of reading the old file."""
     import mteb
     from mteb.cache import ResultCache
