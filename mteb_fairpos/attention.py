@@ -39,6 +39,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from . import triton_attention
 from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, content_members
 from .config import CalibrationConfig, ConfigError, Pooling
 from .lse_kernels import TILE_ELEMENTS, attention_with_lse
@@ -183,6 +184,22 @@ def calibrated_attention(
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
     layout = state.layout
     strength = state.plan.config.strength
+    fused = _fused_layout(state, query, key, value, attention_mask, causal)
+    if fused is not None:  # the one-pass Triton kernel (docs/method.md#s1-5), where it computes this layer exactly
+        if not layout.on_host()[0].any_active:
+            return sdpa_attention_forward(
+                module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+            )
+        if layout.query_rows is None:
+            return triton_attention.fused_calibrated_attention(query, key, value, fused, strength, causal, scaling
+                                                               ).transpose(1, 2), None
+        output, _ = sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+        rows = triton_attention.fused_calibrated_attention(query, key, value, fused, strength, causal, scaling)
+        n, h, d = rows.shape
+        at = layout.query_rows.view(n, 1, 1, 1).expand(n, 1, h, d)
+        return output.scatter_(1, at, rows.view(n, 1, h, d).to(output.dtype)), None
     if layout.query_rows is None:  # its check of the model's mask joins the pass's one host read of the layout
         _layer_shared(attention_mask, layout, causal, query.dtype, query.shape[2])
     if not layout.on_host()[0].any_active:
@@ -195,6 +212,44 @@ def calibrated_attention(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
     )
     return pooled_row(output, query, key, value, attention_mask, causal, scaling, layout, strength), None
+
+
+_FUSED: ContextVar[bool | None] = ContextVar("fairpos_fused", default=None)
+
+
+@contextlib.contextmanager
+def fused_kernel(enabled: bool) -> Iterator[None]:
+    """Use the fused Triton kernel in this block wherever it applies (``True``: on any device, the CPU through
+    Triton's interpreter, as the tests do) or never (``False``). Outside such a block it is used on CUDA, for
+    the pooling row and for mean pooling unless :func:`mean_kernel` named another path."""
+    token = _FUSED.set(enabled)
+    try:
+        yield
+    finally:
+        _FUSED.reset(token)
+
+
+def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+                  causal: bool) -> triton_attention.FusedLayout | None:
+    """The fused kernel's layout of this pass where the kernel computes this layer exactly, else ``None`` (the
+    PyTorch path). Decided once per pass and mask: its check of the mask joins the pass's one host read of the
+    layout, and the kernel must have reproduced the explicit computation on first use (``verified``)."""
+    layout = state.layout
+    wanted = _FUSED.get()
+    if wanted is None:
+        wanted = query.is_cuda and (layout.query_rows is not None or _MEAN_KERNEL.get() == "grouped")
+    if not wanted:
+        return None
+    entry = ("fused", id(attention_mask), causal, query.dtype, tuple(query.shape[1:]), tuple(key.shape[1:]))
+    if entry not in state.shared:
+        fused = None
+        if triton_attention.call_refusal(query, key, value, layout) is None and \
+                layout.on_host(triton_attention.mask_fits(layout, causal, attention_mask))[1][0] and \
+                triton_attention.verified(query.device, query.dtype, query.shape[-1], layout.query_rows is not None,
+                                          causal, layout.shares):
+            fused = triton_attention.fused_layout(layout)
+        state.shared[entry] = (attention_mask, fused)  # the mask is held so that its id stays unique in the pass
+    return state.shared[entry][1]
 
 
 def mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool, scaling: float,

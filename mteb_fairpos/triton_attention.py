@@ -186,22 +186,27 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
                        attention_mask: Tensor | None) -> str | None:
     """Why the kernel cannot compute this layer exactly, or ``None`` where it can.
 
-    Beyond :func:`call_refusal`, it reads the device once: the kernel takes padding on one side only (a
-    sequence's valid tokens contiguous) and a model mask (bool or additive, as transformers passes it) that
-    hides padded keys, plus later keys where ``causal``, and nothing else (no sliding window, no packed
-    sequences). Call it once per forward pass and mask; the answer holds for every layer given that mask.
+    Beyond :func:`call_refusal`, it reads the device once (:func:`mask_fits`). Call it once per forward pass
+    and mask; the answer holds for every layer given that mask.
     """
     reason = call_refusal(query, key, value, layout)
     if reason:
         return reason
+    return None if bool(mask_fits(layout, causal, attention_mask)) else mask_refusal(causal)
+
+
+def mask_fits(layout: BasketLayout, causal: bool, attention_mask: Tensor | None) -> Tensor:
+    """0-d bool, on the device: whether the kernel takes this padding and model mask. It takes padding on one
+    side only (a sequence's valid tokens contiguous) and a model mask (bool or additive, as transformers passes
+    it) that hides padded keys, plus later keys where ``causal``, and nothing else (no sliding window, no packed
+    sequences). A caller that reads other values of the pass reads this one with them (one host read)."""
     valid = layout.key_valid
     positions = torch.arange(valid.shape[1], device=valid.device)
     start = first_valid(valid)[:, None]
-    contiguous = valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
+    matches = valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
     expected = valid[:, None, None, :]
     if causal:
         expected = expected & (positions[None, :] <= positions[:, None])
-    matches = contiguous
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             allowed = attention_mask
@@ -209,10 +214,13 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
             allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
             matches = matches & attention_mask.masked_fill(~allowed, 0).eq(0).all()
         matches = matches & allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all()
-    if not bool(matches):
-        return ("the attention mask is not padding on one side" + (" plus causality" if causal else "") +
-                " (e.g. a sliding window, packed sequences, or an additive bias): the fused kernel cannot honour it")
-    return None
+    return matches
+
+
+def mask_refusal(causal: bool) -> str:
+    """Why the kernel refuses a mask that :func:`mask_fits` rejects."""
+    return ("the attention mask is not padding on one side" + (" plus causality" if causal else "") +
+            " (e.g. a sliding window, packed sequences, or an additive bias): the fused kernel cannot honour it")
 
 
 def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout | FusedLayout,

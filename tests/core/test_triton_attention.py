@@ -16,10 +16,12 @@ import warnings
 import pytest
 import torch
 from test_fused_mean import _inputs
+from transformers import AutoModel, GteConfig, Qwen3Config
 
 from mteb_fairpos import triton_attention
-from mteb_fairpos.attention import grouped_mean_rows, tiled_mean_rows
+from mteb_fairpos.attention import attach, fused_kernel, grouped_mean_rows, tiled_mean_rows
 from mteb_fairpos.calibration import basket_layout
+from mteb_fairpos.config import CalibrationConfig
 from mteb_fairpos.triton_attention import (
     FusedAttentionRefused,
     explicit_calibrated_attention,
@@ -271,3 +273,42 @@ def test_without_triton_the_package_imports_and_the_kernel_refuses():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("triton is not installed") and "CUDA builds of torch bring it" in lines[0]
     assert lines[1].startswith("fused calibrated attention: triton is not installed")
+
+
+_MODELS = {
+    "gte": lambda: GteConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_position_embeddings=256, pad_token_id=0),
+    "qwen3": lambda: Qwen3Config(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, head_dim=16, intermediate_size=64, max_position_embeddings=256,
+                                 pad_token_id=0),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("model_name", "pooling", "left"), [("gte", "mean", False), ("gte", "cls", False),
+                                                            ("qwen3", "last", True), ("qwen3", "mean", True)])
+def test_a_calibrated_model_gives_the_same_output_through_the_kernel(device, model_name, pooling, left):
+    """The backend wired to the kernel: a whole forward pass of a calibrated model (every calibrated layer
+    through the kernel, selected once per pass) equals the PyTorch path's, with padding on the model's side;
+    the kernel was really used (a pass that refuses it falls back silently, so the choice is checked too)."""
+    torch.manual_seed(0)
+    model = AutoModel.from_config(_MODELS[model_name](), attn_implementation="sdpa").eval().to(device)
+    length = 40
+    ids = torch.randint(1, 100, (2, length), generator=torch.Generator().manual_seed(1)).to(device)
+    mask = torch.ones(2, length, dtype=torch.long, device=device)
+    if left:
+        mask[1, :11] = 0
+    else:
+        mask[1, length - 11:] = 0
+    plan = attach(model, CalibrationConfig(basket_size=8, layers=1.0, strength=0.7), pooling)
+    outputs, calls = {}, {}
+    real = triton_attention.fused_calibrated_attention
+    for enabled in (False, True, True):  # the first pass with the kernel also runs its first-use check
+        used = []
+        with fused_kernel(enabled), plan.applied(mask), torch.no_grad(), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(triton_attention, "fused_calibrated_attention", lambda *a, **k: used.append(1) or real(*a, **k))
+            outputs[enabled] = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        calls[enabled] = len(used)
+    assert calls == {False: 0, True: 2}  # both calibrated layers, and only with the kernel selected
+    valid = mask.bool()
+    torch.testing.assert_close(outputs[True][valid], outputs[False][valid], rtol=1e-5, atol=1e-5)
