@@ -14,8 +14,9 @@ import pytest
 from results_folders import register_tasks, retrieval_entry, simulated_queries, write_grouped_result, write_result
 from retrieval_check import FIXTURES
 
+from mteb_fairpos import fairness
 from mteb_fairpos.cli import main
-from mteb_fairpos.results import collect, pairing, units
+from mteb_fairpos.results import collect, pairing, tables, units
 from mteb_fairpos.tasks.posq import SQuADPosQ
 
 TWIN, CALIBRATED, OTHER = "fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b64_llast_a1"
@@ -180,6 +181,9 @@ def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unkn
     change = pairing.change(calibrated, twin, "fairness", subset="n3_en", point=0.01)
     assert change.interval is None and change.why == "the two results share no observations of subset n3_en"
     assert pairing.change(calibrated, twin, "main").why.startswith("the probe's main score is a mean over subsets that share topics")
+    plain = fairness.min_max_ratio(calibrated.profiles["n3_en"].values()) - fairness.min_max_ratio(twin.profiles["n3_en"].values())
+    assert (f"| fairness n3_en | {plain:+.4f} (no interval: the two results share no observations of subset n3_en) | "
+            "no interval |") in tables.changes_table(found)
 
     table = pq.read_table(units.sidecar_path(path))
     metadata = json.loads(table.schema.metadata[b"mteb_fairpos.units"])
