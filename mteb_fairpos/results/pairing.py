@@ -203,7 +203,7 @@ class Change:
     interval: tuple[float, float] | None = None
     pvalue: float | None = None
     paired: int | None = None
-    """units paired (the queries both results scored); ``None``: no sidecar, a plain difference."""
+    """units paired (the queries or probe observations both results hold); ``None``: no sidecar, a plain difference."""
     why: str = ""
     """why there is no interval, where there is none."""
 
