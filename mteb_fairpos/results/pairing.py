@@ -159,8 +159,7 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
     for subset, mine in model.items():
         figure = measure_key("fairness", subset)
         theirs = baseline.get(subset)
-        shared, at_mine, at_theirs = (np.intersect1d(mine.units, theirs.units, return_indices=True) if theirs is not None
-                                      else (np.array([]), np.array([], dtype=np.int64), np.array([], dtype=np.int64)))
+        shared, at_mine, at_theirs = np.intersect1d(mine.units, theirs.units if theirs else [], return_indices=True)
         if len(shared) == 0:
             why[figure] = f"the two results share no observations of subset {subset}"
             continue

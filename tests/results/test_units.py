@@ -168,8 +168,9 @@ def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unkn
 
     rows = simulated_probe_rows(5)
     root = tmp_path / "results"
-    write_probe_result(root, TWIN, COMMIT, {"n3_en": simulated_probe_rows(6, prefix="other-")}, resamples=300, seed=9)
-    path = write_probe_result(root, CALIBRATED, COMMIT, {"n3_en": rows}, resamples=300, seed=9)
+    write_probe_result(root, TWIN, COMMIT, {"n3_en": simulated_probe_rows(6, prefix="other-"), "n3_de": simulated_probe_rows(7)},
+                       resamples=300, seed=9)
+    path = write_probe_result(root, CALIBRATED, COMMIT, {"n3_en": rows, "n3_de": simulated_probe_rows(8)}, resamples=300, seed=9)
     found = collect(tmp_path)
     calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
     assert calibrated.unit_kind == "probe" and calibrated.resampling == Resampling(300, 9)
@@ -180,6 +181,8 @@ def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unkn
     assert estimate.value == pytest.approx(calibrated.profiles["n3_en"]["3"] / calibrated.profiles["n3_en"]["1"], rel=1e-6)
     change = pairing.change(calibrated, twin, "fairness", subset="n3_en", point=0.01)
     assert change.interval is None and change.why == "the two results share no observations of subset n3_en"
+    other = pairing.change(calibrated, twin, "fairness", subset="n3_de", point=0.01)  # same ids, other sets and topics
+    assert other.interval is None and other.why.endswith("another corpus or selection): not the same observations")
     assert pairing.change(calibrated, twin, "main").why.startswith("the probe's main score is a mean over subsets that share topics")
     plain = fairness.min_max_ratio(calibrated.profiles["n3_en"].values()) - fairness.min_max_ratio(twin.profiles["n3_en"].values())
     assert (f"| fairness n3_en | {plain:+.4f} (no interval: the two results share no observations of subset n3_en) | "
