@@ -92,3 +92,49 @@ def simulated_queries(n: int, seed: int) -> tuple[dict[str, float], dict[str, st
     rng = np.random.default_rng(seed)
     ids = [f"q{i:04d}" for i in range(n)]
     return dict(zip(ids, rng.beta(2.0, 1.5, n).tolist())), {q: SQUAD_GROUPS[i % len(SQUAD_GROUPS)] for i, q in enumerate(ids)}
+
+
+def simulated_probe_rows(seed: int, *, sets: int = 12, topics: int = 8, shift: float = 0.0, prefix: str = "") -> dict:
+    """A probe subset's observations as its sidecar holds them (seeded): ``sets`` segment sets of three of
+    ``topics`` topics (so sets share topics), every order of each set a document, sigma lower at later
+    positions (``shift`` lowers position 3 further); ``prefix`` renames the documents (another corpus)."""
+    import itertools
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    effect = rng.normal(0.0, 0.03, topics)
+    columns: dict[str, list] = {"unit": [], "group": [], "score": [], "segment_set": [], "topic": []}
+    document = 0
+    for _ in range(sets):
+        members = sorted(rng.choice(topics, 3, replace=False).tolist())
+        for order in itertools.permutations(members):
+            for position, topic in enumerate(order, start=1):
+                sigma = 0.6 - 0.04 * position - (shift if position == 3 else 0.0) + effect[topic] + rng.normal(0.0, 0.02)
+                for name, value in (("unit", f"{prefix}{document}:{position}"), ("group", str(position)), ("score", sigma),
+                                    ("segment_set", "|".join(f"t{m}" for m in members)), ("topic", f"t{topic}")):
+                    columns[name].append(value)
+            document += 1
+    return columns
+
+
+def write_probe_result(root: Path, model: str, revision: str, subsets: dict[str, dict], *, resamples: int, seed: int) -> Path:
+    """A permutation-probe result and its per-observation sidecar, as a run writes them: per subset an entry
+    whose profile is the rows' per-position means, recording the bootstrap settings and the rows' digest."""
+    import numpy as np
+
+    from mteb_fairpos.results import units
+
+    task, entries = "PermutationFairnessSample", []
+    for subset, columns in subsets.items():
+        table = units.rows(columns["unit"], columns["group"], columns["score"],
+                           segment_set=columns["segment_set"], topic=columns["topic"])
+        scores = table.column("score").to_numpy().astype(np.float64)
+        positions = np.asarray(columns["group"], dtype=int)
+        entry = probe_entry(subset, [float(scores[positions == p].mean()) for p in range(1, positions.max() + 1)])
+        entry.update({"bootstrap_resamples": resamples, "bootstrap_seed": seed, "bootstrap_units": "segment sets and topics"})
+        entry[units.DIGEST] = units.hand_over(task, "test", subset, table, kind="probe")
+        entries.append(entry)
+    path = write_result(root, model, revision, task, {"test": entries})
+    units.write_beside(path, task, {"test": entries}, model, revision)
+    return path

@@ -205,9 +205,7 @@ def make_rows(found: Collection, columns: Sequence[Column], sources: dict[tuple[
             if value.value is not None and other is not None:
                 value.delta = value.value - other
                 mine, theirs = found.get(row.model, column.task), found.get(row.partner, column.task)
-                measure = column.measure if column.measure in pairing.MEASURES else ""
-                value.change = pairing.change(mine, theirs, measure, point=value.delta) if measure else \
-                    pairing.Change(value.delta, why="the probe's paired changes are not read from its results yet")
+                value.change = pairing.change(mine, theirs, column.measure, subset=column.subset, point=value.delta)
     return rows
 
 
@@ -221,8 +219,9 @@ def cell(scores: TaskScores | None, column: Column, source: Source | None) -> Ce
         note = "; ".join(f"position {label}: {value:.4f}" + (f" [{intervals[label][0]:.4f}, {intervals[label][1]:.4f}]"
                                                                 if label in intervals else "")
                          for label, value in profile.items() if value is not None)
-        return Cell(fairness.min_max_ratio(profile.values()) if profile else None, note=note and f"95 % CI per position: {note}",
-                    status=scores.status, source=href)
+        estimate = scores.headline.get(pairing.measure_key("fairness", column.subset))
+        return Cell(fairness.min_max_ratio(profile.values()) if profile else None, interval=estimate.interval if estimate else None,
+                    note=note and f"95 % CI per position: {note}", status=scores.status, source=href)
     value = scores.main_score if column.measure == "main" else scores.psi
     estimate = scores.headline.get(column.measure)
     return Cell(value, interval=estimate.interval if estimate else None, pooled=pooled_marker(scores), status=scores.status, source=href)

@@ -111,7 +111,8 @@ def _cell(cell: Cell, column: Column) -> str:
         number = f'<a href="{escape(cell.source)}"{title}>{number}</a>'
     marks = f'<sup class="pooled-mark" title="{escape(cell.pooled)}">&dagger;</sup>' if cell.pooled else ""
     if cell.interval is not None:
-        marks += f'<span class="ci" title="95 % interval (bootstrap over queries)">[{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]</span>'
+        units = "segment sets and topics" if column.family == "probe" else "queries"
+        marks += f'<span class="ci" title="95 % interval (bootstrap over {units})">[{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]</span>'
     if cell.change is not None:
         marks += _change(cell.change, column)
     else:

@@ -4,9 +4,11 @@ says how its units become its headline figures (docs/method.md#s5).
 A kind (the sidecar's ``kind``) is a :class:`Kind`: how a result's sidecar rows become the kind's unit
 scores, its headline intervals, and the paired changes of one result against another (the calibrated
 model against its twin) on the units both were scored on. ``compare`` and the leaderboard page ask
-:func:`headline` and :func:`change` only; the ``retrieval`` kind is implemented here (queries, stratified
-as the task pools its subsets, `mteb_fairpos.retrieval_intervals`); another kind (the probe's
-observations clustered by segment set and topic) is added to `KINDS`.
+:func:`headline` and :func:`change` only, for a measure (`MEASURES`, or ``fairness`` of one subset). Two
+kinds: ``retrieval`` (queries, stratified as the task pools its subsets, `mteb_fairpos.retrieval_intervals`)
+and ``probe`` (each subset's observations, clustered by segment set and topic,
+`mteb_fairpos.permutation.fairness_bootstrap`; the probe's main score, a mean over subsets that share
+topics, has no interval).
 
 A result without a sidecar (one of an earlier release) has no intervals: its change against the twin
 is the plain difference of the two numbers, marked as without an interval.
@@ -15,7 +17,7 @@ is the plain difference of the two numbers, marked as without an interval.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,21 @@ MEASURES = ("main", "psi")
 """What a page column or a compare row shows of a task: its main score and its PSI."""
 
 
+def measure_key(measure: str, subset: str = "") -> str:
+    """The key of a measure in `TaskScores.headline`: ``main``, ``psi``, ``fairness n3_en``."""
+    return f"{measure} {subset}" if subset else measure
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The paired changes of one result against another: figure -> change, how many units each paired, and
+    why a figure has none."""
+
+    changes: dict[str, Estimate]
+    paired: dict[str, int]
+    why: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Kind:
     """How one kind of task turns its sidecar into figures."""
@@ -35,10 +52,12 @@ class Kind:
     """(sidecar, mteb task or ``None``, group labels in order) -> the unit scores."""
     intervals: Callable[[Any, Resampling], dict[str, Estimate]]
     """unit scores -> figure -> estimate with interval."""
-    changes: Callable[[Any, Any, Resampling], tuple[dict[str, Estimate], int]]
-    """(model's, baseline's unit scores) -> figure -> paired change, and how many units were paired."""
-    figure: Callable[[Any, str], str]
-    """(mteb task or ``None``, measure) -> the figure name of a measure."""
+    changes: Callable[[Any, Any, Resampling], Paired]
+    """(model's, baseline's unit scores) -> the paired changes."""
+    figure: Callable[[Any, str, str], str]
+    """(mteb task or ``None``, measure, subset) -> the figure name of a measure."""
+    measures: Callable[[Any], list[tuple[str, str]]] = lambda units: [(m, "") for m in MEASURES]
+    """unit scores -> the (measure, subset) pairs a result shows."""
 
 
 # ------------------------------------------------------------------------------------- retrieval
@@ -69,21 +88,108 @@ def _retrieval_intervals(units: Any, resampling: Resampling) -> dict[str, Estima
     return intervals(units, resampling)
 
 
-def _retrieval_changes(model: Any, baseline: Any, resampling: Resampling) -> tuple[dict[str, Estimate], int]:
+def _retrieval_changes(model: Any, baseline: Any, resampling: Resampling) -> Paired:
     from ..retrieval_intervals import paired_changes
 
     found = paired_changes(model, baseline, resampling)
-    return found.changes, found.paired
+    return Paired(found.changes, dict.fromkeys(found.changes, found.paired))
 
 
-def _retrieval_figure(task: Any, measure: str) -> str:
+def _retrieval_figure(task: Any, measure: str, subset: str) -> str:
     if measure == "psi":
         return "psi"
     main = getattr(getattr(task, "metadata", None), "main_score", None)
     return main if main in ("harmonic_mean", "ndcg_at_10") else "harmonic_mean"
 
 
-KINDS: dict[str, Kind] = {"retrieval": Kind(_retrieval_units, _retrieval_intervals, _retrieval_changes, _retrieval_figure)}
+# ------------------------------------------------------------------------------------- probe
+@dataclass(frozen=True)
+class ProbeRows:
+    """One probe subset's observations (sidecar rows), in the sidecar's order."""
+
+    units: np.ndarray
+    """``document:position`` ids."""
+    positions: np.ndarray
+    sets: np.ndarray
+    topics: np.ndarray
+    values: np.ndarray
+    """sigma per observation; NaN: not measured."""
+
+    def take(self, rows: np.ndarray) -> ProbeRows:
+        return ProbeRows(self.units[rows], self.positions[rows], self.sets[rows], self.topics[rows], self.values[rows])
+
+
+_PROBE_MAIN = ("the probe's main score is a mean over subsets that share topics across languages: the subsets "
+               "are not independent, and no interval over them is computed")
+
+
+def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeRows]:
+    found: dict[str, ProbeRows] = {}
+    for (split, subset), table in sidecar.tables.items():
+        missing = {"segment_set", "topic"} - set(table.column_names)
+        if missing:
+            raise ValueError(f"the probe's rows of split {split}, subset {subset} lack column(s) {sorted(missing)}.")
+        if subset in found:
+            raise ValueError(f"subset {subset} has rows in more than one split; the probe evaluates one.")
+        found[subset] = ProbeRows(*(np.asarray(table.column(name).to_pylist(), dtype=kind)
+                                    for name, kind in (("unit", str), ("group", np.int64), ("segment_set", object), ("topic", object))),
+                                  table.column("score").to_numpy().astype(np.float64))
+    return found
+
+
+def _probe_intervals(units: dict[str, ProbeRows], resampling: Resampling) -> dict[str, Estimate]:
+    from ..permutation import fairness_bootstrap
+
+    found = {}
+    for subset, rows in units.items():
+        try:
+            boot = fairness_bootstrap(rows.values, rows.positions, rows.sets, rows.topics, resampling)
+        except ValueError:  # one segment set or topic: no interval, the point stays the entry's
+            continue
+        found[measure_key("fairness", subset)] = boot.fairness.as_estimate()
+    return found
+
+
+def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], resampling: Resampling) -> Paired:
+    """Per subset, the change of fairness on the observations both results hold (same ``document:position``,
+    same segment set and topic), resampled with the same draws for both (`fairness_bootstrap`)."""
+    from ..permutation import fairness_bootstrap
+
+    changes, paired, why = {}, {}, {"main": _PROBE_MAIN}
+    for subset, mine in model.items():
+        figure = measure_key("fairness", subset)
+        theirs = baseline.get(subset)
+        shared, at_mine, at_theirs = np.intersect1d(mine.units, theirs.units if theirs else [], return_indices=True)
+        if len(shared) == 0:
+            why[figure] = f"the two results share no observations of subset {subset}"
+            continue
+        a, b = mine.take(at_mine), theirs.take(at_theirs)
+        differ = int(np.sum((a.sets != b.sets) | (a.topics != b.topics)))
+        if differ:
+            why[figure] = (f"{differ} of the {len(shared):,} shared observation ids of subset {subset} have another segment "
+                           "set or topic in the twin's result (another corpus or selection): not the same observations")
+            continue
+        try:
+            boot = fairness_bootstrap(a.values, a.positions, a.sets, a.topics, resampling, baseline_values=b.values)
+        except ValueError as err:
+            why[figure] = f"subset {subset}: {err}"
+            continue
+        changes[figure], paired[figure] = boot.change.as_estimate(), len(shared)
+    return Paired(changes, paired, why)
+
+
+def _probe_figure(task: Any, measure: str, subset: str) -> str:
+    return measure_key(measure, subset)
+
+
+def _probe_measures(units: dict[str, ProbeRows]) -> list[tuple[str, str]]:
+    return [("main", "")] + [("fairness", subset) for subset in units]
+
+
+KINDS: dict[str, Kind] = {
+    "retrieval": Kind(_retrieval_units, _retrieval_intervals, _retrieval_changes, _retrieval_figure),
+    "probe": Kind(_probe_units, _probe_intervals, _probe_changes, _probe_figure, _probe_measures),
+}
 """kind -> how its sidecars become figures."""
 
 
@@ -96,7 +202,7 @@ class Change:
     interval: tuple[float, float] | None = None
     pvalue: float | None = None
     paired: int | None = None
-    """units paired (the queries both results scored); ``None``: no sidecar, a plain difference."""
+    """units paired (the queries or probe observations both results hold); ``None``: no sidecar, a plain difference."""
     why: str = ""
     """why there is no interval, where there is none."""
 
@@ -119,16 +225,18 @@ class Change:
 
 
 def headline(units: Any, kind: str, task: Any, resampling: Resampling) -> dict[str, Estimate]:
-    """Measure (`MEASURES`) -> its value with interval, from a result's unit scores."""
+    """Measure (`measure_key`) -> its value with interval, from a result's unit scores."""
     known = KINDS[kind]
     found = known.intervals(units, resampling)
-    return {measure: found[known.figure(task, measure)] for measure in MEASURES if known.figure(task, measure) in found}
+    figures = {measure_key(m, s): known.figure(task, m, s) for m, s in known.measures(units)}
+    return {key: found[figure] for key, figure in figures.items() if figure in found}
 
 
-def change(model: Any, baseline: Any, measure: str, *, point: float | None = None) -> Change | None:
-    """The change of ``measure`` from ``baseline``'s result to ``model``'s (`TaskScores` of the same task):
-    paired on their shared units where both have a valid sidecar of the same kind, else the plain
-    difference of the two values (``point``, when given, else their stored values)."""
+def change(model: Any, baseline: Any, measure: str, *, subset: str = "", point: float | None = None) -> Change | None:
+    """The change of ``measure`` (of ``subset``, for a per-subset one) from ``baseline``'s result to
+    ``model``'s (`TaskScores` of the same task): paired on their shared units where both have a valid sidecar
+    of the same kind, else the plain difference of the two values (``point``, when given, else their stored
+    main scores or PSIs)."""
     plain = point if point is not None else _difference(model, baseline, measure)
     if model.units is None or baseline.units is None or model.unit_kind != baseline.unit_kind:
         missing = "no per-unit scores for " + " or ".join(
@@ -137,16 +245,17 @@ def change(model: Any, baseline: Any, measure: str, *, point: float | None = Non
         return None if plain is None else Change(plain, why=missing)
     known = KINDS[model.unit_kind]
     try:
-        changes, paired = _cached_changes(model, baseline)
+        found = _cached_changes(model, baseline)
     except ValueError as err:
         return None if plain is None else Change(plain, why=str(err))
-    estimate = changes.get(known.figure(model.task_object, measure))
+    figure = known.figure(model.task_object, measure, subset)
+    estimate = found.changes.get(figure)
     if estimate is None or estimate.value is None or estimate.interval is None:
-        return None if plain is None else Change(plain, why="undefined in most resamples")
-    return Change(estimate.value, estimate.interval, estimate.pvalue, paired)
+        return None if plain is None else Change(plain, why=found.why.get(figure, "undefined in most resamples"))
+    return Change(estimate.value, estimate.interval, estimate.pvalue, found.paired[figure])
 
 
-def _cached_changes(model: Any, baseline: Any) -> tuple[dict[str, Estimate], int]:
+def _cached_changes(model: Any, baseline: Any) -> Paired:
     key = id(baseline.units)
     if key not in model.changes_cache:
         known = KINDS[model.unit_kind]
@@ -155,5 +264,7 @@ def _cached_changes(model: Any, baseline: Any) -> tuple[dict[str, Estimate], int
 
 
 def _difference(model: Any, baseline: Any, measure: str) -> float | None:
+    if measure not in MEASURES:
+        return None
     a, b = (model.main_score, baseline.main_score) if measure == "main" else (model.psi, baseline.psi)
     return None if a is None or b is None else a - b

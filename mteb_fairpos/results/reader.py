@@ -267,13 +267,18 @@ def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
     except units.SidecarError as err:
         scores.notes.append(("units", f"{err} Not used."))
         return
-    if sidecar.kind not in pairing.KINDS:  # rows this release does not turn into figures (the probe's): left alone
+    if sidecar.kind not in pairing.KINDS:
+        scores.notes.append(("units", f"{path.name} holds rows of kind {sidecar.kind!r}, which this release does not read; not used."))
         return
     problems = sidecar.problems(result.task_name, {k: d if isinstance(d, str) else None for k, d in digests.items()})
     if problems:
         scores.notes.append(("units", f"{path.name} " + "; ".join(problems) + "; not used."))
         return
-    scores.units = pairing.KINDS[sidecar.kind].units(sidecar, scores.task_object, list(scores.profile))
+    try:
+        scores.units = pairing.KINDS[sidecar.kind].units(sidecar, scores.task_object, list(scores.profile))
+    except ValueError as err:
+        scores.notes.append(("units", f"{path.name}: {err} Not used."))
+        return
     scores.unit_kind, scores.unit_model = sidecar.kind, (sidecar.model, sidecar.revision)
     scores.headline = pairing.headline(scores.units, sidecar.kind, scores.task_object, scores.resampling or Resampling())
 
@@ -346,7 +351,7 @@ def summarize(result) -> TaskScores:
             if psi is not None:
                 psis.append(psi)
             by_queries = entry.settings.resampled == "queries"
-            if by_queries and entry.settings.resamples:
+            if entry.settings.resamples:  # the bootstrap behind the entry's intervals: the sidecar's are drawn alike
                 resampling = Resampling(entry.settings.resamples, entry.settings.resampling_seed or 0)
             if by_queries and entry.profiles.get(""):  # intervals over queries: kept for a single entry
                 stored.append((entry.profiles[""].intervals, entry.intervals))

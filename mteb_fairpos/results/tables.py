@@ -32,10 +32,10 @@ def report(found: Collection) -> str:
 
 
 def changes_table(found: Collection) -> str:
-    """Each calibrated model's change of main score and PSI against its twin, task by task: paired on the
-    queries both results scored (interval, p-value, how many were paired) where both have per-query scores,
-    else the plain difference marked as without an interval; better or worse only when the interval
-    excludes 0."""
+    """Each calibrated model's change of main score and PSI (a probe's: of each subset's fairness) against its
+    twin, task by task: paired on the units both results scored (interval, p-value, how many were paired)
+    where both have per-unit scores, else the plain difference marked as without an interval; better or
+    worse only when the interval excludes 0."""
     lines = []
     for model in found.models:
         twin = twin_for(model, found.models)
@@ -43,11 +43,13 @@ def changes_table(found: Collection) -> str:
             mine, theirs = found.get(model, task), found.get(twin, task)
             if mine is None or theirs is None:
                 continue
-            for measure, higher in (("main", True), ("psi", False)):
-                change = pairing.change(mine, theirs, measure)
+            for measure, subset in [(m, "") for m in pairing.MEASURES] + [("fairness", f) for f in _subsets(mine)]:
+                if subset and not theirs.profiles.get(subset):
+                    continue
+                change = pairing.change(mine, theirs, measure, subset=subset, point=_fairness_change(mine, theirs, subset))
                 if change is not None:
-                    lines.append(f"| {_md(model.label)} | {_md(twin.label)} | {task} | {measure} | {change.text()} | "
-                                 f"{change.verdict(higher)} |")
+                    lines.append(f"| {_md(model.label)} | {_md(twin.label)} | {task} | {pairing.measure_key(measure, subset)} | "
+                                 f"{change.text()} | {change.verdict(measure != 'psi')} |")
     if not lines:
         return ""
     return "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict |", "|---|---|---|---|---|---|", *lines])
@@ -94,6 +96,19 @@ def profile_rows(found: Collection) -> list[dict[str, Any]]:
     return rows
 
 
+def _subsets(scores: Any) -> list[str]:
+    """The subsets a probe result profiles apart, each its own estimate (``tau`` ones left out)."""
+    return [f for f in scores.intervals if f and not f.startswith("tau ") and scores.profiles.get(f)]
+
+
+def _fairness_change(mine: Any, theirs: Any, subset: str) -> float | None:
+    """The plain difference of a probe subset's fairness (min/max of its profile); ``None`` for no subset."""
+    if not subset:
+        return None
+    a, b = (fairness.min_max_ratio(s.profiles[subset].values()) for s in (mine, theirs))
+    return None if a is None or b is None else a - b
+
+
 def main_table(found: Collection) -> str:
     """Models x tasks. A probe task's subsets are separate estimates (other languages, other n), so
     it gets one column per subset with that subset's fairness instead of a mean across them."""
@@ -110,7 +125,8 @@ def main_table(found: Collection) -> str:
             if scores is None or (subset is not None and not scores.profiles.get(subset)):
                 cells.append("—")
             elif subset is not None:
-                cells.append(format_score(fairness.min_max_ratio(scores.profiles[subset].values())))
+                estimate = scores.headline.get(pairing.measure_key("fairness", subset))
+                cells.append(_with_interval(fairness.min_max_ratio(scores.profiles[subset].values()), estimate and estimate.interval))
             else:
                 cell = _with_interval(scores.main_score, (estimate := scores.headline.get("main")) and estimate.interval)
                 cells.append(cell + (" (partial)" if scores.status == "partial" else ""))

@@ -123,3 +123,39 @@ def test_the_page_reads_each_result_file_once(results, tmp_path, monkeypatch):
     assert source.path == scores.path and source.mteb_version == scores.mteb_version == "2.26.24"
     assert source.dataset_revision == scores.dataset_revision == "1" and scores.settings["seed"] == [42]
     assert source.pools == {} and board.sources[(twin, POSIR)].pools is board.scores[(twin, POSIR)].pools
+
+
+def test_a_probe_subsets_fairness_change_is_paired_on_the_observations_both_results_hold(tmp_path):
+    """Each probe subset's fairness gets its interval and its change against the twin from the two sidecars:
+    the rows aligned by observation id (those both hold), resampled with the same draws for both, as the
+    result records; identical rows change by exactly 0."""
+    import numpy as np
+    from results_folders import simulated_probe_rows, write_probe_result
+
+    from mteb_fairpos.permutation import fairness_bootstrap
+    from mteb_fairpos.resampling import Resampling
+
+    twin_en, same_de = simulated_probe_rows(1), simulated_probe_rows(2)
+    rng = np.random.default_rng(3)
+    keep = slice(3, None)  # the calibrated run lost the first document (3 observations)
+    worse = {name: values[keep] for name, values in twin_en.items()}
+    worse["score"] = [v + rng.normal(0, 0.01) - (0.05 if g == "3" else 0.0) for v, g in zip(worse["score"], worse["group"])]
+    root = tmp_path / "results"
+    write_probe_result(root, MINILM[0], COMMIT, {"n3_en": twin_en, "n3_de": same_de}, resamples=400, seed=11)
+    write_probe_result(root, MINILM[1], COMMIT, {"n3_en": worse, "n3_de": same_de}, resamples=400, seed=11)
+    board = build([tmp_path], tmp_path / "site")
+    twin, calibrated = board.rows
+    change = calibrated.cells[f"{PROBE}|fairness|n3_en"].change
+    stored = {name: np.asarray(rows["score"], dtype=np.float32).astype(np.float64) for name, rows in (("twin", twin_en), ("worse", worse))}
+    expected = fairness_bootstrap(stored["worse"], np.asarray(worse["group"], dtype=int), worse["segment_set"], worse["topic"],
+                                  Resampling(400, 11), baseline_values=stored["twin"][keep]).change
+    assert change.paired == len(twin_en["unit"]) - 3
+    assert (change.value, *change.interval, change.pvalue) == pytest.approx(
+        (expected.estimate, expected.ci_low, expected.ci_high, expected.pvalue), rel=1e-9)
+    assert change.verdict(higher_is_better=True) == "worse"
+    same = calibrated.cells[f"{PROBE}|fairness|n3_de"]
+    assert (same.change.value, same.change.interval, same.change.pvalue) == (0.0, (0.0, 0.0), 1.0)
+    assert same.change.verdict(higher_is_better=True) == "not significant"
+    assert same.interval == twin.cells[f"{PROBE}|fairness|n3_de"].interval and same.interval[0] < same.value < same.interval[1]
+    main = calibrated.cells[f"{PROBE}|main|"].change
+    assert main.interval is None and "not independent" in main.why

@@ -14,8 +14,9 @@ import pytest
 from results_folders import register_tasks, retrieval_entry, simulated_queries, write_grouped_result, write_result
 from retrieval_check import FIXTURES
 
+from mteb_fairpos import fairness
 from mteb_fairpos.cli import main
-from mteb_fairpos.results import collect, units
+from mteb_fairpos.results import collect, pairing, tables, units
 from mteb_fairpos.tasks.posq import SQuADPosQ
 
 TWIN, CALIBRATED, OTHER = "fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2-b64_llast_a1"
@@ -155,20 +156,49 @@ def test_posir_intervals_and_changes_follow_its_pooling_per_language(tmp_path):
     assert psi_change.interval is not None and psi_change.paired == 200 and psi_change.value == pytest.approx(calibrated.psi - twin.psi)
 
 
-def test_a_sidecar_of_a_kind_this_release_does_not_pair_is_left_alone(tmp_path):
-    """The probe writes its per-observation rows (kind ``probe``); until its kind is in `pairing.KINDS`
-    the reader neither uses them nor reports them."""
-    from results_folders import probe_entry
+def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unknown_kind_is_reported(tmp_path):
+    """The probe's per-observation rows (kind ``probe``) give each subset's fairness its two-way bootstrap
+    interval, drawn as the result records (its resamples and seed); a twin of another corpus shares no
+    observation, so its change has no interval and says why; a sidecar of a kind this release does not read
+    is reported, not used."""
+    from results_folders import simulated_probe_rows, write_probe_result
 
-    entry = probe_entry("n3_en", [0.6, 0.5, 0.55])
-    rows = units.rows(["0:1", "0:2", "0:3"], ["1", "2", "3"], [0.6, 0.5, 0.55], segment_set=["a-b-c"] * 3, topic=["a", "b", "c"])
-    entry[units.DIGEST] = units.hand_over("PermutationFairnessSample", "test", "n3_en", rows, kind="probe")
-    path = write_result(tmp_path / "results", CALIBRATED, COMMIT, "PermutationFairnessSample", {"test": [entry]})
-    assert units.write_beside(path, "PermutationFairnessSample", {"test": [entry]}, CALIBRATED, COMMIT) is not None
-    assert units.read(units.sidecar_path(path)).tables[("test", "n3_en")].column_names == ["unit", "group", "score", "segment_set", "topic"]
+    from mteb_fairpos.permutation import fairness_bootstrap
+    from mteb_fairpos.resampling import Resampling
+
+    rows = simulated_probe_rows(5)
+    root = tmp_path / "results"
+    write_probe_result(root, TWIN, COMMIT, {"n3_en": simulated_probe_rows(6, prefix="other-"), "n3_de": simulated_probe_rows(7)},
+                       resamples=300, seed=9)
+    path = write_probe_result(root, CALIBRATED, COMMIT, {"n3_en": rows, "n3_de": simulated_probe_rows(8)}, resamples=300, seed=9)
     found = collect(tmp_path)
-    assert not [i for i in found.issues if i.kind == "units"]
-    assert next(iter(found.scores.values())).units is None
+    calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
+    assert calibrated.unit_kind == "probe" and calibrated.resampling == Resampling(300, 9)
+    expected = fairness_bootstrap(rows["score"], np.asarray(rows["group"], dtype=int), rows["segment_set"], rows["topic"],
+                                  Resampling(300, 9)).fairness
+    estimate = calibrated.headline["fairness n3_en"]
+    assert (estimate.value, *estimate.interval) == pytest.approx((expected.estimate, expected.ci_low, expected.ci_high), rel=1e-6)
+    assert estimate.value == pytest.approx(calibrated.profiles["n3_en"]["3"] / calibrated.profiles["n3_en"]["1"], rel=1e-6)
+    change = pairing.change(calibrated, twin, "fairness", subset="n3_en", point=0.01)
+    assert change.interval is None and change.why == "the two results share no observations of subset n3_en"
+    other = pairing.change(calibrated, twin, "fairness", subset="n3_de", point=0.01)  # same ids, other sets and topics
+    assert other.interval is None and other.why.endswith("another corpus or selection): not the same observations")
+    assert pairing.change(calibrated, twin, "main").why.startswith("the probe's main score is a mean over subsets that share topics")
+    plain = fairness.min_max_ratio(calibrated.profiles["n3_en"].values()) - fairness.min_max_ratio(twin.profiles["n3_en"].values())
+    assert (f"| fairness n3_en | {plain:+.4f} (no interval: the two results share no observations of subset n3_en) | "
+            "no interval |") in tables.changes_table(found)
+
+    table = pq.read_table(units.sidecar_path(path))
+    metadata = json.loads(table.schema.metadata[b"mteb_fairpos.units"])
+    pq.write_table(table.replace_schema_metadata({b"mteb_fairpos.units": json.dumps({**metadata, "kind": "clicks"}).encode()}),
+                   units.sidecar_path(path))
+    again = collect(tmp_path)
+    assert again.get(*_key(again, CALIBRATED)).units is None
+    assert any("kind 'clicks', which this release does not read" in i.message for i in again.issues if i.kind == "units")
+
+
+def _key(found, name: str) -> tuple:
+    return next(model for model in found.models if model.name == name), "PermutationFairnessSample"
 
 
 def test_a_result_merged_from_another_folder_keeps_its_rows(tmp_path):
