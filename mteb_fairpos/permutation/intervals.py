@@ -57,7 +57,8 @@ class Bootstrapped:
 @dataclass(frozen=True)
 class FairnessBootstrap:
     """``fairness`` of the measured values, ``change`` (values minus baseline) when a baseline was given;
-    ``profiles`` the resampled per-position means, factor -> (R, positions); ``units`` what was resampled."""
+    ``profiles`` the resampled per-position means, factor -> (R, positions) (subset after subset where
+    several are pooled); ``units`` what was resampled."""
 
     fairness: Bootstrapped
     change: Bootstrapped | None
@@ -66,7 +67,7 @@ class FairnessBootstrap:
 
 
 def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
-                       baseline_values=None) -> FairnessBootstrap:
+                       baseline_values=None, strata=None) -> FairnessBootstrap:
     """The bootstrap of ``position_fairness`` (min/max of the per-position means) of ``values``.
 
     Args:
@@ -76,6 +77,10 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         resampling: resamples, seed and confidence.
         baseline_values: (N,) a baseline model's values on the *same* observations (row by row): the
             change ``fairness(values) - fairness(baseline)`` is resampled with the same draws.
+        strata: (N,) the subset of each observation, where several are pooled: the figure is then the mean
+            over subsets of each one's fairness (the probe task's main score), and the subsets are resampled
+            together: segment sets belong to one subset, a topic that several subsets share is drawn once
+            for all of them (so the dependence between subsets counts).
     """
     values = np.asarray(values, dtype=np.float64)
     positions = np.asarray(positions, dtype=np.int64)
@@ -83,7 +88,13 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         raise ValueError("values, positions, sets and topics must have the same length.")
     if len(values) == 0 or positions.min() < 1:
         raise ValueError("the bootstrap needs observations at positions 1..n.")
-    set_code = cluster_codes(sets)
+    stratum = np.zeros(len(values), dtype=np.int64) if strata is None else cluster_codes(strata)
+    if len(stratum) != len(values):
+        raise ValueError("strata must hold one subset per observation, as values does.")
+    n_strata, n_positions = int(stratum.max()) + 1, int(positions.max())
+    columns = stratum * n_positions + positions  # one profile column per (subset, position)
+    # a segment set belongs to its subset (the same prefix for all where there is one: the same codes, the same draws)
+    set_code = cluster_codes(np.char.add(stratum.astype(str), np.char.add("/", np.asarray(sets, dtype=object).astype(str))))
     topic_code = cluster_codes(topics)
     cell, cell_of = np.unique(np.column_stack([set_code, topic_code]), axis=0, return_inverse=True)
     cell_of = cell_of.reshape(-1)
@@ -97,20 +108,24 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     weights = {name: counts(clusters[name], resampling, _STREAMS[name])[:, units] for name, units in factors.items()}
 
     def profiles(measured: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        sums, sizes = _cell_sums(measured, positions, cell_of, len(cell))
+        sums, sizes = _cell_sums(measured, columns, cell_of, len(cell), n_strata * n_positions)
         return _means(np.ones((1, len(cell))), sums, sizes)[0], {name: _means(w, sums, sizes) for name, w in weights.items()}
 
+    def pooled(profile: np.ndarray) -> np.ndarray:
+        """(R, S * n) profiles -> (R,) the mean over subsets of each subset's min/max."""
+        return min_max_ratios(profile.reshape(-1, n_positions)).reshape(len(profile), n_strata).mean(axis=1)
+
     point, resampled = profiles(values)
-    ratio = float(min_max_ratios(point[None])[0])
-    ratios = {name: min_max_ratios(p) for name, p in resampled.items()}
+    ratio = float(pooled(point[None])[0])
+    ratios = {name: pooled(p) for name, p in resampled.items()}
     change = None
     if baseline_values is not None:
         baseline_values = np.asarray(baseline_values, dtype=np.float64)
         if baseline_values.shape != values.shape:
             raise ValueError("baseline_values must hold one value per observation, as values does.")
         base_point, base_resampled = profiles(baseline_values)
-        base_ratio = float(min_max_ratios(base_point[None])[0])
-        change = _combine(ratio - base_ratio, {name: ratios[name] - min_max_ratios(base_resampled[name]) for name in ratios},
+        base_ratio = float(pooled(base_point[None])[0])
+        change = _combine(ratio - base_ratio, {name: ratios[name] - pooled(base_resampled[name]) for name in ratios},
                           clusters, resampling)
     return FairnessBootstrap(_combine(ratio, ratios, clusters, resampling), change, resampled, SETS_AND_TOPICS if shared else SETS)
 
@@ -126,13 +141,14 @@ def sets_share_topics(clusters: Sequence, topics: Sequence) -> bool:
     return len(pairs) > len(np.unique(pairs[:, 1]))
 
 
-def _cell_sums(values: np.ndarray, positions: np.ndarray, cell_of: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
-    """(cells, n) sums and numbers of the measured values per cell and position."""
+def _cell_sums(values: np.ndarray, columns: np.ndarray, cell_of: np.ndarray, n_cells: int,
+               n_columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cells, columns) sums and numbers of the measured values per cell and profile column (1-based)."""
     measured = np.isfinite(values)
-    shape = (n_cells, int(positions.max()))
+    shape = (n_cells, n_columns)
     sums, sizes = np.zeros(shape), np.zeros(shape)
-    np.add.at(sums, (cell_of[measured], positions[measured] - 1), values[measured])
-    np.add.at(sizes, (cell_of[measured], positions[measured] - 1), 1.0)
+    np.add.at(sums, (cell_of[measured], columns[measured] - 1), values[measured])
+    np.add.at(sizes, (cell_of[measured], columns[measured] - 1), 1.0)
     return sums, sizes
 
 

@@ -7,8 +7,8 @@ model against its twin) on the units both were scored on. ``compare`` and the le
 :func:`headline` and :func:`change` only, for a measure (`MEASURES`, or ``fairness`` of one subset). Two
 kinds: ``retrieval`` (queries, stratified as the task pools its subsets, `mteb_fairpos.retrieval_intervals`)
 and ``probe`` (each subset's observations, clustered by segment set and topic,
-`mteb_fairpos.permutation.fairness_bootstrap`; the probe's main score, a mean over subsets that share
-topics, has no interval).
+`mteb_fairpos.permutation.fairness_bootstrap`; the probe's main score, the mean over subsets, from all
+subsets resampled together, since they share topics across languages).
 
 A result without a sidecar (one of an earlier release) has no intervals: its change against the twin
 is the plain difference of the two numbers, marked as without an interval.
@@ -119,8 +119,12 @@ class ProbeRows:
         return ProbeRows(self.units[rows], self.positions[rows], self.sets[rows], self.topics[rows], self.values[rows])
 
 
-_PROBE_MAIN = ("the probe's main score is a mean over subsets that share topics across languages: the subsets "
-               "are not independent, and no interval over them is computed")
+def _pooled(parts: dict[str, ProbeRows]) -> tuple[ProbeRows, np.ndarray]:
+    """The subsets' rows one after another, and each row's subset: the probe task's main score pools them."""
+    order = list(parts)
+    rows = ProbeRows(*(np.concatenate([getattr(parts[s], name) for s in order])
+                       for name in ("units", "positions", "sets", "topics", "values")))
+    return rows, np.repeat(np.asarray(order, dtype=object), [len(parts[s].units) for s in order])
 
 
 def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeRows]:
@@ -147,6 +151,12 @@ def _probe_intervals(units: dict[str, ProbeRows], resampling: Resampling) -> dic
         except ValueError:  # one segment set or topic: no interval, the point stays the entry's
             continue
         found[measure_key("fairness", subset)] = boot.fairness.as_estimate()
+    rows, strata = _pooled(units)
+    try:  # the main score: the mean over subsets, resampled together (they share topics across languages)
+        found["main"] = fairness_bootstrap(rows.values, rows.positions, rows.sets, rows.topics, resampling,
+                                           strata=strata).fairness.as_estimate()
+    except ValueError:
+        pass
     return found
 
 
@@ -155,7 +165,8 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
     same segment set and topic), resampled with the same draws for both (`fairness_bootstrap`)."""
     from ..permutation import fairness_bootstrap
 
-    changes, paired, why = {}, {}, {"main": _PROBE_MAIN}
+    changes, paired, why = {}, {}, {}
+    aligned: dict[str, tuple[ProbeRows, ProbeRows]] = {}
     for subset, mine in model.items():
         figure = measure_key("fairness", subset)
         theirs = baseline.get(subset)
@@ -169,12 +180,25 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
             why[figure] = (f"{differ} of the {len(shared):,} shared observation ids of subset {subset} have another segment "
                            "set or topic in the twin's result (another corpus or selection): not the same observations")
             continue
+        aligned[subset] = (a, b)
         try:
             boot = fairness_bootstrap(a.values, a.positions, a.sets, a.topics, resampling, baseline_values=b.values)
         except ValueError as err:
             why[figure] = f"subset {subset}: {err}"
             continue
         changes[figure], paired[figure] = boot.change.as_estimate(), len(shared)
+    unpaired = sorted(set(model) - set(aligned))
+    if unpaired:
+        why["main"] = f"subset(s) {', '.join(unpaired)} could not be paired, so the mean over subsets is not either"
+    else:
+        (mine_rows, strata), (their_rows, _) = _pooled({s: a for s, (a, _) in aligned.items()}), \
+            _pooled({s: b for s, (_, b) in aligned.items()})
+        try:
+            boot = fairness_bootstrap(mine_rows.values, mine_rows.positions, mine_rows.sets, mine_rows.topics, resampling,
+                                      baseline_values=their_rows.values, strata=strata)
+            changes["main"], paired["main"] = boot.change.as_estimate(), len(mine_rows.units)
+        except ValueError as err:
+            why["main"] = str(err)
     return Paired(changes, paired, why)
 
 

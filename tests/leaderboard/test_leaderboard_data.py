@@ -157,5 +157,17 @@ def test_a_probe_subsets_fairness_change_is_paired_on_the_observations_both_resu
     assert (same.change.value, same.change.interval, same.change.pvalue) == (0.0, (0.0, 0.0), 1.0)
     assert same.change.verdict(higher_is_better=True) == "not significant"
     assert same.interval == twin.cells[f"{PROBE}|fairness|n3_de"].interval and same.interval[0] < same.value < same.interval[1]
-    main = calibrated.cells[f"{PROBE}|main|"].change
-    assert main.interval is None and "not independent" in main.why
+    # the main score, the mean over subsets, resampled with both subsets together (they share topics)
+    main = calibrated.cells[f"{PROBE}|main|"]
+    both = {name: np.concatenate([stored[name][keep] if name == "twin" else stored[name],
+                                  np.asarray(same_de["score"], dtype=np.float32).astype(np.float64)])
+            for name in ("twin", "worse")}
+    pooled = fairness_bootstrap(both["worse"], np.asarray(worse["group"] + same_de["group"], dtype=int),
+                                worse["segment_set"] + same_de["segment_set"], worse["topic"] + same_de["topic"],
+                                Resampling(400, 11), baseline_values=both["twin"],
+                                strata=["n3_en"] * len(worse["unit"]) + ["n3_de"] * len(same_de["unit"]))
+    assert main.change.paired == len(both["twin"])
+    assert (main.change.value, *main.change.interval, main.change.pvalue) == pytest.approx(
+        (pooled.change.estimate, pooled.change.ci_low, pooled.change.ci_high, pooled.change.pvalue), rel=1e-9)
+    assert main.change.value == pytest.approx((expected.estimate + 0.0) / 2, rel=1e-9)  # the mean of the subsets' changes
+    assert main.interval == pytest.approx((pooled.fairness.ci_low, pooled.fairness.ci_high), rel=1e-9)

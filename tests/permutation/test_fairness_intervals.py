@@ -159,3 +159,63 @@ def test_bad_inputs_are_refused_with_what_is_wrong():
         fairness_bootstrap(values, position, set_of, topic_of, Resampling(10), baseline_values=values[:-1])
     with pytest.raises(ValueError, match="at least two segment sets"):
         fairness_bootstrap(values, position, np.zeros_like(set_of), topic_of, Resampling(10))
+
+
+def test_pooled_subsets_are_the_mean_of_their_fairness_and_one_subset_pools_to_itself():
+    """The probe task's main score: the mean over subsets of each subset's fairness, bootstrapped with the
+    subsets together; a single subset gives exactly the plain bootstrap (the same draws)."""
+    from mteb_fairpos.permutation import fairness_bootstrap
+    from mteb_fairpos.resampling import Resampling
+
+    rng = np.random.default_rng(4)
+    n = 240
+    positions = np.tile([1, 2, 3], n // 3)
+    sets = np.repeat(np.arange(n // 6), 6) % 20
+    topics = rng.integers(0, 15, n)
+    values = 0.7 - 0.05 * positions + rng.normal(0, 0.05, n)
+    subsets = np.where(np.arange(n) < n // 2, "en", "de")
+    settings = Resampling(resamples=300, seed=3)
+    alone = fairness_bootstrap(values, positions, sets, topics, settings)
+    one = fairness_bootstrap(values, positions, sets, topics, settings, strata=["en"] * n)
+    assert (one.fairness.estimate, one.fairness.ci_low, one.fairness.ci_high) == (
+        alone.fairness.estimate, alone.fairness.ci_low, alone.fairness.ci_high)
+    pooled = fairness_bootstrap(values, positions, sets, topics, settings, strata=subsets)
+    parts = [fairness_bootstrap(values[subsets == s], positions[subsets == s], sets[subsets == s], topics[subsets == s],
+                                settings).fairness.estimate for s in ("en", "de")]
+    assert pooled.fairness.estimate == pytest.approx(np.mean(parts), rel=1e-12)
+    assert pooled.fairness.ci_low < pooled.fairness.estimate < pooled.fairness.ci_high
+
+
+def pooled_coverage(seed: int, reps: int = 300) -> tuple[float, float]:
+    """Coverage of the pooled fairness (mean over two subsets) and its paired change, where the two subsets'
+    segment sets draw on the same topics and share the topics' effects (as translated pages do)."""
+    rng = np.random.default_rng(seed)
+    first, second = design(60, 60, rng), design(60, 60, rng)
+    set_of = np.concatenate([first[0], second[0]])
+    topic_of = np.concatenate([first[1], second[1]])
+    position = np.concatenate([first[2], second[2]])
+    subset = np.repeat(["en", "de"], [len(first[0]), len(second[0])])
+    other = np.array([0.60, 0.58, 0.50])  # the second subset's calibrated profile
+    truth = np.where(subset == "en", 0, 1)
+    true_fairness = (min_max_ratio(CALIBRATED) + min_max_ratio(other)) / 2
+    true_change = true_fairness - (min_max_ratio(BASE) + min_max_ratio(BASE - 0.05)) / 2
+    hits = change_hits = 0
+    for rep in range(reps):
+        shared = shared_effects(np.where(truth == 0, set_of, set_of + 60), topic_of, position, rng)
+        base = np.where(truth == 0, BASE[position - 1], BASE[position - 1] - 0.05) + shared + rng.normal(0, 0.03, len(position))
+        calibrated = (np.where(truth == 0, CALIBRATED[position - 1], other[position - 1]) + shared
+                      + rng.normal(0, 0.03, len(position)) + rng.normal(0, 0.02, (60, 3))[topic_of, position - 1])
+        boot = fairness_bootstrap(calibrated, position, set_of, topic_of, Resampling(resamples=200, seed=rep),
+                                  baseline_values=base, strata=subset)
+        hits += boot.fairness.ci_low <= true_fairness <= boot.fairness.ci_high
+        change_hits += boot.change.ci_low <= true_change <= boot.change.ci_high
+    return hits / reps, change_hits / reps
+
+
+def test_nominal_95_intervals_cover_the_pooled_fairness_of_subsets_that_share_topics():
+    """The probe task's main score (the mean over subsets) and its change: two subsets of 60 sets each on the
+    same 60 topics, whose effects both subsets share. Over the seeds 5-8 of this simulation the pooled
+    fairness interval covered 93.0-96.7 % and the change's 93.3-96.7 % (300 datasets, 200 resamples each)."""
+    fairness_coverage, change_coverage = pooled_coverage(5)
+    assert 0.93 <= fairness_coverage <= 0.97, fairness_coverage
+    assert 0.93 <= change_coverage <= 0.97, change_coverage
