@@ -4,7 +4,7 @@ Synthetic documents in the record format (2-4 segments, about 2.3 KB; see archiv
 and a tiny random BERT, so that encoding costs little and the rest of the pipeline shows. Each
 size and route runs as the command a user runs, in a fresh subprocess whose memory is sampled
 from ``/proc/PID/status`` twice a second, against the documents done so far (read from the
-command's progress bar). Printed per run:
+command's progress bar; the curve is written beside its log as ``log-*.memory.csv``). Printed per run:
 
 - documents per second and seconds per 10,000 documents (linear if the second is flat across sizes);
 - peak total RSS and peak anonymous RSS, and anonymous RSS once 10,000 and once 100,000
@@ -54,6 +54,8 @@ class Sampled:
         self.done = 0
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TQDM_MININTERVAL="1")
         self.start = time.perf_counter()
+        self.memory_log = open(log.with_suffix(".memory.csv"), "w", encoding="utf-8")  # noqa: SIM115
+        self.memory_log.write("seconds,documents,rss_kb,anon_kb\n")
         with open(log, "w", encoding="utf-8") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, env=env)
             reader = threading.Thread(target=self._progress, daemon=True)
@@ -66,6 +68,7 @@ class Sampled:
                 time.sleep(0.5)
             self.process.wait()
             reader.join(5)
+        self.memory_log.close()
         self.seconds = time.perf_counter() - self.start
         self.returncode = self.process.returncode
 
@@ -87,8 +90,11 @@ class Sampled:
             return
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if "RssAnon" in fields:
-            self.samples.append((time.perf_counter() - self.start, self.done, int(fields["VmRSS"].split()[0]),
-                                 int(fields["RssAnon"].split()[0])))
+            sample = (round(time.perf_counter() - self.start, 1), self.done, int(fields["VmRSS"].split()[0]),
+                      int(fields["RssAnon"].split()[0]))
+            self.samples.append(sample)
+            self.memory_log.write(",".join(map(str, sample)) + "\n")  # a run stopped early keeps its curve
+            self.memory_log.flush()
 
     def anonymous_at(self, documents: int) -> float | None:
         """Anonymous RSS (MB) at the first sample with ``documents`` done."""
