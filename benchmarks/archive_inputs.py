@@ -1,4 +1,4 @@
-"""Inputs of the archive benchmark: a tiny random BERT saved as a sentence-transformers model, and
+"""Inputs of the archive benchmark: the tests' tiny random BERT (`corpus.save_tiny_model`), and
 synthetic documents in the record format (2-4 segments, about 2.3 KB each).
 
 The model is chosen so that encoding costs little and the rest of the pipeline (reading,
@@ -12,35 +12,15 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "qdrant"))
+from corpus import save_tiny_model  # noqa: E402,F401 - the tests' tiny model, shared
 
 WORDS = ("market city council river science football election weather school music health energy village "
          "museum railway harbour festival research budget court police theatre farm bridge storm library "
          "hospital airport forest mountain painting novel concert vaccine satellite ocean desert").split()
-
-
-def save_tiny_model(folder: str | Path, max_seq_length: int = 512) -> str:
-    """A randomly initialised 2-layer BERT (hidden size 32, mean pooling) with MiniLM's tokenizer."""
-    import torch
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from mteb_fairpos import minilm_path
-
-    folder = Path(folder)
-    if (folder / "modules.json").is_file():
-        return str(folder)
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
-    raw = folder / "bert"
-    BertModel(config).save_pretrained(raw)
-    tokenizer.save_pretrained(raw)
-    word = models.Transformer(str(raw), max_seq_length=max_seq_length)
-    SentenceTransformer(modules=[word, models.Pooling(word.get_embedding_dimension(), "mean")],
-                        device="cpu").save(str(folder))
-    return str(folder)
 
 
 def write_documents(path: str | Path, n: int, *, seed: int = 0, invalid_every: int = 0) -> Path:

@@ -38,6 +38,7 @@ class Listing(Generic[T]):
             return
         if self._spill is None:
             self._spill = tempfile.TemporaryFile(prefix="mteb-fairpos-listing-")
+        self._spill.seek(0, 2)  # a read may have moved the position
         pickle.dump(item, self._spill, protocol=pickle.HIGHEST_PROTOCOL)
 
     def extend(self, items: Iterable[T]) -> None:
@@ -54,11 +55,12 @@ class Listing(Generic[T]):
         yield from self.head
         if self._spill is None:
             return
-        self._spill.flush()
-        with open(self._spill.fileno(), "rb", closefd=False) as reader:  # own position: appends go on meanwhile
-            reader.seek(0)
-            for _ in range(self._count - len(self.head)):
-                yield pickle.load(reader)
+        position = 0
+        for _ in range(self._count - len(self.head)):  # the items spilled so far; appends may come meanwhile
+            self._spill.seek(position)
+            item = pickle.load(self._spill)
+            position = self._spill.tell()
+            yield item
 
     def __getitem__(self, index: int) -> T:
         if 0 <= index < len(self.head):
