@@ -205,7 +205,7 @@ class _Checker:
         self.on_error = on_error
         self.problems: Listing[Problem] = Listing()
         self.first_seen: dict[str, str] = {}
-        self.counts: Counter[str] = Counter()
+        self.copies: Counter[str] = Counter()  # later copies of an id, so only duplicates take memory twice
 
     def check(self, unit: _Unit) -> Document | None:
         """The unit's document, or None when it is left out (invalid, or a later copy of an id)."""
@@ -218,17 +218,17 @@ class _Checker:
                 raise
             self.problems.append(_problem(unit, err))
             return None
-        self.counts[doc.doc_id] += 1
         first = self.first_seen.setdefault(doc.doc_id, unit.where)
         if first == unit.where:
             return doc
+        self.copies[doc.doc_id] += 1
         if self.on_error == "skip":
             self.problems.append(Problem(unit.where, f"duplicate document id {doc.doc_id!r} (first seen at {first}); "
                                                      "left out", doc.doc_id))
         return None
 
     def duplicates(self) -> dict[str, int]:
-        return {doc_id: n for doc_id, n in self.counts.items() if n > 1}
+        return {doc_id: 1 + n for doc_id, n in self.copies.items()}
 
     def finish(self) -> None:
         """With ``on_error="raise"``, refuse duplicate ids, all of them counted in one message."""

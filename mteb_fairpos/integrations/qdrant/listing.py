@@ -72,11 +72,6 @@ class Listing(Generic[T]):
                 return item
         raise IndexError(f"listing index {index} out of range ({self._count} items)")
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Listing, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
     def __repr__(self) -> str:
         return f"Listing({self._count} items, first {self.head!r})"
 
