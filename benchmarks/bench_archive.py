@@ -210,6 +210,9 @@ def main() -> None:
         first, last = min(args.sizes), max(args.sizes)
         low = results[first][route] if route == "index" else results[first][route]["encode"]
         high = results[last][route] if route == "index" else results[last][route]["encode"]
+        if first != last:
+            ratio = results[last][route]["s_per_10k"] / results[first][route]["s_per_10k"]
+            print(f"{route}: seconds per 10,000 documents at {last:,} / at {first:,} = {ratio:.2f} (1.00: linear)")
         if first != last and low.get("anon_mb_at_10000") and high.get(f"anon_mb_at_{last}"):
             growth = (high[f"anon_mb_at_{last}"] - low["anon_mb_at_10000"]) * 1024 / (last - 10_000)
             print(f"{route}: anonymous RSS growth {growth:.2f} KB per document between 10,000 and {last:,} "

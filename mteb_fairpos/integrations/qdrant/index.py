@@ -90,7 +90,8 @@ class IndexReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON values; the per-document lists are made item by item as they are written."""
+        """The report as JSON values; the per-document lists are `listing.JsonList`s, made item by item as
+        `listing.write_json` writes them (``list()`` one to hold it in memory)."""
         return {
             "collection": self.collection,
             "documents": self.documents,
