@@ -166,7 +166,7 @@ def encode_to_parts(
                           parts_encoded=len(results), parts_skipped=len(scan.ranges) - len(todo),
                           forward_passes=sum(r["forward_passes"] for r in results),
                           truncated=sum(r["truncated"] for r in results),
-                          uncalibrated=sum(r["uncalibrated"] for r in results), invalid=Listing(scan.problems),
+                          uncalibrated=sum(r["uncalibrated"] for r in results), invalid=scan.problems,
                           duplicates=dict(scan.duplicates), engine=engine)
     report.points = _verify_and_write_manifest(target, scan, spec, collection, store_text)
     report.seconds = time.perf_counter() - start
