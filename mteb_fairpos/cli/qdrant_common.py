@@ -7,7 +7,6 @@ Nothing heavy is imported at module level: building the CLI's parser (``--help``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -22,11 +21,13 @@ from .options import DEFAULT_STORE
 
 
 def print_report(report: Any, path: Path | None) -> int:
-    """Print a run's summary and, with ``--report PATH``, write its JSON form; the exit status 0."""
-    print(report.summary())
+    """With ``--report PATH``, write the run's JSON form (per-document lists in full, streamed); then print
+    its summary, which names a few of each list and where the rest is. The exit status 0."""
+    from ..integrations.qdrant.listing import write_json
+
     if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_json(path, report.to_dict())
+    print(report.summary(report=str(path) if path else None))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -64,3 +65,27 @@ def assert_same_points(expected: dict, actual: dict) -> None:
         for name, vector in point.vector.items():
             a, b = np.asarray(vector), np.asarray(actual[pid].vector[name])
             assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= 0.99999
+
+
+def save_tiny_model(folder: str | Path, max_seq_length: int = 512) -> str:
+    """A randomly initialised 2-layer BERT (hidden size 32, mean pooling) with MiniLM's tokenizer."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from mteb_fairpos import minilm_path
+
+    folder = Path(folder)
+    if (folder / "modules.json").is_file():
+        return str(folder)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    raw = folder / "bert"
+    BertModel(config).save_pretrained(raw)
+    tokenizer.save_pretrained(raw)
+    word = models.Transformer(str(raw), max_seq_length=max_seq_length)
+    SentenceTransformer(modules=[word, models.Pooling(word.get_embedding_dimension(), "mean")],
+                        device="cpu").save(str(folder))
+    return str(folder)

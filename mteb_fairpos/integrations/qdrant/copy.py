@@ -32,7 +32,8 @@ class CopyReport:
     created_collection: bool = False
     seconds: float = 0.0
 
-    def summary(self) -> str:
+    def summary(self, report: str | None = None) -> str:
+        """One line (a copy lists nothing per document; ``report`` is taken as every report's summary takes it)."""
         return (f"collection {self.collection!r}: {self.points} point(s) copied from the {self.source} store into the "
                 f"{self.target} store" + (", collection created" if self.created_collection else "")
                 + f" [{self.seconds:.1f} s]")

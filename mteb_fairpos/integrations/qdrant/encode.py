@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
 from .input import InputRange, InputScan, scan_input
+from .listing import Listing
 from .points import collection_spec
 from .records import OnError, Problem
 from .part_encoder import EncodeOptions, PartEncoder
@@ -52,12 +53,13 @@ class EncodeReport:
     forward_passes: int = 0
     truncated: int = 0
     uncalibrated: int = 0
-    invalid: list[Problem] = field(default_factory=list)
+    invalid: Listing[Problem] = field(default_factory=Listing)
     duplicates: dict[str, int] = field(default_factory=dict)
     engine: str = "local"
     seconds: float = 0.0
 
-    def summary(self) -> str:
+    def summary(self, report: str | None = None) -> str:
+        """The run in a few lines (records left out: see :meth:`.listing.Listing.summary_lines`)."""
         lines = [f"{self.output}: {self.documents} document(s) in {self.parts} part(s) ({self.points} points); "
                  f"{self.parts_encoded} part(s) encoded, {self.parts_skipped} already complete and skipped; "
                  f"{self.forward_passes} forward pass(es) on {self.engine} [{self.seconds:.1f} s]"]
@@ -68,16 +70,13 @@ class EncodeReport:
             lines.append(UncalibratedCount.line(self.uncalibrated))
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} id(s) occurred more than once; only the first copy of each was kept")
-        if self.invalid:
-            lines.append(f"{len(self.invalid)} record(s) left out:")
-            lines.extend(f"  {p}" for p in self.invalid[:20])
-            if len(self.invalid) > 20:
-                lines.append(f"  ... and {len(self.invalid) - 20} more")
+        lines += self.invalid.summary_lines("record(s) left out", report)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["invalid"] = [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid]
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["duplicates"] = dict(self.duplicates)
+        data["invalid"] = self.invalid.as_json(Problem.to_json)
         data["seconds"] = round(self.seconds, 3)
         return data
 
@@ -167,7 +166,7 @@ def encode_to_parts(
                           parts_encoded=len(results), parts_skipped=len(scan.ranges) - len(todo),
                           forward_passes=sum(r["forward_passes"] for r in results),
                           truncated=sum(r["truncated"] for r in results),
-                          uncalibrated=sum(r["uncalibrated"] for r in results), invalid=list(scan.problems),
+                          uncalibrated=sum(r["uncalibrated"] for r in results), invalid=scan.problems,
                           duplicates=dict(scan.duplicates), engine=engine)
     report.points = _verify_and_write_manifest(target, scan, spec, collection, store_text)
     report.seconds = time.perf_counter() - start

@@ -45,6 +45,7 @@ from .encoding import (
     encode_batches,
     model_name,
 )
+from .listing import Listing
 from .points import collection_spec, content_hash, document_points
 from .input import INDEX_WINDOW, InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
@@ -66,12 +67,14 @@ class IndexReport:
     points_written: int = 0
     stale_points_deleted: int = 0
     created_collection: bool = False
-    invalid: list[Problem] = field(default_factory=list)
-    truncated: list[Truncation] = field(default_factory=list)
+    invalid: Listing[Problem] = field(default_factory=Listing)
+    truncated: Listing[Truncation] = field(default_factory=Listing)
     uncalibrated: int = 0
     seconds: float = 0.0
 
-    def summary(self) -> str:
+    def summary(self, report: str | None = None) -> str:
+        """The run in a few lines: at most :data:`.listing.SHOWN` truncated or invalid documents are named,
+        the rest counted, with where the full list is (``report``: the report file written, if any)."""
         lines = [
             f"collection {self.collection!r}: {self.documents} valid document(s); {self.written} written "
             f"({self.points_written} points), {self.unchanged} unchanged and skipped"
@@ -82,15 +85,13 @@ class IndexReport:
             lines.append(f"{self.stale_points_deleted} stale segment point(s) of changed documents deleted")
         if self.uncalibrated:
             lines.append(UncalibratedCount.line(self.uncalibrated))
-        if self.invalid:
-            lines.append(f"{len(self.invalid)} invalid record(s) skipped:")
-            lines.extend(f"  {p}" for p in self.invalid)
-        if self.truncated:
-            lines.append(f"{len(self.truncated)} document(s) truncated to the model's maximum length:")
-            lines.extend(f"  {t}" for t in self.truncated)
+        lines += self.invalid.summary_lines("invalid record(s) skipped", report)
+        lines += self.truncated.summary_lines("document(s) truncated to the model's maximum length", report)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON values; the per-document lists are `listing.JsonList`s, made item by item as
+        `listing.write_json` writes them (``list()`` one to hold it in memory)."""
         return {
             "collection": self.collection,
             "documents": self.documents,
@@ -100,9 +101,10 @@ class IndexReport:
             "stale_points_deleted": self.stale_points_deleted,
             "uncalibrated": self.uncalibrated,
             "created_collection": self.created_collection,
-            "invalid": [{"where": p.where, "doc_id": p.doc_id, "reason": p.reason} for p in self.invalid],
-            "truncated": [{"doc_id": t.doc_id, "n_tokens": t.n_tokens, "n_tokens_exact": t.n_tokens_exact, "max_tokens": t.max_tokens,
-                           "partial_positions": list(t.partial), "cut_positions": list(t.cut)} for t in self.truncated],
+            "invalid": self.invalid.as_json(Problem.to_json),
+            "truncated": self.truncated.as_json(lambda t: {
+                "doc_id": t.doc_id, "n_tokens": t.n_tokens, "n_tokens_exact": t.n_tokens_exact,
+                "max_tokens": t.max_tokens, "partial_positions": list(t.partial), "cut_positions": list(t.cut)}),
             "seconds": round(self.seconds, 3),
         }
 
@@ -282,12 +284,12 @@ class FairQdrantIndex:
                    **collection_options: Any) -> IndexReport:
         """Index a validated input (`input.scan_file`, `input.scan_input`); each of its ranges is one window."""
         windows = (read_range(span) for span in scan.ranges)
-        return self._index_windows(windows, scan.documents, list(scan.problems), uncalibrated=uncalibrated,
+        return self._index_windows(windows, scan.documents, scan.problems, uncalibrated=uncalibrated,
                                    late_chunks=late_chunks, store_text=store_text, batch_size=batch_size,
                                    upsert_batch_size=upsert_batch_size, retries=retries, backoff=backoff,
                                    show_progress=show_progress, collection_options=collection_options)
 
-    def _index_windows(self, windows: Iterable[list[Document]], total: int, invalid: list[Problem], *,
+    def _index_windows(self, windows: Iterable[list[Document]], total: int, invalid: Iterable[Problem], *,
                        uncalibrated: bool | None, late_chunks: bool | None, store_text: bool | None, batch_size: int,
                        upsert_batch_size: int, retries: int, backoff: float, show_progress: bool,
                        collection_options: dict[str, Any]) -> IndexReport:
@@ -298,7 +300,7 @@ class FairQdrantIndex:
         model); local mode writes in place, since its SQLite store belongs to the thread that opened
         it and the write costs little."""
         start = time.perf_counter()
-        report = IndexReport(self.collection, documents=total, invalid=invalid)
+        report = IndexReport(self.collection, documents=total, invalid=Listing(invalid))
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
                                                        store_text=store_text, **collection_options)
         writer = Writer(self.store, self.collection, spec, batch_size=upsert_batch_size, retries=retries,
@@ -310,6 +312,7 @@ class FairQdrantIndex:
         pending: Future | None = None
         try:
             for window in windows:
+                hashes.new_window()
                 # a collection this run created holds only this run's documents (ids are unique): no lookup
                 previous = {} if report.created_collection else writer.stored([d.doc_id for d in window])
                 todo = [d for d in window if not hashes.unchanged(d, previous)]
@@ -441,7 +444,10 @@ def _progress(total: int, desc: str, enabled: bool):
 
 
 class _Hashes:
-    """Content hashes of a run's documents (computed once per document) and the unchanged-document test."""
+    """Content hashes of a window's documents (computed once per document) and the unchanged-document test.
+
+    Only the current window's are kept (:meth:`new_window`): a run's memory must not grow with the archive.
+    """
 
     def __init__(self, spec: store.CollectionSpec) -> None:
         self.spec = spec
@@ -455,6 +461,10 @@ class _Hashes:
         value = content_hash(doc, self.spec, store_text=self.store_text)
         self._known[doc.doc_id] = (doc, value)
         return value
+
+    def new_window(self) -> None:
+        """Forget the hashes of the previous window (a write still running for it just computes them again)."""
+        self._known = {}
 
     def unchanged(self, doc: Document, previous: dict[str, dict]) -> bool:
         old = previous.get(doc.doc_id)

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ...jsonl import BLANK, decode_line, raw_lines
+from .listing import Listing
 from .records import Document, InputError, OnError, Problem, check_iterable_of_records, parse_document, require_documents
 from .storage import Location, locate
 
@@ -62,7 +63,8 @@ class InputScan:
     """What one validating pass over the input found: its ranges, and what was left out and why."""
 
     ranges: list[InputRange]
-    problems: list[Problem] = field(default_factory=list)
+    problems: Listing[Problem] = field(default_factory=Listing)
+    """Records left out (``on_error="skip"``): counted, the first few in memory, the rest on disk."""
     duplicates: dict[str, int] = field(default_factory=dict)
     """Ids that occur more than once (``on_error="skip"``: the first occurrence is kept), with their counts."""
 
@@ -158,7 +160,7 @@ def read_documents(path: str | Path, *, on_error: OnError = "raise",
     documents = [doc for unit in _units(location, format or format_of(location.name))
                  if unit.record is not BLANK and (doc := checker.check(unit)) is not None]
     checker.finish()
-    return documents, checker.problems
+    return documents, list(checker.problems)
 
 
 def parse_documents(records: Iterable[Any], *, on_error: OnError = "raise",
@@ -170,7 +172,7 @@ def parse_documents(records: Iterable[Any], *, on_error: OnError = "raise",
                  if (doc := checker.check(_Unit(number, number - 1, b"", record, None, f"{source} {number}")))
                  is not None]
     checker.finish()
-    return documents, checker.problems
+    return documents, list(checker.problems)
 
 
 def format_of(name: str) -> str:
@@ -201,9 +203,9 @@ class _Checker:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         self.on_error = on_error
-        self.problems: list[Problem] = []
+        self.problems: Listing[Problem] = Listing()
         self.first_seen: dict[str, str] = {}
-        self.counts: Counter[str] = Counter()
+        self.copies: Counter[str] = Counter()  # later copies of an id, so only duplicates take memory twice
 
     def check(self, unit: _Unit) -> Document | None:
         """The unit's document, or None when it is left out (invalid, or a later copy of an id)."""
@@ -216,17 +218,17 @@ class _Checker:
                 raise
             self.problems.append(_problem(unit, err))
             return None
-        self.counts[doc.doc_id] += 1
         first = self.first_seen.setdefault(doc.doc_id, unit.where)
         if first == unit.where:
             return doc
+        self.copies[doc.doc_id] += 1
         if self.on_error == "skip":
             self.problems.append(Problem(unit.where, f"duplicate document id {doc.doc_id!r} (first seen at {first}); "
                                                      "left out", doc.doc_id))
         return None
 
     def duplicates(self) -> dict[str, int]:
-        return {doc_id: n for doc_id, n in self.counts.items() if n > 1}
+        return {doc_id: 1 + n for doc_id, n in self.copies.items()}
 
     def finish(self) -> None:
         """With ``on_error="raise"``, refuse duplicate ids, all of them counted in one message."""

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from . import parts as part_files
 from . import store
+from .listing import Listing
 from .backends import Store
 from .encode import MANIFEST
 from .storage import Location, locate
@@ -44,13 +45,14 @@ class LoadReport:
     points: int = 0
     created_collection: bool = False
     deferred_indexing: bool = False
-    bad_parts: list[str] = field(default_factory=list)
+    bad_parts: Listing[str] = field(default_factory=Listing)
     #: the run's totals from its manifest (None for a --partial load): a load that skipped parts says what it left out
     manifest_documents: int | None = None
     manifest_points: int | None = None
     seconds: float = 0.0
 
-    def summary(self) -> str:
+    def summary(self, report: str | None = None) -> str:
+        """The load in a few lines (skipped parts: see :meth:`.listing.Listing.summary_lines`)."""
         lines = [f"collection {self.collection!r}: {self.documents} document(s), {self.points} point(s) loaded from "
                  f"{self.parts} part(s)" + (", collection created" if self.created_collection else "")
                  + (", HNSW deferred during the load" if self.deferred_indexing else "") + f" [{self.seconds:.1f} s]"]
@@ -60,16 +62,14 @@ class LoadReport:
                          f"{self.points} of its {self.manifest_points} point(s) loaded; "
                          f"{self.manifest_documents - self.documents} document(s), "
                          f"{self.manifest_points - self.points} point(s) in skipped part(s)")
-        if self.bad_parts:
-            lines.append(f"{len(self.bad_parts)} part file(s) skipped:")
-            lines.extend(f"  {reason}" for reason in self.bad_parts)
+        lines += self.bad_parts.summary_lines("part file(s) skipped", report)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"collection": self.collection, "parts": self.parts, "documents": self.documents, "points": self.points,
                 "manifest_documents": self.manifest_documents, "manifest_points": self.manifest_points,
                 "created_collection": self.created_collection, "deferred_indexing": self.deferred_indexing,
-                "bad_parts": list(self.bad_parts), "seconds": round(self.seconds, 3)}
+                "bad_parts": self.bad_parts.as_json(str), "seconds": round(self.seconds, 3)}
 
 
 def load_parts(
@@ -118,7 +118,7 @@ def load_parts(
     parts, bad = _read_parts(folder, files, on_bad, manifest, partial)
     spec, name = _agreed_settings(parts, collection, folder)
     _check_unique(parts)
-    report = LoadReport(name, parts=len(parts), bad_parts=[str(err) for err in bad])
+    report = LoadReport(name, parts=len(parts), bad_parts=Listing(str(err) for err in bad))
     if manifest is not None and not partial:
         report.manifest_documents, report.manifest_points = int(manifest["documents"]), int(manifest["points"])
     writer, report.created_collection = Writer.open(

@@ -72,6 +72,9 @@ class Problem:
         """The location once: ``"f.jsonl line 3 (document 'y') segment 1: span ..."``."""
         return f"{self.where}{' ' if self.reason.startswith('(') else ': '}{self.reason}"
 
+    def to_json(self) -> dict[str, str | None]:
+        return {"where": self.where, "doc_id": self.doc_id, "reason": self.reason}
+
 
 def parse_document(record: Any, where: str = "record") -> Document:
     """Validate one record (see the module docstring) and build a :class:`Document`."""
