@@ -26,7 +26,7 @@ def print_report(report: Any, path: Path | None) -> int:
     from ..integrations.qdrant.listing import write_json
 
     if path:
-        write_json(path, report.to_dict())
+        write_json(path, report.to_dict(stream=True))
     print(report.summary(report=str(path) if path else None))
     return 0
 

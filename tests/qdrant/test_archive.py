@@ -162,3 +162,16 @@ def _progress_of(process: subprocess.Popen) -> list[int]:
 
     threading.Thread(target=read, daemon=True).start()
     return done
+
+
+def test_a_reports_dict_is_plain_json_unless_streamed(tmp_path):
+    """``to_dict()`` gives what ``json.dumps`` takes, the lists whole (spilled items included); ``stream=True``
+    gives the lazily made lists `write_json` streams into ``--report``, with the same content."""
+    from mteb_fairpos.integrations.qdrant.load import LoadReport
+
+    report = LoadReport(collection="c")
+    report.bad_parts.extend(f"part-{i:03d}.parquet" for i in range(25))  # 15 of them spilled to disk
+    plain = json.loads(json.dumps(report.to_dict()))
+    assert plain["bad_parts"] == [f"part-{i:03d}.parquet" for i in range(25)]
+    write_json(tmp_path / "report.json", report.to_dict(stream=True))
+    assert json.loads((tmp_path / "report.json").read_text()) == plain

@@ -30,7 +30,7 @@ from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
 from .input import InputRange, InputScan, scan_input
-from .listing import Listing
+from .listing import Listing, held
 from .points import collection_spec
 from .records import OnError, Problem
 from .part_encoder import EncodeOptions, PartEncoder
@@ -73,12 +73,13 @@ class EncodeReport:
         lines += self.invalid.summary_lines("record(s) left out", report)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, stream: bool = False) -> dict[str, Any]:
+        """The report as JSON values (``stream``: the lists made as `listing.write_json` writes them)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["duplicates"] = dict(self.duplicates)
         data["invalid"] = self.invalid.as_json(Problem.to_json)
         data["seconds"] = round(self.seconds, 3)
-        return data
+        return held(data, stream)
 
 
 def encode_to_parts(

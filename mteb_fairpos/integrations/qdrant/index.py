@@ -45,7 +45,7 @@ from .encoding import (
     encode_batches,
     model_name,
 )
-from .listing import Listing
+from .listing import Listing, held
 from .points import collection_spec, content_hash, document_points
 from .input import INDEX_WINDOW, InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
@@ -89,10 +89,10 @@ class IndexReport:
         lines += self.truncated.summary_lines("document(s) truncated to the model's maximum length", report)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The report as JSON values; the per-document lists are `listing.JsonList`s, made item by item as
-        `listing.write_json` writes them (``list()`` one to hold it in memory)."""
-        return {
+    def to_dict(self, *, stream: bool = False) -> dict[str, Any]:
+        """The report as JSON values; with ``stream`` the per-document lists are `listing.JsonList`s, made item
+        by item as `listing.write_json` writes them (what ``--report`` does, in bounded memory)."""
+        return held({
             "collection": self.collection,
             "documents": self.documents,
             "written": self.written,
@@ -106,7 +106,7 @@ class IndexReport:
                 "doc_id": t.doc_id, "n_tokens": t.n_tokens, "n_tokens_exact": t.n_tokens_exact,
                 "max_tokens": t.max_tokens, "partial_positions": list(t.partial), "cut_positions": list(t.cut)}),
             "seconds": round(self.seconds, 3),
-        }
+        }, stream)
 
 
 class FairQdrantIndex:

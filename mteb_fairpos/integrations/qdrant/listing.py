@@ -104,6 +104,12 @@ class JsonList:
         return map(self.item_json, self.items)
 
 
+def held(data: Mapping[str, Any], stream: bool) -> dict[str, Any]:
+    """A report's ``to_dict``: as it is for :func:`write_json` with ``stream``, else every :class:`JsonList` made
+    into a list (plain JSON values, what ``json.dumps`` takes; the whole list in memory)."""
+    return dict(data) if stream else {key: list(value) if isinstance(value, JsonList) else value for key, value in data.items()}
+
+
 def write_json(path: str | Path, data: Mapping[str, Any]) -> None:
     """Write a report's JSON object, each :class:`JsonList` streamed item by item (two-space indent)."""
     path = Path(path)

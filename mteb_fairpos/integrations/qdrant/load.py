@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from . import parts as part_files
 from . import store
-from .listing import Listing
+from .listing import Listing, held
 from .backends import Store
 from .encode import MANIFEST
 from .storage import Location, locate
@@ -65,11 +65,12 @@ class LoadReport:
         lines += self.bad_parts.summary_lines("part file(s) skipped", report)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"collection": self.collection, "parts": self.parts, "documents": self.documents, "points": self.points,
+    def to_dict(self, *, stream: bool = False) -> dict[str, Any]:
+        """The report as JSON values (``stream``: the lists made as `listing.write_json` writes them)."""
+        return held({"collection": self.collection, "parts": self.parts, "documents": self.documents, "points": self.points,
                 "manifest_documents": self.manifest_documents, "manifest_points": self.manifest_points,
                 "created_collection": self.created_collection, "deferred_indexing": self.deferred_indexing,
-                "bad_parts": self.bad_parts.as_json(str), "seconds": round(self.seconds, 3)}
+                "bad_parts": self.bad_parts.as_json(str), "seconds": round(self.seconds, 3)}, stream)
 
 
 def load_parts(
