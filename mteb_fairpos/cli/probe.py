@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     task_class, corpus = _task_and_corpus(args)
     settings = {"seed": args.seed, "corpus": corpus, "num_sets": args.sets, "segment_mode": args.mode,
                 "segment_window": tuple(args.window) if args.window else None,
-                "resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed}
+                "resamples": args.resamples, "resampling_seed": args.bootstrap_seed}
     probe_task = task_class(**settings)
     _check_subsets(probe_task, subsets)
     key = "all-MiniLM-L6-v2" if args.model is None else Path(model_name.rstrip("/")).name

@@ -102,7 +102,7 @@ def settings_suffix(*, corpus: ComparableCorpus | None = None, num_sets: Mapping
                     orders_per_set: int | None = None, segment_window: tuple[int, int] | None = None,
                     max_document_tokens: int | None = None, segment_mode: str | None = None,
                     length_tolerance: float | None = None, seed: int | None = None, resamples: int | None = None,
-                    bootstrap_seed: int | None = None) -> str:
+                    resampling_seed: int | None = None) -> str:
     """The settings that differ from a task's defaults, as a readable, file-name-safe suffix.
 
     ``None`` means "the task's default" and adds nothing, so a task run with its defaults keeps its
@@ -124,7 +124,7 @@ def settings_suffix(*, corpus: ComparableCorpus | None = None, num_sets: Mapping
         ("tolerance", None if length_tolerance is None else f"{length_tolerance:g}"),
         ("seed", seed),
         ("resamples", resamples),
-        ("bootseed", bootstrap_seed),
+        ("bootseed", resampling_seed),
     ]
     parts += [f"{label}-{value}" for label, value in labelled if value is not None]
     return ".".join(parts)
@@ -145,7 +145,7 @@ class AbsTaskPermutationFairness(AbsTask):
         segment_mode: ``"filter"`` (the paper) or ``"lead"`` (cut long texts to leading sentences);
             default the task's (``"lead"`` for the man pages, whose excerpts end mid-section anyway).
         length_tolerance: the +/-70 % cross-language length rule (0.7).
-        resamples / bootstrap_seed: the bootstrap of the fairness intervals and paired changes
+        resamples / resampling_seed: the bootstrap of the fairness intervals and paired changes
             (default 2000 resamples, seed 0; docs/method.md#s5-1).
         baseline: a baseline model's observations per subset (its task's ``observations`` after its run,
             e.g. the uncalibrated twin's): each subset also gets its paired change of fairness against them.
@@ -169,7 +169,7 @@ class AbsTaskPermutationFairness(AbsTask):
         segment_mode: str | None = None,
         length_tolerance: float = 0.7,
         resamples: int | None = None,
-        bootstrap_seed: int | None = None,
+        resampling_seed: int | None = None,
         baseline: Mapping[str, Observations] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -193,18 +193,18 @@ class AbsTaskPermutationFairness(AbsTask):
                 mode=segment_mode,  # type: ignore[arg-type]
             ),
             resampling=Resampling(resamples=Resampling.resamples if resamples is None else resamples,
-                                  seed=Resampling.seed if bootstrap_seed is None else bootstrap_seed),
+                                  seed=Resampling.seed if resampling_seed is None else resampling_seed),
         )
         self.session: ProbeSession | None = None
         self.baseline = dict(baseline or {})
         self.observations: dict[str, Observations] = {}
         """Each evaluated subset's observations, kept after mteb unloads the data (a later run's baseline)."""
         self._name_the_settings(seed, num_sets, orders_per_set, segment_window, max_document_tokens, segment_mode,
-                                length_tolerance, resamples, bootstrap_seed)
+                                length_tolerance, resamples, resampling_seed)
 
     def _name_the_settings(self, seed: int, num_sets: int | Mapping[int, int] | None, orders_per_set: int | None,
                            segment_window: tuple[int, int] | None, max_document_tokens: int | None, segment_mode: str,
-                           length_tolerance: float, resamples: int | None, bootstrap_seed: int | None) -> None:
+                           length_tolerance: float, resamples: int | None, resampling_seed: int | None) -> None:
         """Make every setting that changes the numbers part of the task name (see :func:`settings_suffix`),
         so mteb's result cache never hands back a result computed with other settings; a user's corpus
         also becomes the dataset, its content hash the dataset revision."""
@@ -218,7 +218,7 @@ class AbsTaskPermutationFairness(AbsTask):
             length_tolerance=None if length_tolerance == 0.7 else length_tolerance,
             seed=None if seed == 42 else seed,
             resamples=None if resamples in (None, Resampling.resamples) else resamples,
-            bootstrap_seed=None if bootstrap_seed in (None, Resampling.seed) else bootstrap_seed,
+            resampling_seed=None if resampling_seed in (None, Resampling.seed) else resampling_seed,
         )
         update: dict[str, Any] = {}
         if suffix:
