@@ -10,7 +10,7 @@ are paired by giving both the *same* count matrix, so their difference is resamp
   interval so that it can be reproduced;
 * :func:`counts`: the count matrix of one resampling over ``n`` units;
 * :func:`stratified_counts`: the same, each stratum drawn within itself, in blocks of resamples;
-* :func:`group_means`: per-group means of unit scores under every resample;
+* :func:`weighted_means`: per-group means under every resample;
 * :func:`interval`: the percentile interval of a statistic's resampled values;
 * :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0" that the percentile interval inverts.
 """
@@ -51,19 +51,17 @@ def counts(n_units: int, resampling: Resampling, stream: int = 0) -> np.ndarray:
     return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=resampling.resamples).astype(np.float64)
 
 
-def group_means(weights: np.ndarray, scores: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """(R, G) the weighted mean score of each group under each row of ``weights``.
+def weighted_means(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """(R, G) the mean of each of G groups under each row of ``weights``.
 
-    ``weights`` is (R, n): the weight of each of n observations in each resample (a row of :func:`counts`,
-    or a product of several factors' counts); ``scores`` (n,) and ``groups`` (n,) the observations'
-    scores and group codes in ``0..n_groups-1``. A group that a resample leaves without weight is NaN there.
+    ``weights`` is (R, n): the weight of each of n units in each resample (rows of :func:`counts`, or a
+    product of several factors' counts); ``sums`` and ``sizes`` are (n, G): each unit's total score in each
+    group and how many scores that total holds (a query's score and 1 where it counts in the group, a cell's
+    sum and count of observations). A group that a resample leaves without weight is NaN there.
     """
-    members = np.zeros((len(groups), n_groups))
-    members[np.arange(len(groups)), groups] = 1.0
-    totals = weights @ (members * scores[:, None])
-    sizes = weights @ members
+    totals, numbers = weights @ sums, weights @ sizes
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(sizes > 0, totals / np.where(sizes > 0, sizes, 1.0), np.nan)
+        return np.where(numbers > 0, totals / np.where(numbers > 0, numbers, 1.0), np.nan)
 
 
 def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -22,7 +22,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
-from .resampling import Resampling, interval, pvalue, stratified_counts
+from .resampling import Resampling, interval, pvalue, stratified_counts, weighted_means
 from .results.schema import Estimate
 
 MEAN = "ndcg_at_10"
@@ -92,11 +92,8 @@ def _figures(queries: QueryScores, weights: np.ndarray) -> dict[str, np.ndarray]
         columns = np.flatnonzero(queries.strata == code)
         inside, scores = weights[:, columns], queries.scores[columns]
         members = queries.members[columns].astype(np.float64)
-        sizes = inside @ members
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = np.where(sizes > 0, (inside @ (members * scores[:, None])) / np.where(sizes > 0, sizes, 1.0), np.nan)
-            total = inside.sum(axis=1)
-            overall = np.where(total > 0, inside @ scores / np.where(total > 0, total, 1.0), np.nan)
+        means = weighted_means(inside, members * scores[:, None], members)
+        overall = weighted_means(inside, scores[:, None], np.ones((len(columns), 1)))[:, 0]
         per_stratum.setdefault("groups", []).append(means)
         per_stratum.setdefault("psi", []).append(1.0 - min_max_ratios(means))
         per_stratum.setdefault("harmonic_mean", []).append(_harmonic_means(means))

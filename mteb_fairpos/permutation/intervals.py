@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..fairness import min_max_ratios
-from ..resampling import Resampling, counts
+from ..resampling import Resampling, counts, weighted_means
 from ..results.schema import Estimate
 
 SETS = "segment sets"
@@ -109,7 +109,7 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
 
     def profiles(measured: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         sums, sizes = _cell_sums(measured, columns, cell_of, len(cell), n_strata * n_positions)
-        return _means(np.ones((1, len(cell))), sums, sizes)[0], {name: _means(w, sums, sizes) for name, w in weights.items()}
+        return weighted_means(np.ones((1, len(cell))), sums, sizes)[0], {name: weighted_means(w, sums, sizes) for name, w in weights.items()}
 
     def pooled(profile: np.ndarray) -> np.ndarray:
         """(R, S * n) profiles -> (R,) the mean over subsets of each subset's min/max."""
@@ -150,13 +150,6 @@ def _cell_sums(values: np.ndarray, columns: np.ndarray, cell_of: np.ndarray, n_c
     np.add.at(sums, (cell_of[measured], columns[measured] - 1), values[measured])
     np.add.at(sizes, (cell_of[measured], columns[measured] - 1), 1.0)
     return sums, sizes
-
-
-def _means(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """(R, n) per-position means under each row of cell weights; NaN where a row leaves a position empty."""
-    totals, numbers = weights @ sums, weights @ sizes
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(numbers > 0, totals / np.where(numbers > 0, numbers, 1.0), np.nan)
 
 
 def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str, int], resampling: Resampling) -> Bootstrapped:

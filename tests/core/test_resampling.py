@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mteb_fairpos.fairness import min_max_ratio, min_max_ratios
-from mteb_fairpos.resampling import Resampling, counts, group_means, interval, pvalue
+from mteb_fairpos.resampling import Resampling, counts, interval, pvalue, weighted_means
 
 
 def test_counts_draw_n_of_n_units_and_are_reproducible_by_seed_and_stream():
@@ -19,11 +19,12 @@ def test_counts_draw_n_of_n_units_and_are_reproducible_by_seed_and_stream():
     assert not np.array_equal(drawn, counts(17, Resampling(resamples=300, seed=6)))
 
 
-def test_group_means_match_a_loop_over_resamples():
+def test_weighted_means_of_groups_match_a_loop_over_resamples():
     rng = np.random.default_rng(0)
     scores, groups = rng.random(40), rng.integers(0, 3, 40)
     weights = counts(40, Resampling(resamples=50, seed=1))
-    means = group_means(weights, scores, groups, 4)  # group 3 holds no unit
+    members = np.eye(4)[groups]  # group 3 holds no unit
+    means = weighted_means(weights, members * scores[:, None], members)
     for row, resample in zip(weights, means, strict=True):
         for g in range(3):
             chosen = np.repeat(np.arange(40), row.astype(int))
