@@ -195,11 +195,10 @@ def calibrated_attention(
                                                                ).transpose(1, 2), None
         output, _ = sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )
-        rows = triton_attention.fused_calibrated_attention(query, key, value, fused, strength, causal, scaling)
-        n, h, d = rows.shape
-        at = layout.query_rows.view(n, 1, 1, 1).expand(n, 1, h, d)
-        return output.scatter_(1, at, rows.view(n, 1, h, d).to(output.dtype)), None
+        )  # (N, L, H, D); the kernel writes the pooling rows over it, in place
+        triton_attention.fused_calibrated_attention(query, key, value, fused, strength, causal, scaling,
+                                                    out=output.transpose(1, 2))
+        return output, None
     if layout.query_rows is None:  # its check of the model's mask joins the pass's one host read of the layout
         _layer_shared(attention_mask, layout, causal, query.dtype, query.shape[2])
     if not layout.on_host()[0].any_active:

@@ -120,7 +120,7 @@ def fused_layout(layout: BasketLayout) -> FusedLayout:
     pooling_row = layout.query_rows if layout.query_rows is not None else torch.zeros_like(valid_start)
     columns = (first_valid(content), content.sum(1), layout.basket.eq(0).sum(1).clamp(min=1), layout.n_baskets,
                valid_start, valid_start + valid.sum(1), layout.active.long(), pooling_row, iso[:, 0], iso[:, 1])
-    sequences = torch.stack([c.long() for c in columns], dim=1).to(torch.int32)
+    sequences = torch.stack(columns, dim=1).to(torch.int32)  # every column is int64
     return FusedLayout(sequences, layout.shares, layout.query_rows is not None)
 
 
@@ -225,7 +225,7 @@ def mask_refusal(causal: bool) -> str:
 
 def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout | FusedLayout,
                                strength: float, causal: bool, scaling: float, *,
-                               config: LaunchConfig | None = None) -> Tensor:
+                               config: LaunchConfig | None = None, out: Tensor | None = None) -> Tensor:
     """Calibrated attention (docs/method.md#s1-3) in one fused kernel.
 
     Args:
@@ -234,6 +234,8 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
         layout: the batch's basket layout, or its :func:`fused_layout` made once per forward pass.
         strength: ``alpha`` in [0, 1]. causal: keys after a row are hidden. scaling: the score scale.
         config: tile sizes (default: :func:`launch_config`).
+        out: cls/last pooling only: a (N, H, L, D) tensor (the layer's plain output, as a view) that receives each
+            sequence's pooling row at its position, its other rows left as they are; returned. No copy, no scatter.
 
     Returns:
         mean pooling: every row, (N, H, L, D) in a (N, L, H, D) layout (so ``.transpose(1, 2)``, the layout
@@ -249,16 +251,21 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     reason = call_refusal(query, key, value, layout)
     if not reason and not 0 <= strength <= 1:
         reason = f"strength {strength} is outside [0, 1]"
+    fused = layout if isinstance(layout, FusedLayout) else fused_layout(layout)
+    if not reason and out is not None:
+        reason = _out_refusal(out, query, fused.pooled)
     if reason:
         raise FusedAttentionRefused(f"fused calibrated attention: {reason}.")
-    fused = layout if isinstance(layout, FusedLayout) else fused_layout(layout)
     n, heads, length, head_dim = query.shape
     kv_heads = key.shape[1]
     group = heads // kv_heads
     config = config or launch_config(query.dtype, head_dim, fused.pooled)
     if fused.pooled:  # the pooling rows of a sequence and KV head (its query heads) are one block of rows
-        out = torch.empty(n, heads, head_dim, dtype=value.dtype, device=value.device)
-        out_strides = (out.stride(0), out.stride(1), 0, out.stride(2))
+        if out is None:  # (N, H, D): the kernel's row offset (the pooling position) is multiplied by 0
+            out = torch.empty(n, heads, head_dim, dtype=value.dtype, device=value.device)
+            out_strides = (out.stride(0), out.stride(1), 0, out.stride(2))
+        else:
+            out_strides = out.stride()
         grid = (triton.cdiv(group, config.block_m), n * kv_heads)
     else:
         out = torch.empty(n, length, heads, head_dim, dtype=value.dtype, device=value.device).transpose(1, 2)
@@ -266,19 +273,30 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
         grid = (triton.cdiv(length, config.block_m), n * heads)
     codes = [POLICY_CODES.get(policy, 2) if isinstance(policy, str) else 2 for policy in fused.shares] + [0, 0]
     fixed = [float(policy) if not isinstance(policy, str) else 0.0 for policy in fused.shares] + [0.0, 0.0]
-    _calibrated_attention_kernel[grid](
-        query, key, value, out, fused.sequences,
-        *query.stride(), *key.stride(), *value.stride(), *out_strides,
-        heads, kv_heads, length, scaling * _LOG2_E, float(strength), fixed[0], fixed[1],
-        HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        POOLED=fused.pooled, CAUSAL=bool(causal), N_ISO=len(fused.shares), POLICY_0=codes[0], POLICY_1=codes[1],
-        RESCALE=any(policy != "equal" for policy in fused.shares),
-        DOT_PRECISION="ieee" if query.dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
-        EXACT_OPERANDS=_interpreting() and query.dtype == torch.bfloat16,
-        num_warps=config.num_warps, num_stages=config.num_stages,
-    )
+    with torch.profiler.record_function(PROFILE_NAME):  # one kernel launch, named in profiles (and counted as one)
+        _calibrated_attention_kernel[grid](
+            query, key, value, out, fused.sequences,
+            *query.stride(), *key.stride(), *value.stride(), *out_strides,
+            heads, kv_heads, length, scaling * _LOG2_E, float(strength), fixed[0], fixed[1],
+            HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            POOLED=fused.pooled, CAUSAL=bool(causal), N_ISO=len(fused.shares), POLICY_0=codes[0], POLICY_1=codes[1],
+            RESCALE=any(policy != "equal" for policy in fused.shares),
+            DOT_PRECISION="ieee" if query.dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
+            EXACT_OPERANDS=_interpreting() and query.dtype == torch.bfloat16,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
     return out
+
+
+def _out_refusal(out: Tensor, query: Tensor, pooled: bool) -> str | None:
+    """Why ``out`` cannot receive the kernel's rows (see :func:`fused_calibrated_attention`); ``None``: it can."""
+    if not pooled:
+        return "out= takes the pooling rows of cls/last pooling only"
+    if out.shape != query.shape or out.dtype not in DTYPES or out.device != query.device:
+        return f"out {tuple(out.shape)} {out.dtype} on {out.device} is not shaped like query {tuple(query.shape)} " \
+               f"on {query.device}"
+    return None
 
 
 def explicit_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout, strength: float,
@@ -352,6 +370,10 @@ def reproduces_explicit(device: torch.device, dtype: torch.dtype, head_dim: int,
 _KERNEL_NAME = "fused_calibrated_attention (Triton)"
 _INSTEAD = "Calibrated layers keep the PyTorch path (exact)."
 
+
+PROFILE_NAME = "fairpos::fused_calibrated_attention"
+"""The kernel's range in ``torch.profiler`` traces: one launch (under Triton's interpreter, the ATen operations it
+runs on the host to emulate the kernel sit inside it)."""
 
 _LOG2_E = 1.4426950408889634
 """Scores are kept in base 2 (exp2 is the GPU's native exponential)."""

@@ -15,7 +15,8 @@ import pytest
 import torch
 from transformers import AutoModel, GteConfig, Qwen3Config
 
-from mteb_fairpos.attention import attach
+from mteb_fairpos import triton_attention
+from mteb_fairpos.attention import attach, fused_kernel
 from mteb_fairpos.config import CalibrationConfig
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -29,18 +30,32 @@ MODELS = {
 }
 
 
-def _costs(model_name: str, pooling: str, length: int, layers) -> tuple[int, int, int, int]:
+DEEP = {  # as deep as the full-width models of bench_ops.py (12 layers), as narrow as the interpreter needs
+    "gte": GteConfig(vocab_size=100, hidden_size=32, num_hidden_layers=12, num_attention_heads=2, intermediate_size=64,
+                     max_position_embeddings=1024, pad_token_id=0),
+    "qwen3": Qwen3Config(vocab_size=100, hidden_size=32, num_hidden_layers=12, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=16, intermediate_size=64, max_position_embeddings=1024,
+                         pad_token_id=0),
+}
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+"""Where the fused kernel runs: compiled on a GPU, else through Triton's interpreter (tests/conftest.py)."""
+
+
+def _costs(model_name: str, pooling: str, length: int, layers, fused: bool = False) -> tuple[int, int, int, int]:
     """(plain operations, calibrated operations, plain host reads, calibrated host reads) of one forward pass
-    over two documents, the second a quarter shorter (padded), in baskets of 16."""
+    over two documents, the second a quarter shorter (padded), in baskets of 16: on the PyTorch path, or
+    (``fused``) on the path a GPU runs, the fused kernel, its launch counted as one operation."""
     torch.manual_seed(0)
-    model = AutoModel.from_config(MODELS[model_name], attn_implementation="sdpa").eval()
-    ids = torch.randint(1, 100, (2, length), generator=torch.Generator().manual_seed(0))
+    device = DEVICE if fused else "cpu"
+    model = AutoModel.from_config((DEEP if fused else MODELS)[model_name], attn_implementation="sdpa").eval().to(device)
+    ids = torch.randint(1, 100, (2, length), generator=torch.Generator().manual_seed(0)).to(device)
     mask = torch.ones(2, length, dtype=torch.long)
     mask[1, length * 3 // 4:] = 0
+    mask = mask.to(device)
     plan = attach(model, CalibrationConfig(basket_size=16, layers=layers, strength=0.5), pooling)
 
     def calibrated():
-        with plan.applied(mask) as layout:
+        with fused_kernel(fused), plan.applied(mask) as layout:
             output = model(input_ids=ids, attention_mask=mask)
         layout.on_host()  # what FairSentenceTransformer reads per batch after the pass (its uncalibrated count)
         return output
@@ -72,3 +87,19 @@ def test_mean_pooling_reads_the_host_once_per_pass_up_to_four_baskets(model_name
     _, _, plain_reads, half_reads = _costs(model_name, "mean", 64, "last_half")
     _, _, _, every_reads = _costs(model_name, "mean", 64, 1.0)
     assert half_reads - plain_reads == 1 and every_reads - plain_reads == 1, (plain_reads, half_reads, every_reads)
+
+
+@pytest.mark.skipif(triton_attention.triton is None, reason="triton is not installed (pip install -e '.[test]')")
+@pytest.mark.parametrize(("model_name", "pooling", "target"), [("gte", "cls", 1.15), ("qwen3", "last", 1.15),
+                                                                ("gte", "mean", 1.3)])
+def test_the_path_a_gpu_runs_reads_the_host_once_per_pass_in_few_operations(model_name, pooling, target):
+    """The fused kernel's path (what CUDA runs by default), 12 layers with the last half calibrated: one host read
+    per pass, for every pooling; at most ``target`` times the plain pass's operations (counting the kernel as its one
+    launch: cls/last 1.15, mean 1.3); and the same operations at 32 and 64 tokens (2 and 4 baskets), so the count
+    holds at any length (8,192 tokens: 512 baskets). A calibrated layer is SDPA and the kernel writing the pooling
+    rows into its output (cls/last), or the kernel alone (mean)."""
+    plain, calibrated, plain_reads, reads = _costs(model_name, pooling, 64, "last_half", fused=True)
+    short_plain, short, _, _ = _costs(model_name, pooling, 32, "last_half", fused=True)
+    assert reads - plain_reads == 1, (plain_reads, reads)
+    assert calibrated - plain == short - short_plain, (calibrated - plain, short - short_plain)
+    assert calibrated / plain <= target, (calibrated, plain, calibrated / plain)

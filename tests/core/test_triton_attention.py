@@ -180,6 +180,29 @@ def test_a_prepared_layout_gives_the_same_rows(device):
                        fused_calibrated_attention(q, k, v, layout, 0.5, True, SCALE))
 
 
+def test_pooling_rows_written_into_the_layer_output_land_at_each_pooling_position(device):
+    """out=: the rows go straight into the plain output (N, H, L, D) at each sequence's pooling position (left
+    padding moves it), the same values as returned rows; every other row is left as it was."""
+    q, k, v = _inputs(n=2, heads=4, kv_heads=2, length=20, dim=16, device=device)
+    layout = basket_layout(_mask(20, [(0, 14), (3, 20)], device), "last", 5, (("bos", "original"),))
+    rows = fused_calibrated_attention(q, k, v, layout, 0.5, True, SCALE)
+    plain = torch.randn(2, 20, 4, 16, device=device)  # the layout an attention function returns
+    written = plain.clone()
+    returned = fused_calibrated_attention(q, k, v, layout, 0.5, True, SCALE, out=written.transpose(1, 2))
+    assert returned.data_ptr() == written.data_ptr()
+    expected = plain.clone()
+    expected[torch.arange(2, device=device), layout.query_rows] = rows
+    assert layout.query_rows.tolist() == [13, 19]
+    assert torch.equal(written, expected)
+    for wrong, why in ((written.transpose(1, 2)[:, :, :10], "is not shaped like query"),
+                       (written.transpose(1, 2).double(), "is not shaped like query")):
+        with pytest.raises(FusedAttentionRefused, match=why):
+            fused_calibrated_attention(q, k, v, layout, 0.5, True, SCALE, out=wrong)
+    mean = basket_layout(_mask(20, [(0, 14), (3, 20)], device), "mean", 5, ())
+    with pytest.raises(FusedAttentionRefused, match="out= takes the pooling rows of cls/last pooling only"):
+        fused_calibrated_attention(q, k, v, mean, 0.5, True, SCALE, out=written.transpose(1, 2))
+
+
 def test_what_the_kernel_cannot_honour_is_refused_with_the_reason(device):
     q, k, v = _inputs(n=2, heads=4, kv_heads=2, length=12, dim=16, device=device)
     mask = _mask(12, [(0, 12), (0, 8)], device)
