@@ -11,13 +11,21 @@ that read a tensor (a ``TorchFunctionMode``; ``.tolist()`` reaches no ATen opera
 the ATen operations under the others (the profiler). ``tests/core/test_forward_cost.py`` asserts these
 counts on small models in CI.
 
+``--fused`` counts the path a GPU runs by default, the fused Triton kernel (on the CPU through Triton's
+interpreter, which emulates the kernel with ATen operations inside the kernel's profiler range: they are
+left out and the launch counts as one operation, as on a GPU). Its counts do not depend on the length
+(one launch per calibrated layer), so 512 tokens stand for all; the interpreter takes minutes at full
+width for mean pooling.
+
     python benchmarks/bench_ops.py                     # gte cls/mean at 512 and 2,048, Qwen3 last at 2,048
     python benchmarks/bench_ops.py --cases gte-mean-8192 --documents 1
+    python benchmarks/bench_ops.py --fused --cases gte-cls-512,gte-mean-512,qwen3-last-2048
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import warnings
@@ -81,8 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="gte-cls-512,gte-mean-512,gte-cls-2048,gte-mean-2048,qwen3-last-2048")
     parser.add_argument("--documents", type=bench._at_least_one, default=2, help="documents in the one batch (default 2)")
+    parser.add_argument("--fused", action="store_true", help="count the fused kernel's path (what CUDA runs)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
+    import torch
+
+    if args.fused and not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"  # before the kernel is defined (at the module's import)
+    from mteb_fairpos.attention import fused_kernel
     from mteb_fairpos.offline import minilm_path
 
     cases = {case.name: case for case in bench.CASES}
@@ -94,8 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'case':<16} | {'plain ops':>9} {'calibrated':>10} {'ratio':>6} | {'host reads plain':>16} {'calibrated':>10}")
         for name in args.cases.split(","):
             case = replace(cases[name], documents=args.documents, batch_size=args.documents)
-            runs = bench.encoders(case, args.documents, scratch, "cpu", "fp32", False)
-            (plain, plain_reads), (fast, fast_reads) = counts(runs["plain"]), counts(runs["fast"])
+            device = "cuda" if args.fused and torch.cuda.is_available() else "cpu"
+            runs = bench.encoders(case, args.documents, scratch, device, "fp32", False)
+
+            def calibrated(fast=runs["fast"]):
+                with fused_kernel(args.fused):
+                    return fast()
+
+            (plain, plain_reads), (fast, fast_reads) = counts(runs["plain"]), counts(calibrated)
             total_plain, total_fast = sum(plain.values()), sum(fast.values())
             print(f"{name:<16} | {total_plain:>9} {total_fast:>10} {total_fast / total_plain:>6.2f} | "
                   f"{plain_reads:>16} {fast_reads:>10}")

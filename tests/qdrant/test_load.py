@@ -347,6 +347,19 @@ def test_duplicates_across_part_folders_are_counted(tmp_path, parts, model, new_
     assert not client.exists("pages")
 
 
+def test_ids_whose_digests_collide_are_told_apart_by_the_ids_themselves(parts, model, new_store, monkeypatch):
+    """Duplicates are found on 8-byte digests of the ids, then counted on the ids: with every digest forced equal
+    (a real 64-bit collision cannot be made), distinct ids still load, and a real copy is still counted exactly."""
+    from mteb_fairpos.integrations.qdrant import load
+
+    monkeypatch.setattr(load, "_digests", lambda ids: np.zeros(len(ids), dtype=np.uint64))
+    client = new_store()
+    assert load_parts(parts, client, show_progress=False).documents == 12
+    (parts / "copy.parquet").write_bytes(part_files(parts)[1].read_bytes())
+    with pytest.raises(store.QdrantIndexError, match=r"4 document id\(s\) occur in more than one part \(8 copies\)"):
+        load_parts(parts, new_store(), partial=True, show_progress=False)
+
+
 def test_unfinished_encode_and_other_collection_are_refused(parts, model, new_store):
     client = new_store()
     with pytest.raises(store.CollectionMismatchError, match="encoded for collection 'pages'"):
