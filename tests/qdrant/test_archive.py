@@ -8,6 +8,7 @@ BERT for the kill, where encoding must cost little.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -79,6 +80,25 @@ def test_index_names_ten_documents_per_list_and_reports_all_of_them(tmp_path, ar
     out = capsys.readouterr().out
     assert f"  ... and {TRUNCATED - SHOWN} more (--report FILE writes the full list)" in out
     assert len(out.splitlines()) == len(lines)
+
+
+def test_a_library_caller_gets_one_warning_for_a_run_of_truncated_documents(tmp_path, archive, model, caplog):
+    """Python callers see no per-document lines either: one warning for the run, every document in the report
+    (and each one at DEBUG for whoever asks)."""
+    from mteb_fairpos.integrations.qdrant import FairQdrantIndex
+
+    saved = model.max_seq_length
+    model.max_seq_length = 12
+    try:
+        with caplog.at_level(logging.WARNING, logger="mteb_fairpos"), \
+                FairQdrantIndex(model, "pages", path=str(tmp_path / "edge")) as index:
+            report = index.index_file(archive, on_error="skip", show_progress=False)
+    finally:
+        model.max_seq_length = saved
+    assert len(report.truncated) == TRUNCATED and report.written == TRUNCATED
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mteb_fairpos")]
+    assert warnings == [f"{TRUNCATED} document(s) truncated to the model's maximum length; IndexReport.truncated "
+                        "lists them"], warnings
 
 
 def test_encode_names_ten_records_left_out_and_reports_all_of_them(tmp_path, archive, minilm_dir, capsys):

@@ -324,7 +324,7 @@ class FairQdrantIndex:
                         for enc in encoded:
                             if enc.truncation is not None:
                                 report.truncated.append(enc.truncation)
-                                logger.warning("truncated: %s", enc.truncation)
+                                logger.debug("truncated: %s", enc.truncation)
                         if pending is not None:
                             pending.result()  # the previous batch is written before this one starts
                         if background is None:
@@ -336,6 +336,9 @@ class FairQdrantIndex:
                 pending.result()
             if report.written:
                 writer.finish()
+            if report.truncated:  # one line for the run (each document at DEBUG, all of them in report.truncated)
+                logger.warning("%d document(s) truncated to the model's maximum length; IndexReport.truncated "
+                               "lists them", len(report.truncated))
         finally:
             if background is not None:
                 background.shutdown(wait=True)
