@@ -3,7 +3,9 @@
 On a GPU every value read back to the host (``bool(t)``, ``int(t)``, ``.tolist()``, ``nonzero``, a
 boolean-mask index) makes the host wait for the device, and every ATen operation is a kernel launch;
 both counts are the same on any device, so they are counted here, with ``benchmarks/bench_ops.py``'s
-counter (which reports them at full width, 512-8,192 tokens).
+counter (which reports them at full width, 512-8,192 tokens). Two paths: the PyTorch one the CPU runs, and
+the fused Triton kernel's, which CUDA runs by default (here through Triton's interpreter, its launch counted
+as one operation; compiled where there is a GPU).
 """
 
 from __future__ import annotations
