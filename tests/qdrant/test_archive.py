@@ -90,13 +90,14 @@ def test_a_library_caller_gets_one_warning_for_a_run_of_truncated_documents(tmp_
     saved = model.max_seq_length
     model.max_seq_length = 12
     try:
-        with caplog.at_level(logging.WARNING, logger="mteb_fairpos"), \
+        with caplog.at_level(logging.DEBUG, logger="mteb_fairpos.integrations.qdrant"), \
                 FairQdrantIndex(model, "pages", path=str(tmp_path / "edge")) as index:
             report = index.index_file(archive, on_error="skip", show_progress=False)
     finally:
         model.max_seq_length = saved
     assert len(report.truncated) == TRUNCATED and report.written == TRUNCATED
-    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mteb_fairpos")]
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("mteb_fairpos") and r.levelno >= logging.WARNING]
+    assert sum(r.getMessage().startswith("truncated: ") for r in caplog.records if r.levelno == logging.DEBUG) == TRUNCATED
     assert warnings == [f"{TRUNCATED} document(s) truncated to the model's maximum length; IndexReport.truncated "
                         "lists them"], warnings
 
