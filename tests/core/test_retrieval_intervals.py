@@ -42,20 +42,22 @@ def _truth(means: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _covered(estimate, truth: float) -> bool:
-    return estimate.ci_low <= truth <= estimate.ci_high
+def _coverage(truth: dict[str, float], estimate) -> dict[str, float]:
+    """The share of DATASETS simulated datasets whose interval (``estimate()`` draws one dataset and returns the
+    estimates by name) covers each true value."""
+    hits = dict.fromkeys(truth, 0)
+    for _ in range(DATASETS):
+        found = estimate()
+        for name, value in truth.items():
+            hits[name] += found[name].ci_low <= value <= found[name].ci_high
+    coverage = {name: count / DATASETS for name, count in hits.items()}
+    print("coverage", coverage)
+    return coverage
 
 
 def test_intervals_of_group_means_harmonic_mean_and_psi_cover_the_truth_95_percent():
     rng = np.random.default_rng(2024)
-    truth = _truth(TRUE_MEANS)
-    hits = dict.fromkeys(truth, 0)
-    for _ in range(DATASETS):
-        found = intervals(_queries(*_draw(rng, TRUE_MEANS)), SETTINGS)
-        for name, value in truth.items():
-            hits[name] += _covered(found[name], value)
-    coverage = {name: count / DATASETS for name, count in hits.items()}
-    print("coverage", coverage)
+    coverage = _coverage(_truth(TRUE_MEANS), lambda: intervals(_queries(*_draw(rng, TRUE_MEANS)), SETTINGS))
     assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
 
 
@@ -65,15 +67,13 @@ def test_paired_changes_cover_the_true_differences_95_percent():
     rng = np.random.default_rng(7)
     lift = np.array([1.0, 1.1, 1.3])
     truth = {name: value - _truth(TRUE_MEANS)[name] for name, value in _truth(TRUE_MEANS * lift).items()}
-    hits = dict.fromkeys(truth, 0)
-    for _ in range(DATASETS):
+
+    def changes():
         twin, groups = _draw(rng, TRUE_MEANS)
         calibrated = twin * lift[groups] + rng.normal(0, 0.05, twin.shape)
-        found = paired_changes(_queries(calibrated, groups), _queries(twin, groups), SETTINGS).changes
-        for name, value in truth.items():
-            hits[name] += _covered(found[name], value)
-    coverage = {name: count / DATASETS for name, count in hits.items()}
-    print("coverage", coverage)
+        return paired_changes(_queries(calibrated, groups), _queries(twin, groups), SETTINGS).changes
+
+    coverage = _coverage(truth, changes)
     assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
 
 
@@ -82,15 +82,13 @@ def test_stratified_figures_cover_the_mean_over_strata():
     rng = np.random.default_rng(5)
     other = TRUE_MEANS - 0.1
     truth = {name: (a + b) / 2 for (name, a), b in zip(_truth(TRUE_MEANS).items(), _truth(other).values(), strict=True)}
-    hits = dict.fromkeys(truth, 0)
     strata = ["deu"] * (3 * PER_GROUP) + ["eng"] * (3 * 150)
-    for _ in range(DATASETS):
+
+    def stratified():
         (first, in_first), (second, in_second) = _draw(rng, TRUE_MEANS), _draw(rng, other, 150)
-        found = intervals(_queries(np.concatenate([first, second]), np.concatenate([in_first, in_second]), strata), SETTINGS)
-        for name, value in truth.items():
-            hits[name] += _covered(found[name], value)
-    coverage = {name: count / DATASETS for name, count in hits.items()}
-    print("coverage", coverage)
+        return intervals(_queries(np.concatenate([first, second]), np.concatenate([in_first, in_second]), strata), SETTINGS)
+
+    coverage = _coverage(truth, stratified)
     assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
 
 

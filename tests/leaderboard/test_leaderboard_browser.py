@@ -4,6 +4,7 @@ browser is ever downloaded."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -18,10 +19,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run does)")
 
 
-@pytest.fixture
-def page(results, tmp_path):
+@contextlib.contextmanager
+def _opened(results, site: Path):
+    """The leaderboard built from ``results`` into ``site``, open in Chromium; the tab collects console errors."""
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-    site = tmp_path / "site"
     assert main(["leaderboard", str(results), "-o", str(site)]) == 0
     with playwright.sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -33,6 +34,12 @@ def page(results, tmp_path):
         tab.errors = errors
         yield tab
         browser.close()
+
+
+@pytest.fixture
+def page(results, tmp_path):
+    with _opened(results, tmp_path / "site") as tab:
+        yield tab
 
 
 def _models(page) -> list[str]:
@@ -92,13 +99,7 @@ def test_every_chart_has_drawn_marks(page):
 
 
 def test_intervals_stand_beside_their_numbers_and_a_change_spanning_zero_is_neutral(paired_results, tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-    site = tmp_path / "site"
-    assert main(["leaderboard", str(paired_results), "-o", str(site)]) == 0
-    with playwright.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        tab = browser.new_page(viewport={"width": 1400, "height": 900})
-        tab.goto((site / "index.html").as_uri())
+    with _opened(paired_results, tmp_path / "site") as tab:
         main_column = '[data-col="SQuADPosQ|main|"]'
         rows = {name.split(" [")[0]: i for i, name in enumerate(_models(tab))}
         cells = tab.locator(f"#board tr.model td{main_column}")
@@ -113,4 +114,3 @@ def test_intervals_stand_beside_their_numbers_and_a_change_spanning_zero_is_neut
         assert "paired" in noisy.get_attribute("title") and "[" in noisy.get_attribute("title")
         ARTIFACTS.mkdir(exist_ok=True)
         tab.screenshot(path=str(ARTIFACTS / "leaderboard-intervals.png"), full_page=True)
-        browser.close()
