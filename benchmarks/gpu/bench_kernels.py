@@ -5,7 +5,7 @@ for the shapes of the calibrated benchmark (12 heads of 64: 128 x 512, 32 x 2,04
 pooling in baskets of 128; a Qwen3-like causal layer with 16 query heads of 128 on 8 KV heads, 32 x 2,048, its
 every row and its pooling rows) the kernel's time as a ratio to ``scaled_dot_product_attention`` on the same
 query, key and value (plain attention, every row) and to the PyTorch path the backend runs without it
-(``grouped_mean_rows``, one fused call per basket; for the pooling rows, the row recomputed after SDPA), each
+(``grouped_mean_rows``, one fused call per basket; for the pooling rows, ``pooled_row`` after SDPA), each
 after the kernel's first-use check, with the largest difference between the kernel and that path.
 
 **One basket with its log-sum-exp**: each way to get one basket's attention output and log-sum-exp.
@@ -120,7 +120,7 @@ STRENGTH = 0.5
 def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float) -> dict:
     """One row of the fused table: SDPA, the kernel and the PyTorch path, timed on the same inputs."""
     from mteb_fairpos import triton_attention
-    from mteb_fairpos.attention import _rows_output, grouped_mean_rows
+    from mteb_fairpos.attention import grouped_mean_rows, pooled_row
     from mteb_fairpos.calibration import basket_layout
 
     dtype = DTYPES[dtype_name]
@@ -150,11 +150,11 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
             return grouped_mean_rows(q, k, v, None, shape.causal, scale, layout, STRENGTH).transpose(1, 2)
     else:
         batch = torch.arange(shape.n, device=device)
+        plain = scaled_dot_product_attention(q, k, v, is_causal=shape.causal, scale=scale,  # (N, L, H, D), as
+                                             enable_gqa=shape.heads != shape.kv_heads).transpose(1, 2).contiguous()
 
-        def path():  # what the backend adds to SDPA today: the pooling row, recomputed and calibrated
-            rows = layout.query_rows
-            return _rows_output(q[batch, :, rows].unsqueeze(2), rows[:, None], k, v, None, shape.causal, scale, layout,
-                                STRENGTH)[:, 0]
+        def path():  # what the backend adds to SDPA without the kernel: the pooling rows, written over its output
+            return pooled_row(plain, q, k, v, None, shape.causal, scale, layout, STRENGTH)[batch, layout.query_rows]
 
     row["max_abs_vs_path"] = (kernel().float() - path().float()).abs().max().item()
     row["sdpa_ms"] = _median_ms(lambda: scaled_dot_product_attention(q, k, v, is_causal=shape.causal, scale=scale,

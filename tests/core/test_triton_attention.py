@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -335,3 +336,16 @@ def test_a_calibrated_model_gives_the_same_output_through_the_kernel(device, mod
     assert calls == {False: 0, True: 2}  # both calibrated layers, and only with the kernel selected
     valid = mask.bool()
     torch.testing.assert_close(outputs[True][valid], outputs[False][valid], rtol=1e-5, atol=1e-5)
+
+
+def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend_runs_without_it():
+    """benchmarks/gpu/bench_kernels.py's fused table (run.sh's kernels step), on its dry-run shapes: the kernel
+    passes its first-use check and agrees with the PyTorch path it is timed against, for every row and the
+    pooling rows (here interpreted; compiled on CUDA in the GPU run)."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
+    from bench_kernels import QUICK_SHAPES, measure_fused
+
+    device = DEVICES[0]
+    for shape in QUICK_SHAPES:
+        row = measure_fused(device, "fp32", shape, 16, 0.001)
+        assert row["exact"] and row["max_abs_vs_path"] <= 1e-5, row
