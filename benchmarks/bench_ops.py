@@ -39,8 +39,6 @@ import bench_calibration as bench  # noqa: E402  (the same random models, docume
 
 HOST_READ_CALLS = {"tolist", "item", "__bool__", "__int__", "__float__", "__index__", "numpy", "cpu"}
 """Tensor methods that bring a value to the host (``cpu`` and ``to("cpu")`` copy it there from a GPU)."""
-KERNEL = "fairpos::fused_calibrated_attention"
-"""The fused kernel's profiler range (``triton_attention.PROFILE_NAME``)."""
 HOST_READ_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select"}
 """ATen operations that read a device value on the host: the one under ``.item()``, ``bool()``, ``int()``, and
 the ones whose output shape depends on the data (boolean-mask indexing runs ``nonzero``)."""
@@ -70,17 +68,19 @@ def counts(run) -> tuple[Counter, int]:
         reads = HostReads()
         with profile(activities=[ProfilerActivity.CPU]) as profiler, reads:
             run()
+    from mteb_fairpos.triton_attention import PROFILE_NAME  # here: TRITON_INTERPRET is set before it is imported
+
     ops = Counter(event.name for event in profiler.events()
-                  if event.name == KERNEL or (event.name.startswith("aten::") and not _in_kernel(event)))
+                  if event.name == PROFILE_NAME or (event.name.startswith("aten::") and not _in_kernel(event, PROFILE_NAME)))
     return ops, reads.calls + sum(ops[name] for name in HOST_READ_OPS)
 
 
-def _in_kernel(event) -> bool:
+def _in_kernel(event, kernel: str) -> bool:
     """Whether a profiled operation ran inside the fused Triton kernel's range: on CPU tensors Triton's
     interpreter emulates the kernel with ATen operations, where a GPU runs one launch (counted as one)."""
     while event.cpu_parent is not None:
         event = event.cpu_parent
-        if event.name == KERNEL:
+        if event.name == kernel:
             return True
     return False
 

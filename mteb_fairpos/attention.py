@@ -3,11 +3,13 @@
 ``attach(model, config, pooling)`` switches a transformers model to the ``"fairpos"`` attention
 implementation and returns a :class:`CalibrationPlan`. Outside ``plan.applied(mask)`` the
 backend *is* plain SDPA, so one loaded model serves both calibrated documents and
-uncalibrated queries. Inside it, calibrated layers:
+uncalibrated queries. Inside it, calibrated layers run, on CUDA, the one-pass Triton kernel of
+:mod:`mteb_fairpos.triton_attention` wherever it computes the layer exactly (:func:`fused_kernel`), and
+elsewhere this module's PyTorch path (the CPU's, and the reference):
 
-* cls / last pooling: run fused SDPA for every row, then recompute only the pooling row
-  (one ``q . K^T`` per head, softmax, basket arithmetic, one product with ``V``) and write it
-  over the SDPA output; the ``L x L`` matrix is never built;
+* cls / last pooling: run fused SDPA for every row, then recompute only the pooling rows
+  (one batched ``q . K^T`` for all heads, softmax, basket arithmetic, one product with ``V``) and
+  write them over the SDPA output; the ``L x L`` matrix is never built;
 * mean pooling: every valid row is calibrated. Calibration rescales each content basket of a
   row by one factor, and the calibrated (alpha = 1) mass of a row's non-empty baskets is the same
   for all of them (:func:`~mteb_fairpos.calibration.basket_targets`). So a calibrated row is

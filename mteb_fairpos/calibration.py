@@ -161,8 +161,7 @@ def content_members(layout: BasketLayout, dtype: torch.dtype) -> Tensor:
     return (layout.basket[:, None, :, None] == baskets).to(dtype)  # isolated and padded keys (-1) are in none
 
 
-def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor,
-                   members: Tensor | None = None) -> Tensor:
+def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mask: Tensor) -> Tensor:
     """Calibrate rows of attention probabilities (docs/method.md#s1-3, steps 1-5).
 
     Args:
@@ -171,9 +170,8 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
         strength: ``alpha`` in [0, 1].
         row_mask: (N, R) bool, the rows to calibrate (see :meth:`BasketLayout.row_mask`);
             other rows are returned unchanged.
-        members: :func:`content_members` of ``layout`` (any dtype), where the caller keeps it for several calls.
     """
-    members = content_members(layout, probs.dtype) if members is None else members.to(probs.dtype)
+    members = content_members(layout, probs.dtype)
     iso_index = layout.isolated[:, None, None, :].expand(*probs.shape[:3], -1)
     original_iso = probs.gather(-1, iso_index)
     mass = probs @ members  # (N, H, R, n_b): A_b, the attention mass of each content basket

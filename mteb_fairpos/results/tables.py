@@ -172,7 +172,7 @@ def effect_tables(found: Collection) -> str:
         if not rows:
             continue
         keys = list(dict.fromkeys(k for _, _, effects in rows for k in effects))
-        lines = [f"### {task}: effects (estimate (SE) p; standard errors clustered by segment set)", "",
+        lines = [f"### {task}: effects (estimate (SE) p; standard errors clustered by segment set, and by topic where sets share topics)", "",
                  "| model | subset | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
         for model, subset, effects in sorted(rows, key=lambda r: (r[1], model_order(r[0]))):
             cells = [_effect(effects.get(k)) for k in keys]

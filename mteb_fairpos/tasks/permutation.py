@@ -6,8 +6,8 @@ Each hf subset is one experiment instance ``(n, L)``, named ``n3_de`` (monolingu
 with its bootstrap interval ``position_fairness_ci_low`` / ``_ci_high`` and, given a ``baseline``, the paired
 ``change_position_fairness``; docs/method.md#s5-1),
 ``position_<p>`` (mean sigma at position p, with ``_se``, ``_ci_low``, ``_ci_high``),
-``beta_0`` and ``beta_<p>`` (OLS with position dummies, SE clustered by segment set, with
-``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high``), the same with a ``tau_`` prefix for
+``beta_0`` and ``beta_<p>`` (OLS with position dummies, SE clustered by segment set, and by topic
+too where sets share topics, with ``_se``, ``_pvalue``, ``_ci_low``, ``_ci_high``), the same with a ``tau_`` prefix for
 mean-pooled models (``tau_status`` says why it is N/A otherwise), ``lead_vs_later`` and
 ``language_effect`` for mixed instances, and the run's counts (documents, unique segments,
 truncated segments, excluded topics by reason ...).

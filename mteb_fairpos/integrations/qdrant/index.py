@@ -263,7 +263,7 @@ class FairQdrantIndex:
         docs, problems = _as_documents(documents, on_error)
         require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
         windows = (docs[begin:begin + window] for begin in range(0, len(docs), window))
-        return self._index_windows(windows, len(docs), list(invalid) + problems, uncalibrated=uncalibrated,
+        return self._index_windows(windows, len(docs), Listing([*invalid, *problems]), uncalibrated=uncalibrated,
                                    late_chunks=late_chunks, store_text=store_text, batch_size=batch_size,
                                    upsert_batch_size=upsert_batch_size, retries=retries, backoff=backoff,
                                    show_progress=show_progress, collection_options=collection_options)
@@ -289,7 +289,7 @@ class FairQdrantIndex:
                                    upsert_batch_size=upsert_batch_size, retries=retries, backoff=backoff,
                                    show_progress=show_progress, collection_options=collection_options)
 
-    def _index_windows(self, windows: Iterable[list[Document]], total: int, invalid: Iterable[Problem], *,
+    def _index_windows(self, windows: Iterable[list[Document]], total: int, invalid: Listing[Problem], *,
                        uncalibrated: bool | None, late_chunks: bool | None, store_text: bool | None, batch_size: int,
                        upsert_batch_size: int, retries: int, backoff: float, show_progress: bool,
                        collection_options: dict[str, Any]) -> IndexReport:
@@ -300,7 +300,7 @@ class FairQdrantIndex:
         model); local mode writes in place, since its SQLite store belongs to the thread that opened
         it and the write costs little."""
         start = time.perf_counter()
-        report = IndexReport(self.collection, documents=total, invalid=Listing(invalid))
+        report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
                                                        store_text=store_text, **collection_options)
         writer = Writer(self.store, self.collection, spec, batch_size=upsert_batch_size, retries=retries,

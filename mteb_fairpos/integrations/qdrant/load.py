@@ -132,7 +132,7 @@ def load_parts(
                  "write_consistency_factor": write_consistency_factor, "on_disk_payload": on_disk_payload})
     from tqdm.auto import tqdm
 
-    progress = tqdm(total=sum(part.points for part in parts), desc=f"loading into {name}", unit="point",
+    progress = tqdm(total=sum(part.info.points for part in parts), desc=f"loading into {name}", unit="point",
                     disable=not show_progress)
     try:
         with writer.bulk(report.created_collection if defer_indexing is None else defer_indexing) as deferred:
@@ -155,11 +155,10 @@ def load_parts(
 # ---------------------------------------------------------------------------- internals
 @dataclass(frozen=True)
 class _Part:
-    """A part file as its rows say: its metadata, the points it really holds, and a digest of each of its
-    document ids (8 bytes a document, so checking a million documents' ids holds 8 MB, not their strings)."""
+    """A part file whose rows agree with its metadata, and a digest of each of its document ids (8 bytes a
+    document, so checking a million documents' ids holds 8 MB, not their strings)."""
 
     info: part_files.PartInfo
-    points: int
     doc_keys: np.ndarray
 
     @property
@@ -220,7 +219,7 @@ def _read_rows(info: part_files.PartInfo, listed: dict[str, Any] | None) -> _Par
 
     try:
         with info.path.opened() as handle:
-            table = pq.read_table(handle, columns=["id", "doc_id", "position"])
+            table = pq.read_table(handle, columns=["doc_id", "position"])
     except Exception as err:  # noqa: BLE001 - pyarrow raises several types for damaged or foreign columns
         raise part_files.PartError(f"{info.path}: its rows cannot be read ({str(err).splitlines()[0][:160]}); "
                                      "delete it and re-run the encode.") from None
@@ -232,7 +231,7 @@ def _read_rows(info: part_files.PartInfo, listed: dict[str, Any] | None) -> _Par
             raise part_files.PartError(
                 f"{info.path}: {source} says {claimed[0]} document(s) in {claimed[1]} point(s), but its rows hold "
                 f"{rows[0]} in {rows[1]} (a truncated or rewritten part); delete it and re-run the encode.")
-    return _Part(info, table.num_rows, _digests(doc_ids))
+    return _Part(info, _digests(doc_ids))
 
 
 def _digests(doc_ids: list[str]) -> np.ndarray:
