@@ -82,9 +82,8 @@ class TaskScores:
     """The result file."""
     mteb_version: str = ""
     dataset_revision: str = ""
-    headline: dict[str, Estimate] = field(default_factory=dict)
-    """``main`` / ``psi`` -> the value with its 95 % interval, where the result has one: from its per-unit
-    sidecar (pooled as the task pools), else from the intervals a single entry stores."""
+    stored: dict[str, Estimate] = field(default_factory=dict)
+    """``main`` / ``psi`` -> the value with the 95 % interval its single entry stores, where it stores one."""
     units: Any = None
     """The unit scores of a valid per-unit sidecar (`pairing.KINDS`), for paired changes; ``None`` without."""
     unit_kind: str = ""
@@ -95,10 +94,23 @@ class TaskScores:
     task_object: Any = None
     """mteb's task object, where mteb knows the task."""
     changes_cache: dict[int, Any] = field(default_factory=dict, repr=False)
+    _headline: dict[str, Estimate] | None = field(default=None, repr=False)
 
     @property
     def profile(self) -> dict[str, float | None]:
         return self.profiles.get("", {})
+
+    @property
+    def headline(self) -> dict[str, Estimate]:
+        """Measure (``main``, ``psi``, ``fairness <subset>``) -> the value with its 95 % interval, where the result
+        has one: from its per-unit sidecar (pooled as the task pools), else :attr:`stored`. The sidecar's bootstrap
+        runs on first use, so reading a results folder costs no resampling until a report asks for an interval."""
+        if self._headline is None:
+            from . import pairing
+
+            self._headline = self.stored if self.units is None else pairing.headline(
+                self.units, self.unit_kind, self.task_object, self.resampling or Resampling())
+        return self._headline
 
 
 @dataclass(frozen=True)
@@ -198,7 +210,7 @@ def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: P
         if scores.unit_model is not None and scores.unit_model != (key.name, key.revision):
             scores.notes.append(("units", f"its per-unit sidecar records model {scores.unit_model[0]} [{scores.unit_model[1]}], "
                                           "not this folder's; not used (no intervals or paired changes from it)."))
-            scores.units, scores.headline = None, {}
+            scores.units, scores.stored = None, {}
         for kind, note in scores.notes:
             found.issues.append(Issue(kind, f"{key.label}: {_rel(file, root)}", note))
         found.scores[(key, scores.task)] = scores
@@ -280,7 +292,6 @@ def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
         scores.notes.append(("units", f"{path.name}: {err} Not used."))
         return
     scores.unit_kind, scores.unit_model = sidecar.kind, (sidecar.model, sidecar.revision)
-    scores.headline = pairing.headline(scores.units, sidecar.kind, scores.task_object, scores.resampling or Resampling())
 
 
 def _task_result(file: Path, text: str):
@@ -401,7 +412,7 @@ def summarize(result) -> TaskScores:
             main_score, psi = pooled["main_score"], pooled["psi"]
             averaged[""] = dict(pooled["positions"])
             pools = dict(pooled.get("languages", {}))
-    headline: dict[str, Estimate] = {}
+    headline: dict[str, Estimate] = {}  # the single entry's own intervals
     if len(stored) == 1 and entries == 1:
         points, figures = stored[0]
         intervals[""] = points
@@ -421,7 +432,7 @@ def summarize(result) -> TaskScores:
         effects={subset: found for subset, found in effects.items() if found},
         settings=settings,
         pools=pools,
-        headline=headline,
+        stored=headline,
         resampling=resampling,
         task_object=task,
     )

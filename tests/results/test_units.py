@@ -4,6 +4,7 @@ ResultCache), never inside the result JSON; checked by the reader against its re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -81,6 +82,25 @@ def test_a_sidecar_that_is_not_its_results_is_reported_and_not_used(tmp_path):
     shutil.copy(theirs, mine)  # now the result matches its rows, but the folder is another model's
     found = collect(tmp_path)
     assert [i.kind for i in found.issues] == ["units"] and f"records model {TWIN}" in found.issues[0].message
+
+
+def test_reading_a_folder_resamples_nothing_until_an_interval_is_asked_for(tmp_path, monkeypatch):
+    root = tmp_path / "results"
+    write_grouped_result(root, TWIN, COMMIT, *simulated_queries(200, 5))
+    retrieval = pairing.KINDS["retrieval"]
+    drawn = []
+
+    def counted(*args, **kwargs):
+        drawn.append(1)
+        return real(*args, **kwargs)
+
+    real = retrieval.intervals
+    monkeypatch.setitem(pairing.KINDS, "retrieval", dataclasses.replace(retrieval, intervals=counted))  # the real bootstrap, counted
+    (scores,) = collect(tmp_path).scores.values()
+    assert scores.units is not None and drawn == []
+    first = scores.headline["main"]
+    assert drawn == [1] and scores.headline["main"] is first  # drawn once, then kept
+    assert first.interval[0] < first.value < first.interval[1]
 
 
 def test_a_resumed_run_keeps_the_rows_of_subsets_it_did_not_redo(tmp_path):
