@@ -16,6 +16,7 @@ is the plain difference of the two numbers, marked as without an interval.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,7 +158,16 @@ def _probe_intervals(units: dict[str, ProbeRows], resampling: Resampling) -> dic
                                            strata=strata).fairness.as_estimate()
     except ValueError:
         pass
+    else:
+        found["psi"] = _mirrored(found["main"], 1.0)
     return found
+
+
+def _mirrored(estimate: Estimate, offset: float) -> Estimate:
+    """``offset - estimate``, its interval turned round: the probe's PSI is one minus its main score (the mean
+    fairness over subsets, docs/method.md#s5-1), so its interval and change are the main score's mirrored."""
+    return dataclasses.replace(estimate, value=offset - estimate.value, ci_low=offset - estimate.ci_high,
+                               ci_high=offset - estimate.ci_low)
 
 
 def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], resampling: Resampling) -> Paired:
@@ -199,6 +209,10 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
             changes["main"], paired["main"] = boot.change.as_estimate(), len(mine_rows.units)
         except ValueError as err:
             why["main"] = str(err)
+    if "main" in changes:
+        changes["psi"], paired["psi"] = _mirrored(changes["main"], 0.0), paired["main"]
+    else:
+        why["psi"] = why["main"]
     return Paired(changes, paired, why)
 
 
@@ -207,7 +221,7 @@ def _probe_figure(task: Any, measure: str, subset: str) -> str:
 
 
 def _probe_measures(units: dict[str, ProbeRows]) -> list[tuple[str, str]]:
-    return [("main", "")] + [("fairness", subset) for subset in units]
+    return [("main", ""), ("psi", "")] + [("fairness", subset) for subset in units]
 
 
 KINDS: dict[str, Kind] = {

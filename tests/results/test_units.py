@@ -218,6 +218,26 @@ def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unkn
     assert any("kind 'clicks', which this release does not read" in i.message for i in again.issues if i.kind == "units")
 
 
+def test_the_probes_psi_is_one_minus_its_main_score_so_its_interval_and_change_are_the_main_scores_mirrored(tmp_path):
+    from results_folders import simulated_probe_rows, write_probe_result
+
+    root = tmp_path / "results"
+    write_probe_result(root, TWIN, COMMIT, {"n3_en": simulated_probe_rows(5), "n3_de": simulated_probe_rows(6)}, resamples=300, seed=9)
+    write_probe_result(root, CALIBRATED, COMMIT, {"n3_en": simulated_probe_rows(5, shift=-0.03), "n3_de": simulated_probe_rows(6, shift=-0.03)},
+                       resamples=300, seed=9)
+    found = collect(tmp_path)
+    calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
+    main, psi = calibrated.headline["main"], calibrated.headline["psi"]
+    assert psi.value == pytest.approx(calibrated.psi, rel=1e-9) and psi.value == pytest.approx(1 - main.value, rel=1e-9)
+    assert psi.interval == pytest.approx((1 - main.interval[1], 1 - main.interval[0]), rel=1e-12)
+    lifted, lowered = pairing.change(calibrated, twin, "main"), pairing.change(calibrated, twin, "psi")
+    assert lowered.value == pytest.approx(calibrated.psi - twin.psi, rel=1e-9) and lowered.value == -lifted.value < 0
+    assert lowered.interval == (-lifted.interval[1], -lifted.interval[0]) and lowered.pvalue == lifted.pvalue
+    assert lowered.paired == lifted.paired == 2 * 12 * 6 * 3 and lowered.verdict(higher_is_better=False) == "better"
+    row = next(line for line in tables.changes_table(found).splitlines() if line.startswith(f"| {CALIBRATED}") and "| psi |" in line)
+    assert lowered.text() in row and row.endswith("| better |")
+
+
 def _key(found, name: str) -> tuple:
     return next(model for model in found.models if model.name == name), "PermutationFairnessSample"
 
