@@ -127,11 +127,15 @@ def write_probe_result(root: Path, model: str, revision: str, subsets: dict[str,
 
     task, entries = "PermutationFairnessSample", []
     for subset, columns in subsets.items():
+        measured = {"tau": np.asarray(columns["tau"], dtype=np.float32)} if "tau" in columns else {}
         table = units.rows(columns["unit"], columns["group"], columns["score"],
-                           segment_set=columns["segment_set"], topic=columns["topic"])
+                           segment_set=columns["segment_set"], topic=columns["topic"], **measured)
         scores = table.column("score").to_numpy().astype(np.float64)
         positions = np.asarray(columns["group"], dtype=int)
         entry = probe_entry(subset, [float(scores[positions == p].mean()) for p in range(1, positions.max() + 1)])
+        if measured:  # the tau profile, as a mean-pooled model's entry holds it
+            tau = measured["tau"].astype(np.float64)
+            entry.update({f"tau_position_{p}": float(tau[positions == p].mean()) for p in range(1, positions.max() + 1)})
         entry.update({"bootstrap_resamples": resamples, "bootstrap_seed": seed, "bootstrap_units": "segment sets and topics"})
         entry[units.DIGEST] = units.hand_over(task, "test", subset, table, kind="probe")
         entries.append(entry)

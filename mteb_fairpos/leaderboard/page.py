@@ -8,6 +8,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from ..results import Issue
 from ..results.pairing import Change
 from .data import Board, Cell, Column, Row, Source
 from .figures import task_figures
@@ -44,12 +45,12 @@ def _header(board: Board) -> str:
             "change against that twin, paired query by query: green where it is better and red where it is worse only when "
             "its 95 % interval excludes 0, grey and marked n.s. (not significant) where the interval spans 0, and marked no CI "
             "where the results hold no per-query scores (earlier releases). A number's own 95 % interval, where the result "
-            "has one, stands in brackets beside it. <b>PSI</b> (position sensitivity index, lower is fairer) is "
+            "has one, stands in brackets beside it, and so does a change's paired interval (hover a change for its p-value). <b>PSI</b> (position sensitivity index, lower is fairer) is "
             "1 &minus; min/max of the per-position profile; a probe subset's <b>fairness</b> is min/max (higher is fairer).</p>"
             f'<dl class="facts"><dt>results</dt><dd>{folders}</dd><dt>models</dt><dd>{len(board.rows)} in {len(board.bases)} base '
             f"model{'s' if len(board.bases) != 1 else ''}</dd><dt>tasks</dt><dd>{len(board.tasks)}</dd>"
             f"<dt>mteb</dt><dd>{escape(', '.join(versions) or 'not recorded')}</dd>"
-            f'<dt>issues</dt><dd><a href="#issues">{len(board.issues)}</a></dd></dl></header>')
+            f'<dt>issues</dt><dd><a href="#issues">{len(_listed(board, problems=True))}</a></dd></dl></header>')
 
 
 def _filters(board: Board) -> str:
@@ -128,8 +129,10 @@ def _change(change: Change, column: Column) -> str:
     verdict = change.verdict(column.higher_is_better)
     tone = {"better": "better", "worse": "worse", "not significant": "ns"}.get(verdict, "unknown")
     tag = {"ns": '<span class="verdict">n.s.</span>', "unknown": '<span class="verdict">no CI</span>'}.get(tone, "")
+    interval = "" if change.interval is None else \
+        f'<span class="change-ci">[{change.interval[0]:+.4f}, {change.interval[1]:+.4f}]</span>'
     return (f'<span class="delta {tone}" data-verdict="{escape(verdict)}" title="change against the twin: {escape(change.text())}">'
-            f'{change.value:+.4f}{tag}</span>')
+            f'{change.value:+.4f}{interval}{tag}</span>')
 
 
 def _column_data(column: Column) -> str:
@@ -177,14 +180,31 @@ def _settings(source: Source) -> str:
     return "; ".join(f"{escape(k.replace('_', ' '))} <code>{escape(str(v))}</code>" for k, v in items.items())
 
 
+NOTES = ("pooled",)
+"""Issue kinds that say how a number was made, not that anything is wrong: listed as notes, not counted as issues."""
+
+
+def _listed(board: Board, *, problems: bool) -> list[tuple[str, Issue]]:
+    return [(folder, issue) for folder, issue in board.issues if (issue.kind in NOTES) != problems]
+
+
 def _issues(board: Board) -> str:
-    if not board.issues:
-        return '<section id="issues"><h2>Issues</h2><p>No missing, partial or unreadable results.</p></section>'
+    problems, notes = _listed(board, problems=True), _listed(board, problems=False)
+    if problems:
+        body = ('<p class="hint">Files and results that are missing, partial, foreign or unreadable: listed here rather than '
+                f"dropped.</p>{_issue_table(problems)}")
+    else:
+        body = "<p>No missing, partial or unreadable results.</p>"
+    if notes:
+        body += f'<h3>Notes</h3><p class="hint">How some numbers were made (the &dagger; marks).</p>{_issue_table(notes)}'
+    return f'<section id="issues"><h2>Issues</h2>{body}</section>'
+
+
+def _issue_table(listed: list[tuple[str, Issue]]) -> str:
     rows = "".join(f'<tr class="issue {escape(i.kind)}"><td><span class="kind">{escape(i.kind)}</span></td><td>{escape(i.where)}</td>'
-                   f"<td>{escape(i.message)}</td><td><code>{escape(folder)}</code></td></tr>" for folder, i in board.issues)
-    return ('<section id="issues"><h2>Issues</h2><p class="hint">Files and results that are missing, partial, foreign or '
-            'unreadable: listed here rather than dropped.</p><table><thead><tr><th>kind</th><th>where</th><th>what</th>'
-            f"<th>results folder</th></tr></thead><tbody>{rows}</tbody></table></section>")
+                   f"<td>{escape(i.message)}</td><td><code>{escape(folder)}</code></td></tr>" for folder, i in listed)
+    return (f"<table><thead><tr><th>kind</th><th>where</th><th>what</th><th>results folder</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
 
 
 def _provenance(board: Board) -> str:

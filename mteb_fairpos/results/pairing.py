@@ -128,7 +128,13 @@ def _pooled(parts: dict[str, ProbeRows]) -> tuple[ProbeRows, np.ndarray]:
     return rows, np.repeat(np.asarray(order, dtype=object), [len(parts[s].units) for s in order])
 
 
+TAU = "tau "
+"""The prefix of a probe family measured with tau (`TaskScores.profiles`): its rows are the sidecar's ``tau`` column."""
+
+
 def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeRows]:
+    """Each subset's sigma rows, and as family ``tau <subset>`` its tau rows where the sidecar holds measured tau
+    (mean-pooled models; sidecars of earlier releases hold sigma only)."""
     found: dict[str, ProbeRows] = {}
     for (split, subset), table in sidecar.tables.items():
         missing = {"segment_set", "topic"} - set(table.column_names)
@@ -136,10 +142,19 @@ def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeR
             raise ValueError(f"the probe's rows of split {split}, subset {subset} lack column(s) {sorted(missing)}.")
         if subset in found:
             raise ValueError(f"subset {subset} has rows in more than one split; the probe evaluates one.")
-        found[subset] = ProbeRows(*(np.asarray(table.column(name).to_pylist(), dtype=kind)
-                                    for name, kind in (("unit", str), ("group", np.int64), ("segment_set", object), ("topic", object))),
-                                  table.column("score").to_numpy().astype(np.float64))
+        ids = [np.asarray(table.column(name).to_pylist(), dtype=kind)
+               for name, kind in (("unit", str), ("group", np.int64), ("segment_set", object), ("topic", object))]
+        found[subset] = ProbeRows(*ids, table.column("score").to_numpy().astype(np.float64))
+        if "tau" in table.column_names:
+            tau = table.column("tau").to_numpy(zero_copy_only=False).astype(np.float64)
+            if np.isfinite(tau).any():
+                found[TAU + subset] = ProbeRows(*ids, tau)
     return found
+
+
+def _sigma(units: dict[str, ProbeRows]) -> dict[str, ProbeRows]:
+    """The sigma subsets: what the probe task's main score pools."""
+    return {subset: rows for subset, rows in units.items() if not subset.startswith(TAU)}
 
 
 def _probe_intervals(units: dict[str, ProbeRows], resampling: Resampling) -> dict[str, Estimate]:
@@ -152,7 +167,7 @@ def _probe_intervals(units: dict[str, ProbeRows], resampling: Resampling) -> dic
         except ValueError:  # one segment set or topic: no interval, the point stays the entry's
             continue
         found[measure_key("fairness", subset)] = boot.fairness.as_estimate()
-    rows, strata = _pooled(units)
+    rows, strata = _pooled(_sigma(units))
     try:  # the main score: the mean over subsets, resampled together (they share topics across languages)
         found["main"] = fairness_bootstrap(rows.values, rows.positions, rows.sets, rows.topics, resampling,
                                            strata=strata).fairness.as_estimate()
@@ -180,7 +195,10 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
     for subset, mine in model.items():
         figure = measure_key("fairness", subset)
         theirs = baseline.get(subset)
-        shared, at_mine, at_theirs = np.intersect1d(mine.units, theirs.units if theirs else [], return_indices=True)
+        if theirs is None:
+            why[figure] = f"the twin's per-unit scores hold no rows of {subset}"
+            continue
+        shared, at_mine, at_theirs = np.intersect1d(mine.units, theirs.units, return_indices=True)
         if len(shared) == 0:
             why[figure] = f"the two results share no observations of subset {subset}"
             continue
@@ -197,7 +215,8 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
             why[figure] = f"subset {subset}: {err}"
             continue
         changes[figure], paired[figure] = boot.change.as_estimate(), len(shared)
-    unpaired = sorted(set(model) - set(aligned))
+    aligned = _sigma(aligned)
+    unpaired = sorted(set(_sigma(model)) - set(aligned))
     if unpaired:
         why["main"] = f"subset(s) {', '.join(unpaired)} could not be paired, so the mean over subsets is not either"
     else:

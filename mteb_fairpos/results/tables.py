@@ -97,8 +97,8 @@ def profile_rows(found: Collection) -> list[dict[str, Any]]:
 
 
 def _subsets(scores: Any) -> list[str]:
-    """The subsets a probe result profiles apart, each its own estimate (``tau`` ones left out)."""
-    return [f for f in scores.intervals if f and not f.startswith("tau ") and scores.profiles.get(f)]
+    """The families a probe result profiles apart, each its own estimate: its subsets, then their ``tau`` ones."""
+    return sorted((f for f in scores.intervals if f and scores.profiles.get(f)), key=lambda f: (f.startswith(pairing.TAU), f))
 
 
 def _fairness_change(mine: Any, theirs: Any, subset: str) -> float | None:
@@ -114,7 +114,7 @@ def main_table(found: Collection) -> str:
     it gets one column per subset with that subset's fairness instead of a mean across them."""
     columns: list[tuple[str, str | None]] = []
     for task in found.tasks:
-        subsets = [f for f in families(found, task) if f and not f.startswith("tau ")]
+        subsets = [f for f in families(found, task) if f and not f.startswith(pairing.TAU)]
         columns += [(task, subset) for subset in subsets] or [(task, None)]
     header = [task if subset is None else f"{task}: {subset}" for task, subset in columns]
     lines = ["| model | " + " | ".join(header) + " |", "|---|" + "---:|" * len(columns)]
@@ -155,8 +155,9 @@ def profile_tables(found: Collection) -> str:
                 profile, intervals = scores.profiles[family], scores.intervals.get(family, {})
                 cells = [_with_interval(profile.get(label), intervals.get(label)) for label in labels]
                 psi, main = (scores.headline.get(m) for m in ("psi", "main"))
+                ratio = scores.headline.get(pairing.measure_key("fairness", family))
                 ends = (f" {_with_interval(scores.psi, psi and psi.interval)} | {_with_interval(scores.main_score, main and main.interval)} |" if pooled
-                        else f" {format_score(fairness.min_max_ratio(profile.values()))} |")
+                        else f" {_with_interval(fairness.min_max_ratio(profile.values()), ratio and ratio.interval)} |")
                 lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + f" |{ends}")
             parts.append("\n".join(lines))
     return "\n\n".join(parts)
@@ -192,7 +193,7 @@ def _effect(value: tuple[float, float | None, float | None] | None) -> str:
 def families(found: Collection, task: str) -> list[str]:
     """The profile families of ``task`` with values: the pooled one first, then subsets, then tau's."""
     families = [f for m in found.models if (s := found.get(m, task)) is not None for f, p in s.profiles.items() if p]
-    return sorted(dict.fromkeys(families), key=lambda f: (f != "", f.startswith("tau "), f))
+    return sorted(dict.fromkeys(families), key=lambda f: (f != "", f.startswith(pairing.TAU), f))
 
 
 def _with_interval(value: float | None, interval: tuple[float, float] | None) -> str:

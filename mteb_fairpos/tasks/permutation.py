@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 from mteb.abstasks.abstask import AbsTask
 
 from ..permutation.corpus import (
@@ -312,9 +313,11 @@ class AbsTaskPermutationFairness(AbsTask):
         # ---- per-observation sidecar (mteb_fairpos.results.units): one row per (document, position), for
         # paired changes across runs; the probe's own statistics do not read it
         obs, scores = result.observations, dict(result.scores)
+        measured = {"tau": obs.tau.astype(np.float32)} if np.isfinite(obs.tau).any() else {}  # tau: mean pooling only
         rows = units.rows([f"{d}:{p}" for d, p in zip(obs.document.tolist(), obs.position.tolist(), strict=True)],
                           [str(p) for p in obs.position.tolist()], obs.sigma,
-                          segment_set=[str(c) for c in obs.cluster.tolist()], topic=[str(t) for t in obs.topic.tolist()])
+                          segment_set=[str(c) for c in obs.cluster.tolist()], topic=[str(t) for t in obs.topic.tolist()],
+                          **measured)
         scores[units.DIGEST] = units.hand_over(self.metadata.name, hf_split, hf_subset, rows, kind="probe")
         return scores
 

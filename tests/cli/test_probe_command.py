@@ -7,6 +7,7 @@ import json
 import pytest
 
 from mteb_fairpos.cli import main
+from mteb_fairpos.results import collect, pairing
 from mteb_fairpos.permutation import sample_corpus
 from mteb_fairpos.permutation.corpus import load_corpus_file
 
@@ -118,3 +119,12 @@ def test_the_demo_subsets_are_a_task_the_run_completes_with_paired_changes(tmp_p
     assert {scores["hf_subset"] for scores in plain} == set(PermutationFairnessManpagesDemo.metadata.hf_subsets)
     board = build([out_dir], tmp_path / "site")  # the page flags nothing as partial (the sets-2 name is not
     assert {issue.kind for _, issue in board.issues} <= {"pooled", "unchecked"}  # registered, so unchecked here)
+    # compare pairs the two results again from their sidecars (sigma, and tau: MiniLM mean-pools), as the run paired them
+    found = collect(out_dir)
+    mine, twin = (found.get(next(m for m in found.models if m.name == name), task)
+                  for name in ("fair/all-MiniLM-L6-v2-b128_lhalf_a1", "fair-off/all-MiniLM-L6-v2"))
+    for scores in calibrated:
+        for family, prefix in (("", ""), ("tau ", "tau_")):
+            change = pairing.change(mine, twin, "fairness", subset=family + scores["hf_subset"])
+            stored = [scores[f"change_{prefix}position_fairness{end}"] for end in ("", "_ci_low", "_ci_high")]
+            assert [change.value, *change.interval] == pytest.approx(stored, abs=1e-5)  # the sidecar holds float32 values

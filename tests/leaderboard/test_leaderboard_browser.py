@@ -112,5 +112,10 @@ def test_intervals_stand_beside_their_numbers_and_a_change_spanning_zero_is_neut
         assert noisy.get_attribute("data-verdict") == "not significant" and "N.S." in noisy.inner_text().upper()
         assert noisy.evaluate(colour) == "rgb(122, 128, 138)"  # the neutral grey, neither green nor red
         assert "paired" in noisy.get_attribute("title") and "[" in noisy.get_attribute("title")
+        for change in (lifted, noisy):  # the paired interval stands beside the change, as in its title
+            shown = change.locator(".change-ci")
+            assert shown.is_visible() and shown.inner_text() in change.get_attribute("title")
+        low, high = (float(end) for end in noisy.locator(".change-ci").inner_text().strip("[]").split(", "))
+        assert low <= 0 <= high
         ARTIFACTS.mkdir(exist_ok=True)
         tab.screenshot(path=str(ARTIFACTS / "leaderboard-intervals.png"), full_page=True)

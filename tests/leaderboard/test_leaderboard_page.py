@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 from conftest import MINILM, POSIR, PROBE, RETRIEVAL
 from mteb_fairpos.cli import main
+from mteb_fairpos.leaderboard import build, write
 
 
 class _Tags(HTMLParser):
@@ -81,3 +82,15 @@ def test_no_results_and_no_folder(tmp_path, capsys):
     assert "no readable mteb results" in capsys.readouterr().out
     assert main(["leaderboard", str(tmp_path / "nowhere"), "-o", str(tmp_path / "site")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_how_a_number_was_pooled_is_a_note_not_an_issue(results, tmp_path):
+    """The header counts what is wrong (missing, partial, unreadable); the pooled marks' explanations are listed
+    apart, as notes, so a complete run's page reports no issues."""
+    board = build([results], tmp_path / "site")
+    html = (write(board, tmp_path / "site")).read_text()
+    pooled = [issue for _, issue in board.issues if issue.kind == "pooled"]
+    problems = len(board.issues) - len(pooled)
+    assert pooled and problems and f'<dt>issues</dt><dd><a href="#issues">{problems}</a></dd>' in html
+    notes = html.split("<h3>Notes</h3>")[1]
+    assert notes.count('<tr class="issue pooled">') == len(pooled) and '<tr class="issue partial">' not in notes

@@ -238,6 +238,42 @@ def test_the_probes_psi_is_one_minus_its_main_score_so_its_interval_and_change_a
     assert lowered.text() in row and row.endswith("| better |")
 
 
+def test_the_probes_tau_fairness_gets_its_interval_and_paired_change_from_the_sidecars_tau_column(tmp_path):
+    """A mean-pooled model's sidecar holds tau beside sigma: its fairness per subset gets the same two-way interval,
+    and its change against the twin is paired on the same observations; compare shows both."""
+    from results_folders import simulated_probe_rows, write_probe_result
+
+    from mteb_fairpos.permutation import fairness_bootstrap
+    from mteb_fairpos.resampling import Resampling
+
+    def with_tau(seed, lift):
+        rows = simulated_probe_rows(seed)
+        rng = np.random.default_rng(seed + 100)
+        rows["tau"] = [0.9 - (0.05 - lift) * int(p) + rng.normal(0, 0.01) for p in rows["group"]]
+        return rows
+
+    root = tmp_path / "results"
+    plain, lifted = with_tau(5, 0.0), with_tau(5, 0.03)
+    write_probe_result(root, TWIN, COMMIT, {"n3_en": plain}, resamples=300, seed=9)
+    write_probe_result(root, CALIBRATED, COMMIT, {"n3_en": lifted}, resamples=300, seed=9)
+    found = collect(tmp_path)
+    calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
+    tau = lambda rows: np.asarray(rows["tau"], dtype=np.float32).astype(np.float64)  # noqa: E731 - as the sidecar holds it
+    expected = fairness_bootstrap(tau(lifted), np.asarray(lifted["group"], dtype=int), lifted["segment_set"], lifted["topic"],
+                                  Resampling(300, 9), baseline_values=tau(plain))
+    estimate = calibrated.headline["fairness tau n3_en"]
+    assert (estimate.value, *estimate.interval) == pytest.approx((expected.fairness.estimate, expected.fairness.ci_low,
+                                                                  expected.fairness.ci_high), rel=1e-9)
+    change = pairing.change(calibrated, twin, "fairness", subset="tau n3_en")
+    assert (change.value, *change.interval, change.pvalue) == pytest.approx(
+        (expected.change.estimate, expected.change.ci_low, expected.change.ci_high, expected.change.pvalue), rel=1e-9)
+    assert change.paired == len(lifted["unit"]) and change.verdict(higher_is_better=True) == "better"
+    assert calibrated.headline["main"].value == calibrated.headline["fairness n3_en"].value  # tau is not pooled into main
+    assert f"| fairness tau n3_en | {change.text()} | better |" in tables.changes_table(found)
+    tau_table = tables.profile_tables(found).split(": tau n3_en")[1]
+    assert f"{estimate.value:.4f} [{estimate.interval[0]:.3f}, {estimate.interval[1]:.3f}] |" in tau_table
+
+
 def _key(found, name: str) -> tuple:
     return next(model for model in found.models if model.name == name), "PermutationFairnessSample"
 
