@@ -24,6 +24,7 @@ every call is refused with the reason. On the CPU the kernel runs only through T
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -65,9 +66,11 @@ class LaunchConfig:
 CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, LaunchConfig], ...] = (
     # (dtypes, largest head size, pooling rows only, config): the first entry that matches is used. Three
     # (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry compiles with
-    # Triton 3.6 for sm_90 and sm_80, and ptxas -v reports no register spills there at head sizes 32, 64 and 128 (a
-    # few at 256). The pooling rows of one sequence and KV head (its query heads) are a handful: 16 rows, the least
-    # tl.dot takes. Not yet timed on a GPU: bench_kernels.py's first table is the measure.
+    # Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half precision
+    # at head sizes 32, 64 and 128 (tests/core/kernel_build.py builds every entry without a GPU, aligned as at a real
+    # launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV head
+    # (its query heads) are a handful: 16 rows, the least tl.dot takes. Not yet timed on a GPU: bench_kernels.py's
+    # first table is the measure.
     ((torch.bfloat16, torch.float16), 64, True, LaunchConfig(16, 64, 4, 2)),
     ((torch.bfloat16, torch.float16), 256, True, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, LaunchConfig(16, 16, 4, 2)),
@@ -271,22 +274,27 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
         out = torch.empty(n, length, heads, head_dim, dtype=value.dtype, device=value.device).transpose(1, 2)
         out_strides = out.stride()
         grid = (triton.cdiv(length, config.block_m), n * heads)
-    codes = [POLICY_CODES.get(policy, 2) if isinstance(policy, str) else 2 for policy in fused.shares] + [0, 0]
     fixed = [float(policy) if not isinstance(policy, str) else 0.0 for policy in fused.shares] + [0.0, 0.0]
     with torch.profiler.record_function(PROFILE_NAME):  # one kernel launch, named in profiles (and counted as one)
         _calibrated_attention_kernel[grid](
             query, key, value, out, fused.sequences,
             *query.stride(), *key.stride(), *value.stride(), *out_strides,
             heads, kv_heads, length, scaling * _LOG2_E, float(strength), fixed[0], fixed[1],
-            HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-            BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-            POOLED=fused.pooled, CAUSAL=bool(causal), N_ISO=len(fused.shares), POLICY_0=codes[0], POLICY_1=codes[1],
-            RESCALE=any(policy != "equal" for policy in fused.shares),
-            DOT_PRECISION="ieee" if query.dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
-            EXACT_OPERANDS=_interpreting() and query.dtype == torch.bfloat16,
+            **kernel_constants(query.dtype, head_dim, config, fused.pooled, bool(causal), fused.shares),
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
     return out
+
+
+def kernel_constants(dtype: torch.dtype, head_dim: int, config: LaunchConfig, pooled: bool, causal: bool,
+                     shares: tuple[SharePolicy, ...]) -> dict[str, Any]:
+    """The kernel's compile-time arguments for one kind of call: each distinct set is a kernel compiled of its own."""
+    codes = [POLICY_CODES.get(policy, 2) if isinstance(policy, str) else 2 for policy in shares] + [0, 0]
+    return dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n, POOLED=pooled, CAUSAL=causal, N_ISO=len(shares), POLICY_0=codes[0],
+                POLICY_1=codes[1], RESCALE=any(policy != "equal" for policy in shares),
+                DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
+                EXACT_OPERANDS=_interpreting() and dtype == torch.bfloat16)
 
 
 def _out_refusal(out: Tensor, query: Tensor, pooled: bool) -> str | None:

@@ -72,7 +72,7 @@ wanted environment && step environment 20 "$python" benchmarks/gpu/environment.p
 wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
     tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
 # the fused kernel's tests, whole (compiled on CUDA, interpreted on a CPU), and the operations and host reads of a pass
-triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.py)
+triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.py tests/core/test_kernel_build.py)
 if wanted tests && [ -f "${triton_tests[0]}" ]; then
     step "triton tests" 60 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
 fi

@@ -1,0 +1,87 @@
+"""Build the fused kernel for NVIDIA GPUs on a machine without one, and print one JSON line per build.
+
+Triton compiles a kernel to a GPU binary without a GPU: its wheel brings ``ptxas``. So every kernel the package
+can launch (each launch config of :data:`~mteb_fairpos.triton_attention.CONFIGS`, with the compile-time arguments
+``fused_calibrated_attention`` passes) is built here for Hopper (sm_90: H100, H200) and Ampere (sm_80: A100), and
+``ptxas -v`` reports its registers and spills. The interpreter tests check what the kernel computes; this checks
+that the compiler takes it, and that it fits the GPU's shared memory. Run without ``TRITON_INTERPRET`` (under the
+interpreter ``triton.jit`` gives no compilable function)::
+
+    python tests/core/kernel_build.py            # every build, one JSON line each
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+from triton.compiler import ASTSource
+
+from mteb_fairpos import triton_attention
+
+HEADS = (32, 64, 128, 256)
+"""The head sizes of the supported architectures (MiniLM 32, gte and bge 64, Qwen3 128) and the largest CONFIGS takes."""
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+SHARES = ("original", "equal")
+"""The default share policies of the two isolated tokens (docs/method.md#s1-1)."""
+
+
+def builds() -> list[dict]:
+    """(arch, dtype, head size, pooled, causal) of every build: all calls on Hopper, causal ones at Qwen3's head
+    size, and bf16 on Ampere."""
+    hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal)
+              for dtype in DTYPES for head in HEADS for pooled in (True, False)
+              for causal in ((False, True) if head == 128 else (False,))]
+    ampere = [dict(arch=80, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False) for head in HEADS for pooled in (True, False)]
+    return hopper + ampere
+
+
+def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool,
+          config: triton_attention.LaunchConfig | None = None) -> dict:
+    """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches); its shared
+    memory, registers and spill bytes (from ``ptxas -v``)."""
+    kernel = triton_attention._calibrated_attention_kernel
+    config = config or triton_attention.launch_config(dtype, head, pooled)
+    pointer = f"*{DTYPES[dtype]}"
+    types = {"Q": pointer, "K": pointer, "V": pointer, "Out": pointer, "Sequences": "*i32",
+             "scale_log2": "fp32", "strength": "fp32", "fixed_0": "fp32", "fixed_1": "fp32"}
+    # as a launch on (N, H, L, D) views with contiguous heads specializes them: the head dimension's strides are 1
+    # (compile-time constants), the pointers and the other strides multiples of 16
+    unit = {f"stride_{t}d": 1 for t in "qkvo"}
+    signature = {p.name: "constexpr" if p.is_constexpr or p.name in unit else types.get(p.name, "i32") for p in kernel.params}
+    constants = {**triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES), **unit}
+    aligned = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(kernel.params)
+               if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name.startswith("stride_") and p.name not in unit)}
+    compiled = triton.compile(ASTSource(kernel, signature, constants, aligned), target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "kernel.ptx"
+        source.write_text(compiled.asm["ptx"])
+        report = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm_arch_from_capability(arch)}", str(source), "-o", str(Path(folder) / "k.cubin")],
+                                check=True, capture_output=True, text=True).stderr
+    registers = re.search(r"Used (\d+) registers", report)
+    spills = re.search(r"(\d+) bytes spill stores", report)
+    return {"shared": compiled.metadata.shared, "registers": int(registers.group(1)) if registers else None,
+            "spills": int(spills.group(1)) if spills else 0, "block_m": config.block_m, "block_n": config.block_n}
+
+
+def main() -> int:
+    for case in builds():
+        try:
+            found = build(**case)
+        except Exception as err:  # noqa: BLE001 - a compiler error is the finding, reported per build
+            found = {"error": f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"}
+        print(json.dumps({**case, "dtype": DTYPES[case["dtype"]], **found}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""The fused kernel builds for the GPUs it is meant for, on a machine without one: every kernel the package can
+launch compiles to a Hopper (sm_90) and an Ampere (sm_80) binary, fits the GPU's shared memory, and in half precision
+keeps its registers unspilled at the supported architectures' head sizes (``kernel_build.py`` beside this file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mteb_fairpos import triton_attention
+
+pytestmark = pytest.mark.skipif(triton_attention.triton is None, reason="triton is not installed (pip install -e '.[test]')")
+
+SHARED_LIMIT = {90: 232_448, 80: 166_912}
+"""The most shared memory one block may take (227 KB on sm_90, 163 KB on sm_80)."""
+
+
+@pytest.fixture(scope="module")
+def builds() -> list[dict]:
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="this Triton has no NVIDIA backend")
+    environment = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}  # compiled, not interpreted
+    script = Path(__file__).with_name("kernel_build.py")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return [json.loads(line) for line in run.stdout.splitlines()]
+
+
+def test_every_kernel_the_package_launches_builds_for_hopper_and_ampere(builds):
+    assert {(b["arch"], b["dtype"]) for b in builds} == {(90, "bf16"), (90, "fp16"), (90, "fp32"), (80, "bf16")}
+    assert {(b["head"], b["pooled"]) for b in builds} == {(h, p) for h in (32, 64, 128, 256) for p in (True, False)}
+    assert [b for b in builds if "error" in b] == []
+    assert all(0 < b["shared"] <= SHARED_LIMIT[b["arch"]] for b in builds)
+
+
+def test_in_half_precision_no_build_spills_registers_at_the_supported_head_sizes(builds):
+    half = [b for b in builds if b["dtype"] != "fp32" and b["head"] <= 128]
+    assert len(half) == 2 * (2 * 3 + 2) + 2 * 3 and [b for b in half if b["spills"]] == []
