@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import fairness
 from ..results import pairing
 from ..results.pairing import Change
 from ..results import Collection, Issue, ModelKey, TaskScores, collect, is_twin, plugin_base, twin_for
@@ -222,11 +221,10 @@ def cell(scores: TaskScores | None, column: Column, source: Source | None) -> Ce
                                                                 if label in intervals else "")
                          for label, value in profile.items() if value is not None)
         estimate = scores.headline.get(pairing.measure_key("fairness", column.subset))
-        return Cell(fairness.min_max_ratio(profile.values()) if profile else None, interval=estimate.interval if estimate else None,
+        return Cell(scores.figure("fairness", column.subset), interval=estimate.interval if estimate else None,
                     note=note and f"95 % CI per position: {note}", status=scores.status, source=href)
-    value = scores.main_score if column.measure == "main" else scores.psi
     estimate = scores.headline.get(column.measure)
-    return Cell(value, interval=estimate.interval if estimate else None, pooled=pooled_marker(scores), status=scores.status, source=href)
+    return Cell(scores.figure(column.measure), interval=estimate.interval if estimate else None, pooled=pooled_marker(scores), status=scores.status, source=href)
 
 
 def pooled_marker(scores: TaskScores) -> str:

@@ -292,9 +292,9 @@ def headline(units: Any, kind: str, task: Any, resampling: Resampling) -> dict[s
 def change(model: Any, baseline: Any, measure: str, *, subset: str = "", point: float | None = None) -> Change | None:
     """The change of ``measure`` (of ``subset``, for a per-subset one) from ``baseline``'s result to
     ``model``'s (`TaskScores` of the same task): paired on their shared units where both have a valid sidecar
-    of the same kind, else the plain difference of the two values (``point``, when given, else their stored
-    main scores or PSIs)."""
-    plain = point if point is not None else _difference(model, baseline, measure)
+    of the same kind, else the plain difference of the two values (``point``, when given, else
+    `TaskScores.figure`'s)."""
+    plain = point if point is not None else _difference(model, baseline, measure, subset)
     if model.units is None or baseline.units is None or model.unit_kind != baseline.unit_kind:
         missing = "no per-unit scores for " + " or ".join(
             label for label, scores in (("this result", model), ("the twin", baseline)) if scores.units is None) if (
@@ -320,8 +320,6 @@ def _cached_changes(model: Any, baseline: Any) -> Paired:
     return model.changes_cache[key]
 
 
-def _difference(model: Any, baseline: Any, measure: str) -> float | None:
-    if measure not in MEASURES:
-        return None
-    a, b = (model.main_score, baseline.main_score) if measure == "main" else (model.psi, baseline.psi)
+def _difference(model: Any, baseline: Any, measure: str, subset: str) -> float | None:
+    a, b = model.figure(measure, subset), baseline.figure(measure, subset)
     return None if a is None or b is None else a - b

@@ -100,6 +100,18 @@ class TaskScores:
     def profile(self) -> dict[str, float | None]:
         return self.profiles.get("", {})
 
+    def figure(self, measure: str, family: str = "") -> float | None:
+        """A measure's value (`pairing.measure_key`): ``main``, ``psi``, or ``fairness`` of a probe ``family`` (the
+        min/max of its profile, docs/method.md#s2-3)."""
+        if measure == "main":
+            return self.main_score
+        if measure == "psi":
+            return self.psi
+        if measure != "fairness":
+            raise ValueError(f"unknown measure {measure!r}: main, psi or fairness.")
+        profile = self.profiles.get(family)
+        return fairness.min_max_ratio(profile.values()) if profile else None
+
     @property
     def headline(self) -> dict[str, Estimate]:
         """Measure (``main``, ``psi``, ``fairness <subset>``) -> the value with its 95 % interval, where the result

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import fairness
 from . import pairing
 from .reader import Collection, model_order, twin_for
 
@@ -46,7 +45,7 @@ def changes_table(found: Collection) -> str:
             for measure, subset in [(m, "") for m in pairing.MEASURES] + [("fairness", f) for f in _subsets(mine)]:
                 if subset and not theirs.profiles.get(subset):
                     continue
-                change = pairing.change(mine, theirs, measure, subset=subset, point=_fairness_change(mine, theirs, subset))
+                change = pairing.change(mine, theirs, measure, subset=subset)
                 if change is not None:
                     lines.append(f"| {_md(model.label)} | {_md(twin.label)} | {task} | {pairing.measure_key(measure, subset)} | "
                                  f"{change.text()} | {change.verdict(measure != 'psi')} |")
@@ -101,14 +100,6 @@ def _subsets(scores: Any) -> list[str]:
     return sorted((f for f in scores.intervals if f and scores.profiles.get(f)), key=lambda f: (f.startswith(pairing.TAU), f))
 
 
-def _fairness_change(mine: Any, theirs: Any, subset: str) -> float | None:
-    """The plain difference of a probe subset's fairness (min/max of its profile); ``None`` for no subset."""
-    if not subset:
-        return None
-    a, b = (fairness.min_max_ratio(s.profiles[subset].values()) for s in (mine, theirs))
-    return None if a is None or b is None else a - b
-
-
 def main_table(found: Collection) -> str:
     """Models x tasks. A probe task's subsets are separate estimates (other languages, other n), so
     it gets one column per subset with that subset's fairness instead of a mean across them."""
@@ -126,7 +117,7 @@ def main_table(found: Collection) -> str:
                 cells.append("—")
             elif subset is not None:
                 estimate = scores.headline.get(pairing.measure_key("fairness", subset))
-                cells.append(_with_interval(fairness.min_max_ratio(scores.profiles[subset].values()), estimate and estimate.interval))
+                cells.append(_with_interval(scores.figure("fairness", subset), estimate and estimate.interval))
             else:
                 cell = _with_interval(scores.main_score, (estimate := scores.headline.get("main")) and estimate.interval)
                 cells.append(cell + (" (partial)" if scores.status == "partial" else ""))
@@ -157,7 +148,7 @@ def profile_tables(found: Collection) -> str:
                 psi, main = (scores.headline.get(m) for m in ("psi", "main"))
                 ratio = scores.headline.get(pairing.measure_key("fairness", family))
                 ends = (f" {_with_interval(scores.psi, psi and psi.interval)} | {_with_interval(scores.main_score, main and main.interval)} |" if pooled
-                        else f" {_with_interval(fairness.min_max_ratio(profile.values()), ratio and ratio.interval)} |")
+                        else f" {_with_interval(scores.figure('fairness', family), ratio and ratio.interval)} |")
                 lines.append(f"| {_md(model.label)} | " + " | ".join(cells) + f" |{ends}")
             parts.append("\n".join(lines))
     return "\n\n".join(parts)
