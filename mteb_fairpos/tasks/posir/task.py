@@ -13,7 +13,7 @@ from mteb.timing import TimingStack
 from .._base import DatasetSchemaError, PositionGroupedRetrieval, resolve_data_dir
 from ...results.schema import Counts, ScoreEntry, dump
 from ...results import units
-from ..grouped_metrics import POSITION_BINS, add_to_cells, cell_figures, empty_cells, per_query_scores
+from ..grouped_metrics import add_to_cells, cell_figures, empty_cells, per_query_scores
 from .corpus_cache import CorpusCache
 from .dataset import (
     CROSS_LINGUAL_LANGUAGES,
@@ -58,7 +58,6 @@ class PosIR(PositionGroupedRetrieval):
     """
 
     hub_id = POSIR_HUB_ID
-    position_groups = POSITION_BINS
     cross_lingual = False
     default_languages: tuple[str, ...] = POSIR_LANGUAGES
     query_instruction: str = ""
