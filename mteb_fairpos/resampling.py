@@ -64,15 +64,22 @@ def weighted_means(weights: np.ndarray, sums: np.ndarray, sizes: np.ndarray) -> 
         return np.where(numbers > 0, totals / np.where(numbers > 0, numbers, 1.0), np.nan)
 
 
+def defined(samples: np.ndarray) -> np.ndarray | None:
+    """A statistic's resampled values where it is defined (finite); ``None`` when more than half of the resamples
+    (or all) leave it undefined, so that no interval, p-value or variance rests on a minority of them."""
+    samples = np.asarray(samples, dtype=np.float64)
+    kept = samples[np.isfinite(samples)]
+    return None if 2 * len(kept) < len(samples) or len(kept) == 0 else kept
+
+
 def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
     """The percentile interval of a statistic's resampled values; resamples where it is undefined (NaN) are
-    left out, and the interval is (NaN, NaN) when more than half of them are."""
-    samples = np.asarray(samples, dtype=np.float64)
-    defined = samples[np.isfinite(samples)]
-    if 2 * len(defined) < len(samples) or len(defined) == 0:
+    left out, and the interval is (NaN, NaN) when more than half of them are (`defined`)."""
+    samples = defined(samples)
+    if samples is None:
         return float("nan"), float("nan")
     tail = (1 - confidence) / 2
-    low, high = np.quantile(defined, [tail, 1 - tail])
+    low, high = np.quantile(samples, [tail, 1 - tail])
     return float(low), float(high)
 
 
@@ -82,13 +89,12 @@ def pvalue(estimate: float, samples: np.ndarray) -> float:
     ``min(1, 2 (1 + hits) / (1 + R))``, so never 0, and 1 for a statistic that is 0 in every resample
     (identical models). p < 1 - confidence exactly when the interval at that confidence excludes 0, up to
     the counting at the ends, so a report never calls a change significant by one and not by the other.
-    NaN where the estimate or most resamples are undefined."""
-    samples = np.asarray(samples, dtype=np.float64)
-    defined = samples[np.isfinite(samples)]
-    if not np.isfinite(estimate) or 2 * len(defined) < len(samples) or len(defined) == 0:
+    NaN where the estimate or most resamples are undefined (`defined`)."""
+    samples = defined(samples)
+    if not np.isfinite(estimate) or samples is None:
         return float("nan")
-    hits = min(np.count_nonzero(defined <= 0), np.count_nonzero(defined >= 0))
-    return float(min(1.0, 2 * (1 + hits) / (1 + len(defined))))
+    hits = min(np.count_nonzero(samples <= 0), np.count_nonzero(samples >= 0))
+    return float(min(1.0, 2 * (1 + hits) / (1 + len(samples))))
 
 
 BLOCK_CELLS = 2_000_000

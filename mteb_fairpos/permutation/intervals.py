@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..fairness import min_max_ratios
-from ..resampling import Resampling, counts, weighted_means
+from ..resampling import Resampling, counts, defined, weighted_means
 from ..results.schema import Estimate
 
 SETS = "segment sets"
@@ -178,6 +178,6 @@ def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str
 
 
 def _variance(samples: np.ndarray) -> float:
-    """The variance of the defined resampled values; NaN when more than half are undefined (`interval`'s rule)."""
-    defined = samples[np.isfinite(samples)]
-    return float(np.var(defined)) if 2 * len(defined) >= len(samples) and len(defined) else float("nan")
+    """The variance of the defined resampled values; NaN when more than half are undefined (`resampling.defined`)."""
+    kept = defined(samples)
+    return float("nan") if kept is None else float(np.var(kept))
