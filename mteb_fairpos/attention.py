@@ -167,14 +167,18 @@ def calibrated_attention(
     **kwargs,
 ) -> tuple[Tensor, None]:
     """transformers attention function: SDPA, with calibrated rows in calibrated layers."""
+
+    def plain() -> tuple[Tensor, Any]:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+
     state = _ACTIVE.get()
     layer = state.plan.layer_of.get(module) if state is not None else None
     if layer is not None:
         state.seen.add(layer)
     if layer is None or layer not in state.plan.layers:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )
+        return plain()
     for name in _UNSUPPORTED_ARGUMENTS:
         if kwargs.get(name) is not None:
             raise UnsupportedModelError(
@@ -186,32 +190,22 @@ def calibrated_attention(
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))
     layout = state.layout
     strength = state.plan.config.strength
+    # the one-pass Triton kernel (docs/method.md#s1-5) where it computes this layer exactly, else the PyTorch path
     fused = _fused_layout(state, query, key, value, attention_mask, causal)
-    if fused is not None:  # the one-pass Triton kernel (docs/method.md#s1-5), where it computes this layer exactly
-        if not layout.on_host()[0].any_active:
-            return sdpa_attention_forward(
-                module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-            )
-        if layout.query_rows is None:
+    if fused is None and layout.query_rows is None:  # its check of the model's mask joins the pass's one host read
+        _layer_shared(attention_mask, layout, causal, query.dtype, query.shape[2])
+    if not layout.on_host()[0].any_active:
+        return plain()
+    if layout.query_rows is None:  # mean pooling: every valid row
+        if fused is not None:
             return triton_attention.fused_calibrated_attention(query, key, value, fused, strength, causal, scaling
                                                                ).transpose(1, 2), None
-        output, _ = sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )  # (N, L, H, D); the kernel writes the pooling rows over it, in place
+        return mean_rows(query, key, value, attention_mask, causal, scaling, layout, strength), None
+    output, _ = plain()  # (N, L, H, D); the pooling rows are written over it
+    if fused is not None:  # in place, by the kernel
         triton_attention.fused_calibrated_attention(query, key, value, fused, strength, causal, scaling,
                                                     out=output.transpose(1, 2))
         return output, None
-    if layout.query_rows is None:  # its check of the model's mask joins the pass's one host read of the layout
-        _layer_shared(attention_mask, layout, causal, query.dtype, query.shape[2])
-    if not layout.on_host()[0].any_active:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )
-    if layout.query_rows is None:  # mean pooling: every valid row
-        return mean_rows(query, key, value, attention_mask, causal, scaling, layout, strength), None
-    output, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-    )
     return pooled_row(output, query, key, value, attention_mask, causal, scaling, layout, strength), None
 
 
