@@ -348,7 +348,7 @@ def grouped_mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask:
             lses[b] = lse_b
         del query  # the contiguous copy, before the output is allocated: the layer's peak stays below plain's
     else:
-        weighted, summed, ref = _running_sums(attended, lses)
+        weighted, summed, ref = _running_sums(attended, lses, check_on_host=not query.is_cuda)
 
     # docs/method.md#s1-3 counts the baskets that hold attention. One whose mass underflows to 0 is empty, as in
     # the explicit softmax.
@@ -395,7 +395,8 @@ them. That is at most four outputs of the layer in the model's dtype: no more th
 block holds anyway (an intermediate four times the hidden size, plus its activation)."""
 
 
-def _running_sums(attended: Iterator[tuple[Tensor, Tensor]], lses: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _running_sums(attended: Iterator[tuple[Tensor, Tensor]], lses: Tensor, *, check_on_host: bool = True
+                  ) -> tuple[Tensor, Tensor, Tensor]:
     """Two fp32 sums over the baskets' (o_b, lse_b), filling ``lses``: ``summed`` = sum_b o_b and
     ``weighted`` = sum_b exp(lse_b - ref) o_b, the plain content output up to one factor per row; also ``ref``.
 
@@ -404,6 +405,10 @@ def _running_sums(attended: Iterator[tuple[Tensor, Tensor]], lses: Tensor) -> tu
     attention rescales at every key block). Nothing made for one basket outlives its iteration but
     its log-sum-exp, in ``lses``: small tensors left between the per-basket outputs would keep the C
     allocator from reusing their memory (at 8,192 tokens, 1.5 GB of RSS instead of 0.1).
+
+    ``check_on_host``: skip the rescaling where no frame moved, which the host reads from the device (free on
+    a CPU). Without it (on a GPU) every basket rescales, by exactly 1 where the frame stays: the same sums, and
+    no wait for the device per basket.
     """
     ref = torch.full(lses.shape[1:], _NO_FRAME, device=lses.device)
     weighted = summed = None
@@ -411,9 +416,9 @@ def _running_sums(attended: Iterator[tuple[Tensor, Tensor]], lses: Tensor) -> tu
         out_b = out_b.float()
         lses[b] = lse_b
         moved = lse_b > ref + RESCALE_GAP
-        if bool(moved.any()):
+        if not check_on_host or bool(moved.any()):
             new_ref = torch.where(moved, lse_b, ref)
-            if summed is not None and bool((moved & (ref > _NO_FRAME)).any()):  # rows holding a sum: rescale
+            if summed is not None and (not check_on_host or bool((moved & (ref > _NO_FRAME)).any())):  # rows holding a sum
                 factor = torch.exp(ref - new_ref)[..., None]  # 1 where the frame stays
                 weighted = summed * factor if weighted is None else weighted.mul_(factor)
             ref.copy_(new_ref)

@@ -17,7 +17,7 @@ import pytest
 import torch
 from transformers import AutoModel, GteConfig, Qwen3Config
 
-from mteb_fairpos import triton_attention
+from mteb_fairpos import attention, triton_attention
 from mteb_fairpos.attention import attach, fused_kernel
 from mteb_fairpos.config import CalibrationConfig
 
@@ -84,11 +84,35 @@ def test_the_pooling_row_reads_the_host_once_per_pass_and_its_operations_do_not_
 def test_mean_pooling_reads_the_host_once_per_pass_up_to_four_baskets(model_name):
     """Mean pooling over 4 baskets (their outputs held until they are combined): the layout and the check of
     the model's mask are read together, once per pass, whatever the number of calibrated layers. (Beyond four
-    baskets the running sums still read the host per basket: a read-free variant, one more fused pass over
-    all keys, ran 1.3-1.6x slower on the CPU.)"""
+    baskets the running sums read the host per basket on the CPU, where that costs nothing: a read-free variant,
+    one more fused pass over all keys, ran 1.3-1.6x slower there. On a GPU they rescale without reading: see
+    the next test.)"""
     _, _, plain_reads, half_reads = _costs(model_name, "mean", 64, "last_half")
     _, _, _, every_reads = _costs(model_name, "mean", 64, 1.0)
     assert half_reads - plain_reads == 1 and every_reads - plain_reads == 1, (plain_reads, half_reads, every_reads)
+
+
+def test_on_a_gpu_the_running_sums_rescale_without_reading_the_host_and_give_the_same_sums():
+    """The PyTorch path's running sums over more than four baskets (CUDA's when the kernel is refused): without the
+    host check (``check_on_host=False``, what a CUDA tensor gets) every basket rescales, by exactly 1 where a row's
+    frame stays, so the sums are bit for bit those of the checked path, with no host read. Frames move here: a
+    later basket outweighs the first by more than e^20 in some rows, and some rows see no key of the first ones."""
+    n_b, shape = 8, (2, 3, 40)
+    generator = torch.Generator().manual_seed(0)
+    outputs = torch.randn(n_b, *shape, 16, generator=generator)
+    lses = torch.randn(n_b, *shape, generator=generator) * 3
+    lses[5, :, :, :10] += 40.0  # frames move at the sixth basket
+    lses[:3, 1, :, 20:] = float("-inf")  # rows that see nothing of the first three baskets
+    outputs[:3, 1, :, 20:] = 0.0
+
+    def sums(check_on_host: bool) -> tuple[torch.Tensor, ...]:
+        filled = torch.empty(n_b, *shape)
+        attended = ((outputs[b].clone(), lses[b]) for b in range(n_b))  # fresh, as from a kernel: the first is summed into
+        return (*attention._running_sums(attended, filled, check_on_host=check_on_host), filled)
+
+    checked, unchecked = sums(True), sums(False)
+    assert all(torch.equal(a, b) for a, b in zip(checked, unchecked, strict=True))
+    assert counts(lambda: sums(False))[1] == 0 and counts(lambda: sums(True))[1] > 0
 
 
 @pytest.mark.skipif(triton_attention.triton is None, reason="triton is not installed (pip install -e '.[test]')")

@@ -41,10 +41,19 @@ def test_an_authentication_refusal_is_reported_as_one():
     assert not runtime.is_auth_failure("RPC error: Unavailable: failed to connect to all addresses")
 
 
+_HANDED: set[int] = set()
+"""Ports given out in this run: a port probed and closed is often the next one probed, and two Ray components told
+the same port fail to start."""
+
+
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED:
+            _HANDED.add(port)
+            return port
 
 
 def _ray_start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
