@@ -215,13 +215,21 @@ _FUSED: ContextVar[bool | None] = ContextVar("fairpos_fused", default=None)
 @contextlib.contextmanager
 def fused_kernel(enabled: bool) -> Iterator[None]:
     """Use the fused Triton kernel in this block wherever it applies (``True``: on any device, the CPU through
-    Triton's interpreter, as the tests do) or never (``False``). Outside such a block it is used on CUDA, for
-    the pooling row and for mean pooling unless :func:`mean_kernel` named another path."""
+    Triton's interpreter, as the tests do) or never (``False``). Outside such a block it is used on CUDA where
+    :func:`kernel_by_default` says."""
     token = _FUSED.set(enabled)
     try:
         yield
     finally:
         _FUSED.reset(token)
+
+
+def kernel_by_default(dtype: torch.dtype, pooled: bool, mean_path: str) -> bool:
+    """Whether CUDA runs the fused kernel where no :func:`fused_kernel` block says otherwise: for the pooling rows
+    always; for mean pooling on the grouped path (:func:`mean_kernel`) in half precision. In fp32 (no TF32, so no
+    tensor cores) the kernel's mean rows ran 1.4-3x slower than the PyTorch path on an H200 (docs/gpu.md), its
+    pooling rows 0.6x."""
+    return pooled or (mean_path == "grouped" and dtype != torch.float32)
 
 
 def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
@@ -232,7 +240,7 @@ def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tenso
     layout = state.layout
     wanted = _FUSED.get()
     if wanted is None:
-        wanted = query.is_cuda and (layout.query_rows is not None or _MEAN_KERNEL.get() == "grouped")
+        wanted = query.is_cuda and kernel_by_default(query.dtype, layout.query_rows is not None, _MEAN_KERNEL.get())
     if not wanted:
         return None
     entry = ("fused", id(attention_mask), causal, query.dtype, tuple(query.shape[1:]), tuple(key.shape[1:]))

@@ -3,7 +3,7 @@
 # made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
 # kernel's where its test file is present), the kernel micro-benchmark and the calibration benchmark in bf16
 # (end to end, forward alone, preprocessing alone, peak memory), each step within its own time limit so the
-# default steps end within 9.5 minutes (30 + 20 + 120 + 90 + 90 + 210 s and the summary; the device allows 10 per
+# default steps end within 9.5 minutes (30 + 20 + 120 + 70 + 60 + 240 s and the summary; the device allows 10 per
 # command). fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
 # folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
@@ -74,11 +74,11 @@ wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$t
 # the fused kernel's tests, whole (compiled on CUDA, interpreted on a CPU), and the operations and host reads of a pass
 triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.py)  # test_kernel_build.py needs no GPU: CI runs it
 if wanted tests && [ -f "${triton_tests[0]}" ]; then
-    step "triton tests" 90 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
+    step "triton tests" 70 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
 fi
-wanted kernels && step kernels 90 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+wanted kernels && step kernels 60 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 for dtype in bf16 fp32; do
-    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 210 || echo 90) \
+    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 240 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
 "$python" benchmarks/gpu/summarize.py "$out" && cat "$out/summary.md"

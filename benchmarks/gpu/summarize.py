@@ -95,7 +95,8 @@ def calibration(path: Path) -> list[str]:
         rows.append([name, str(case["tokens"]), _number(case["plain_docs_per_s"], 2),
                      f"{fast['median']:.3f} ({fast['min']:.3f}-{fast['max']:.3f})",
                      *(f"{stages[s]['median']:.3f}" if s in stages else "-" for s in ("forward", "preprocess")),
-                     f"{tiled['median']:.3f} ({tiled['min']:.3f}-{tiled['max']:.3f})", _number(case["reference_over_fast"], 2),
+                     f"{tiled['median']:.3f} ({tiled['min']:.3f}-{tiled['max']:.3f})" if tiled else "-",
+                     _number(case["reference_over_fast"], 2),
                      f"{mb['plain']:.0f} / {mb['fast']:.0f} = {case['memory_fast_over_plain']:.3f}",
                      _number(case["max_abs_fast_minus_reference"], 6) if case["max_abs_fast_minus_reference"] is not None else "-",
                      "yes" if case["meets_targets"] else "NO"])
