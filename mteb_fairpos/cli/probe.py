@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"mteb results: {args.out / 'results'} (task {probe_task.metadata.name})")
     from ..leaderboard import publish
 
-    print(f"leaderboard page: {publish([found], args.out / 'leaderboard')[1]}")  # the results just read, not read again
+    print(f"leaderboard page: {publish([args.out], args.out / 'leaderboard')[1]}")
     print(f"total time: {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..results import Collection
 from .data import Board, build
 from .page import write
 
 
-def publish(folders: Sequence[Path | Collection], site: Path, *, tasks: Sequence[str] | None = None,
+def publish(folders: Sequence[Path], site: Path, *, tasks: Sequence[str] | None = None,
             models: Sequence[str] | None = None) -> tuple[Board, Path]:
-    """Read ``folders`` (or take collections already read) and write ``site/index.html``; the board and the
-    page's path."""
+    """Read ``folders`` and write ``site/index.html``; the board and the page's path."""
     board = build(folders, site, tasks=tasks, models=models)
     return board, write(board, site)
 

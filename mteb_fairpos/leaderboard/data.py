@@ -140,17 +140,15 @@ class Board:
 
 
 # ---------------------------------------------------------------------------------- building
-def build(folders: Sequence[Path | Collection], site: Path, *, tasks: Sequence[str] | None = None,
+def build(folders: Sequence[Path], site: Path, *, tasks: Sequence[str] | None = None,
           models: Sequence[str] | None = None) -> Board:
-    """Read every results folder (a :class:`Collection` already read is taken as it is, ``tasks`` and ``models``
-    having been applied when it was read) and lay it out for a page written to ``site``."""
+    """Read every results folder and lay it out for a page written to ``site``."""
     scores: dict[tuple[ModelKey, str], TaskScores] = {}
     sources: dict[tuple[ModelKey, str], Source] = {}
     issues: list[tuple[str, Issue]] = []
     roots = []
     for folder in folders:
-        found = folder if isinstance(folder, Collection) else collect(folder, tasks=tasks, models=models)
-        folder = found.root if isinstance(folder, Collection) else folder
+        found = collect(folder, tasks=tasks, models=models)
         roots.append(found.root)
         issues += [(str(folder), issue) for issue in found.issues]
         for key, task_scores in found.scores.items():

@@ -180,12 +180,8 @@ def _settings(source: Source) -> str:
     return "; ".join(f"{escape(k.replace('_', ' '))} <code>{escape(str(v))}</code>" for k, v in items.items())
 
 
-NOTES = ("pooled",)
-"""Issue kinds that say how a number was made, not that anything is wrong: listed as notes, not counted as issues."""
-
-
 def _listed(board: Board, *, problems: bool) -> list[tuple[str, Issue]]:
-    return [(folder, issue) for folder, issue in board.issues if (issue.kind in NOTES) != problems]
+    return [(folder, issue) for folder, issue in board.issues if issue.note != problems]
 
 
 def _issues(board: Board) -> str:

@@ -35,6 +35,12 @@ def measure_key(measure: str, subset: str = "") -> str:
     return f"{measure} {subset}" if subset else measure
 
 
+def measure_of(key: str) -> tuple[str, str]:
+    """(measure, subset) of a `measure_key`."""
+    measure, _, subset = key.partition(" ")
+    return measure, subset
+
+
 @dataclass(frozen=True)
 class Paired:
     """The paired changes of one result against another: figure -> change, how many units each paired, and
@@ -114,7 +120,7 @@ class ProbeRows:
     sets: np.ndarray
     topics: np.ndarray
     values: np.ndarray
-    """sigma per observation; NaN: not measured."""
+    """the measure per observation (sigma, or tau for a ``tau <subset>`` family); NaN: not measured."""
 
     def take(self, rows: np.ndarray) -> ProbeRows:
         return ProbeRows(self.units[rows], self.positions[rows], self.sets[rows], self.topics[rows], self.values[rows])
@@ -152,9 +158,17 @@ def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeR
     return found
 
 
-def _sigma(units: dict[str, ProbeRows]) -> dict[str, ProbeRows]:
-    """The sigma subsets: what the probe task's main score pools."""
+def _sigma(units: dict[str, Any]) -> dict[str, Any]:
+    """The sigma subsets' entries: what the probe task's main score pools."""
     return {subset: rows for subset, rows in units.items() if not subset.startswith(TAU)}
+
+
+def _missing(side: str, subset: str) -> str:
+    """Why a family has no paired change when one side's sidecar holds no rows of it."""
+    if subset.startswith(TAU):
+        return (f"{side}'s per-unit scores hold no tau for subset {subset[len(TAU):]} (sidecars of earlier releases, and "
+                "of cls or last-token models, hold sigma only)")
+    return f"{side}'s per-unit scores hold no rows of subset {subset}"
 
 
 def _probe_intervals(units: dict[str, ProbeRows], resampling: Resampling) -> dict[str, Estimate]:
@@ -196,7 +210,7 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
         figure = measure_key("fairness", subset)
         theirs = baseline.get(subset)
         if theirs is None:
-            why[figure] = f"the twin's per-unit scores hold no rows of {subset}"
+            why[figure] = _missing("the twin", subset)
             continue
         shared, at_mine, at_theirs = np.intersect1d(mine.units, theirs.units, return_indices=True)
         if len(shared) == 0:
@@ -215,6 +229,8 @@ def _probe_changes(model: dict[str, ProbeRows], baseline: dict[str, ProbeRows], 
             why[figure] = f"subset {subset}: {err}"
             continue
         changes[figure], paired[figure] = boot.change.as_estimate(), len(shared)
+    for subset in set(baseline) - set(model):
+        why[measure_key("fairness", subset)] = _missing("this result", subset)
     aligned = _sigma(aligned)
     unpaired = sorted(set(_sigma(model)) - set(aligned))
     if unpaired:
@@ -300,6 +316,11 @@ def change(model: Any, baseline: Any, measure: str, *, subset: str = "", point: 
             label for label, scores in (("this result", model), ("the twin", baseline)) if scores.units is None) if (
             model.units is None or baseline.units is None) else "the two sidecars are of different kinds"
         return None if plain is None else Change(plain, why=missing)
+    key = measure_key(measure, subset)
+    unmatched = [label for label, scores in (("this result", model), ("the twin", baseline)) if key in scores.unmatched]
+    if unmatched:
+        return None if plain is None else Change(plain, why=f"the per-unit scores do not reproduce {' or '.join(unmatched)}'s "
+                                                           f"{key} (a result edited or written otherwise)")
     known = KINDS[model.unit_kind]
     try:
         found = _cached_changes(model, baseline)
@@ -308,7 +329,8 @@ def change(model: Any, baseline: Any, measure: str, *, subset: str = "", point: 
     figure = known.figure(model.task_object, measure, subset)
     estimate = found.changes.get(figure)
     if estimate is None or estimate.value is None or estimate.interval is None:
-        return None if plain is None else Change(plain, why=found.why.get(figure, "undefined in most resamples"))
+        why = found.why.get(figure, f"neither result's per-unit scores hold {key}" if estimate is None else "undefined in most resamples")
+        return None if plain is None else Change(plain, why=why)
     return Change(estimate.value, estimate.interval, estimate.pvalue, found.paired[figure])
 
 

@@ -94,7 +94,8 @@ class TaskScores:
     task_object: Any = None
     """mteb's task object, where mteb knows the task."""
     changes_cache: dict[int, Any] = field(default_factory=dict, repr=False)
-    _headline: dict[str, Estimate] | None = field(default=None, repr=False)
+    _headline: dict[str, Estimate] | None = field(default=None, init=False, repr=False, compare=False)
+    _unmatched: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     @property
     def profile(self) -> dict[str, float | None]:
@@ -120,18 +121,39 @@ class TaskScores:
         if self._headline is None:
             from . import pairing
 
-            self._headline = self.stored if self.units is None else pairing.headline(
-                self.units, self.unit_kind, self.task_object, self.resampling or Resampling())
+            if self.units is None:
+                self._headline = self.stored
+            else:  # an interval only around the result's own number: a figure the sidecar does not reproduce gets none
+                drawn = pairing.headline(self.units, self.unit_kind, self.task_object, self.resampling or Resampling())
+                self._unmatched = {key for key, estimate in drawn.items()
+                                   if not _agrees(estimate.value, self.figure(*pairing.measure_of(key)))}
+                self._headline = {key: estimate for key, estimate in drawn.items() if key not in self._unmatched}
         return self._headline
+
+    @property
+    def unmatched(self) -> set[str]:
+        """Measures whose value from the sidecar is not the result's own (:meth:`figure`, e.g. a result edited by
+        hand): :attr:`headline` leaves them out, and they get no paired change."""
+        _ = self.headline  # drawn together
+        return self._unmatched
+
+
+NOTE_KINDS = ("pooled",)
+"""Issue kinds that say how a number was made (a mean over subsets), not that anything is wrong: reports list them
+as notes and count them apart."""
 
 
 @dataclass(frozen=True)
 class Issue:
     kind: str
     """``corrupt``, ``foreign``, ``partial``, ``missing``, ``no-meta``, ``no-twin``, ``unchecked``, ``units`` (a
-    per-unit sidecar that is missing, unreadable or not the result's)."""
+    per-unit sidecar that is missing, unreadable or not the result's); or, a note (:data:`NOTE_KINDS`), ``pooled``."""
     where: str
     message: str
+
+    @property
+    def note(self) -> bool:
+        return self.kind in NOTE_KINDS
 
     def __str__(self) -> str:
         return f"[{self.kind}] {self.where}: {self.message}"
@@ -222,7 +244,7 @@ def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: P
         if scores.unit_model is not None and scores.unit_model != (key.name, key.revision):
             scores.notes.append(("units", f"its per-unit sidecar records model {scores.unit_model[0]} [{scores.unit_model[1]}], "
                                           "not this folder's; not used (no intervals or paired changes from it)."))
-            scores.units, scores.stored = None, {}
+            scores.units = None  # the intervals the result records itself (`stored`) still hold
         for kind, note in scores.notes:
             found.issues.append(Issue(kind, f"{key.label}: {_rel(file, root)}", note))
         found.scores[(key, scores.task)] = scores
@@ -275,8 +297,9 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
 
 
 def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
-    """Attach the per-unit sidecar beside ``file`` when it is that result's (`units.Sidecar.problems`), and
-    the headline intervals it gives; a sidecar that does not match is noted, not used."""
+    """Attach the per-unit sidecar beside ``file`` when it is that result's (`units.Sidecar.problems`): its unit
+    scores, which give the headline intervals and paired changes on first use; a sidecar that does not match is
+    noted, not used."""
     from . import pairing, units
 
     path = units.sidecar_path(file)
@@ -424,13 +447,13 @@ def summarize(result) -> TaskScores:
             main_score, psi = pooled["main_score"], pooled["psi"]
             averaged[""] = dict(pooled["positions"])
             pools = dict(pooled.get("languages", {}))
-    headline: dict[str, Estimate] = {}  # the single entry's own intervals
+    own: dict[str, Estimate] = {}  # the single entry's own intervals
     if len(stored) == 1 and entries == 1:
         points, figures = stored[0]
         intervals[""] = points
         for measure, value, figure in (("main", main_score, "harmonic_mean"), ("psi", psi, "psi")):
             if value is not None and figure in figures and (figure != "harmonic_mean" or _main_is(task, figure)):
-                headline[measure] = Estimate(value, ci_low=figures[figure][0], ci_high=figures[figure][1])
+                own[measure] = Estimate(value, ci_low=figures[figure][0], ci_high=figures[figure][1])
     return TaskScores(
         task=result.task_name,
         task_type=task_type,
@@ -444,7 +467,7 @@ def summarize(result) -> TaskScores:
         effects={subset: found for subset, found in effects.items() if found},
         settings=settings,
         pools=pools,
-        stored=headline,
+        stored=own,
         resampling=resampling,
         task_object=task,
     )
@@ -540,6 +563,11 @@ def _report_twins(found: Collection) -> None:
 
 
 # ---------------------------------------------------------------------------------- helpers
+def _agrees(drawn: float | None, own: float | None) -> bool:
+    """Whether a figure recomputed from the sidecar is the result's own (float32 unit scores: 1e-5 apart at most)."""
+    return drawn is not None and own is not None and math.isclose(drawn, own, rel_tol=1e-5, abs_tol=1e-6)
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

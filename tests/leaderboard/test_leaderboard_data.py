@@ -172,18 +172,3 @@ def test_a_probe_subsets_fairness_change_is_paired_on_the_observations_both_resu
     assert main.change.value == pytest.approx((expected.estimate + 0.0) / 2, rel=1e-9)  # the mean of the subsets' changes
     assert main.interval == pytest.approx((pooled.fairness.ci_low, pooled.fairness.ci_high), rel=1e-9)
 
-
-def test_a_folder_already_read_is_laid_out_as_read_and_not_read_again(results, tmp_path, monkeypatch):
-    """The probe command prints its tables from one reading and hands that reading to the page."""
-    from mteb_fairpos.leaderboard import data
-    from mteb_fairpos.results import collect
-
-    found = collect(results)
-    expected = build([results], tmp_path / "site")
-    monkeypatch.setattr(data, "collect", lambda *args, **kwargs: pytest.fail("the folder was read again"))
-    board = build([found], tmp_path / "site")
-    assert board.roots == expected.roots and [i for _, i in board.issues] == [i for _, i in expected.issues]
-    assert {folder for folder, _ in board.issues} == {str(found.root)}  # the folder it was read from
-    assert [(r.model, {k: (c.value, c.interval) for k, c in r.cells.items()}) for r in board.rows] == \
-        [(r.model, {k: (c.value, c.interval) for k, c in r.cells.items()}) for r in expected.rows]
-    assert board.sources == expected.sources

@@ -8,6 +8,8 @@ from html.parser import HTMLParser
 from conftest import MINILM, POSIR, PROBE, RETRIEVAL
 from mteb_fairpos.cli import main
 from mteb_fairpos.leaderboard import build, write
+from mteb_fairpos.results import collect
+from mteb_fairpos.results.tables import issues_text
 
 
 class _Tags(HTMLParser):
@@ -94,3 +96,5 @@ def test_how_a_number_was_pooled_is_a_note_not_an_issue(results, tmp_path):
     assert pooled and problems and f'<dt>issues</dt><dd><a href="#issues">{problems}</a></dd>' in html
     notes = html.split("<h3>Notes</h3>")[1]
     assert notes.count('<tr class="issue pooled">') == len(pooled) and '<tr class="issue partial">' not in notes
+    listed, noted = issues_text(collect(results)).split("\n\nNotes:\n")  # compare's report splits them alike
+    assert len(listed.splitlines()) == problems and "[pooled]" not in listed and noted.count("[pooled]") == len(pooled)

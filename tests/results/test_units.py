@@ -82,6 +82,8 @@ def test_a_sidecar_that_is_not_its_results_is_reported_and_not_used(tmp_path):
     shutil.copy(theirs, mine)  # now the result matches its rows, but the folder is another model's
     found = collect(tmp_path)
     assert [i.kind for i in found.issues] == ["units"] and f"records model {TWIN}" in found.issues[0].message
+    scores = found.get(next(m for m in found.models if m.name == CALIBRATED), "SQuADPosQ")
+    assert scores.units is None and scores.headline == scores.stored and "main" in scores.stored  # the JSON's own intervals
 
 
 def test_reading_a_folder_resamples_nothing_until_an_interval_is_asked_for(tmp_path, monkeypatch):
@@ -238,6 +240,27 @@ def test_the_probes_psi_is_one_minus_its_main_score_so_its_interval_and_change_a
     assert lowered.text() in row and row.endswith("| better |")
 
 
+def test_a_figure_the_sidecar_does_not_reproduce_gets_no_interval_or_paired_change(tmp_path):
+    """An interval stands only around the result's own number: a probe result whose entries store a PSI of their
+    own (not one minus the main score, as the probe writes it) keeps its PSI, without the mirrored interval."""
+    from results_folders import simulated_probe_rows, write_probe_result
+
+    root = tmp_path / "results"
+    write_probe_result(root, TWIN, COMMIT, {"n3_en": simulated_probe_rows(5)}, resamples=300, seed=9)
+    path = write_probe_result(root, CALIBRATED, COMMIT, {"n3_en": simulated_probe_rows(5, shift=-0.03)}, resamples=300, seed=9)
+    stored = json.loads(path.read_text())
+    stored["scores"]["test"][0]["psi"] = 0.5  # the digest covers the sidecar's rows, not the entry's figures
+    path.write_text(json.dumps(stored))
+    found = collect(tmp_path)
+    calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
+    assert calibrated.psi == 0.5 and "psi" not in calibrated.headline and calibrated.unmatched == {"psi"}
+    assert "main" in calibrated.headline and "fairness n3_en" in calibrated.headline
+    change = pairing.change(calibrated, twin, "psi")
+    assert change.interval is None and change.value == pytest.approx(0.5 - twin.psi)
+    assert change.why == "the per-unit scores do not reproduce this result's psi (a result edited or written otherwise)"
+    assert pairing.change(calibrated, twin, "main").interval is not None
+
+
 def test_the_probes_tau_fairness_gets_its_interval_and_paired_change_from_the_sidecars_tau_column(tmp_path):
     """A mean-pooled model's sidecar holds tau beside sigma: its fairness per subset gets the same two-way interval,
     and its change against the twin is paired on the same observations; compare shows both."""
@@ -272,6 +295,16 @@ def test_the_probes_tau_fairness_gets_its_interval_and_paired_change_from_the_si
     assert f"| fairness tau n3_en | {change.text()} | better |" in tables.changes_table(found)
     tau_table = tables.profile_tables(found).split(": tau n3_en")[1]
     assert f"{estimate.value:.4f} [{estimate.interval[0]:.3f}, {estimate.interval[1]:.3f}] |" in tau_table
+    for side, label in ((CALIBRATED, "this result"), (TWIN, "the twin")):  # a sidecar of an earlier release: sigma only
+        sidecar = units.sidecar_path(next(root.glob(f"{side.replace('/', '__')}/*/PermutationFairnessSample.json")))
+        kept = pq.read_table(sidecar)
+        pq.write_table(kept.drop_columns(["tau"]), sidecar)
+        found = collect(tmp_path)
+        calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
+        change = pairing.change(calibrated, twin, "fairness", subset="tau n3_en")
+        assert change.interval is None and change.why.startswith(f"{label}'s per-unit scores hold no tau for subset n3_en")
+        assert pairing.change(calibrated, twin, "fairness", subset="n3_en").interval is not None
+        pq.write_table(kept, sidecar)
 
 
 def _key(found, name: str) -> tuple:
