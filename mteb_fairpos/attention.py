@@ -28,6 +28,7 @@ elsewhere this module's PyTorch path (the CPU's, and the reference):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -42,11 +43,14 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from . import triton_attention
-from .calibration import BasketLayout, basket_layout, basket_targets, calibrate_rows, content_members
+from .calibration import BasketLayout, HostLayout, basket_layout, basket_targets, calibrate_rows, content_members
 from .config import CalibrationConfig, ConfigError, Pooling
 from .lse_kernels import TILE_ELEMENTS, attention_with_lse
 
 ATTENTION_NAME = "fairpos"
+HOST_LAYOUT = "fairpos_host_layout"
+"""The feature under which ``FairSentenceTransformer.preprocess`` hands its ``forward`` the batch's layout host values
+(:meth:`CalibrationPlan.host_layout`), made from the mask before it goes to the device; never a model input."""
 
 
 class UnsupportedModelError(TypeError):
@@ -69,11 +73,27 @@ class CalibrationPlan:
     layer_of: dict[nn.Module, int] = field(repr=False)
     architecture: str
     model: nn.Module = field(repr=False, compare=False)
+    fitted: dict[bool, int] = field(default_factory=dict, repr=False, compare=False)
+    """causal -> the longest length at which the model's mask was found to fit the fused kernel (`_mask_fits`)."""
+
+    def host_layout(self, attention_mask: Tensor) -> HostLayout | None:
+        """The host values of the layout of a batch with this (CPU) ``attention_mask``: made before the batch goes
+        to the device and handed to :meth:`applied`, they spare the pass its read of the device (``None`` at
+        strength 0)."""
+        if self.config.strength == 0:
+            return None
+        layout = self._layout(attention_mask)
+        host, (contiguous,) = layout.on_host(triton_attention.padding_fits(layout))
+        return dataclasses.replace(host, contiguous=contiguous)
+
+    def _layout(self, attention_mask: Tensor) -> BasketLayout:
+        return basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))
 
     @contextlib.contextmanager
-    def applied(self, attention_mask: Tensor) -> Iterator[BasketLayout | None]:
+    def applied(self, attention_mask: Tensor, host: HostLayout | None = None) -> Iterator[BasketLayout | None]:
         """Calibrate every forward pass run inside this block over a batch with ``attention_mask``;
-        yields the batch's basket layout (``None`` at strength 0, which changes nothing).
+        yields the batch's basket layout (``None`` at strength 0, which changes nothing). ``host``: its
+        :meth:`host_layout`, where the caller made it before the mask went to the device.
 
         The model runs the calibrated backend only inside the block; outside it keeps its own
         attention implementation, so a wrapped model behaves as before (in worker processes too,
@@ -82,7 +102,9 @@ class CalibrationPlan:
         if self.config.strength == 0:  # alpha = 0 is the plain model, bit for bit
             yield None
             return
-        layout = basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))
+        layout = self._layout(attention_mask)
+        if host is not None:
+            layout.given(host)
         state = _ForwardState(self, layout)
         register()
         previous = self.model.config._attn_implementation
@@ -247,12 +269,32 @@ def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tenso
     if entry not in state.shared:
         fused = None
         if triton_attention.call_refusal(query, key, value, layout) is None and \
-                layout.on_host(triton_attention.mask_fits(layout, causal, attention_mask))[1][0] and \
+                _mask_fits(state, causal, attention_mask) and \
                 triton_attention.verified(query.device, query.dtype, query.shape[-1], layout.query_rows is not None,
                                           causal, layout.shares):
             fused = triton_attention.fused_layout(layout)
         state.shared[entry] = (attention_mask, fused)  # the mask is held so that its id stays unique in the pass
     return state.shared[entry][1]
+
+
+def _mask_fits(state: _ForwardState, causal: bool, attention_mask: Tensor | None) -> bool:
+    """Whether the fused kernel takes this pass's padding (one side only: the layout's host values) and the model's
+    mask (:func:`~mteb_fairpos.triton_attention.model_mask_fits`, read from the device with the layout, or alone).
+    The model's mask is checked at the longest length seen so far and remembered with the plan: the masks
+    transformers makes (padding, causality, sliding windows, chunks) that fit at a length fit at every shorter one,
+    and ``encode`` runs the longest batch first, so later passes read nothing."""
+    layout, fitted = state.layout, state.plan.fitted
+    length = layout.key_valid.shape[1]
+    known = layout.known().contiguous if layout.known() is not None else None  # given by the caller, or not yet read
+    flags = [] if known is not None else [triton_attention.padding_fits(layout)]
+    checked = attention_mask is not None and length > fitted.get(causal, 0)
+    if checked:
+        flags.append(triton_attention.model_mask_fits(layout, causal, attention_mask))
+    _, values = layout.on_host(*flags)  # one read with the layout, or none where both are known
+    contiguous = known if known is not None else values[0]
+    if checked and values[-1]:
+        fitted[causal] = length
+    return contiguous and (not checked or values[-1])
 
 
 def mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool, scaling: float,

@@ -63,6 +63,16 @@ class BasketLayout:
             self._host["layout"] = HostLayout(values[:n], values[n:2 * n], values[2 * n:3 * n], self.basket_size)
         return self._host["layout"], [bool(value) for value in values[3 * n:]]
 
+    def known(self) -> HostLayout | None:
+        """The host values, where they are known without a read (given, or read already)."""
+        return self._host.get("layout")
+
+    def given(self, host: HostLayout) -> BasketLayout:
+        """This layout with its host values already known (made from the same mask on the host, before it went to
+        the device): :meth:`on_host` then reads nothing but flags."""
+        self._host["layout"] = host
+        return self
+
     def baskets_and_isolated(self, dtype: torch.dtype) -> Tensor:
         """(N, 1, 1, 1) ``n_b + n_iso`` in ``dtype`` (docs/method.md#s1-3 step 1), made once per dtype."""
         entry = ("n_total", dtype)
@@ -92,6 +102,9 @@ class HostLayout:
     n_content: list[int]
     """Per sequence: its content keys."""
     basket_size: int
+    contiguous: bool | None = None
+    """Every sequence's valid tokens are contiguous (padding on one side only); ``None``: not known on the host (a
+    layout read from the device; :meth:`CalibrationPlan.host_layout` knows it)."""
 
     @property
     def any_active(self) -> bool:

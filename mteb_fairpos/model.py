@@ -29,7 +29,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module
 
-from .attention import CalibrationPlan, attach
+from .attention import HOST_LAYOUT, CalibrationPlan, attach
 from .config import CalibrationConfig, ConfigError
 from .segmented import TruncationWarning, model_pooling
 
@@ -185,15 +185,16 @@ class FairSentenceTransformer(SentenceTransformer):
 
     # ------------------------------------------------------------------ forward
     def forward(self, input: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
+        host = input.pop(HOST_LAYOUT, None)  # never a model input
         task = kwargs.get("task")
         calibrate = self.plan is not None and (
             task == "document" or (task is None and self.calibrate_encode) or (task == "query" and self.calibrate_queries)
         )
         if not calibrate:
             return super().forward(input, **kwargs)
-        with self.plan.applied(input["attention_mask"]) as layout:
+        with self.plan.applied(input["attention_mask"], host=host) as layout:
             output = super().forward(input, **kwargs)
-        if layout is not None:  # the layout's host values, read once in the pass (by its first calibrated layer)
+        if layout is not None:  # the layout's host values: from preprocess, else read once in the pass
             calibrated = sum(layout.on_host()[0].active)
             self._uncalibrated[0] += len(layout.active) - calibrated
             self._uncalibrated[1] += calibrated
@@ -242,9 +243,16 @@ class FairSentenceTransformer(SentenceTransformer):
     def preprocess(self, inputs: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         features = super().preprocess(inputs, *args, **kwargs)
         mask = features.get("attention_mask")
+        if mask is not None and self.plan is not None and mask.device.type == "cpu":
+            features[HOST_LAYOUT] = self.plan.host_layout(mask)  # here, before the batch goes to the device
+        self._count_truncated(inputs, features, mask, kwargs.get("prompt"))
+        return features
+
+    def _count_truncated(self, inputs: Any, features: Any, mask: torch.Tensor | None, prompt: str | None) -> None:
+        """Count the documents that tokenization cut off at ``max_seq_length`` (for the truncation warning)."""
         limit = self.max_seq_length
         if mask is None or not limit or mask.shape[1] < limit:
-            return features
+            return
         encodings = getattr(features, "encodings", None)
         if encodings:  # a fast tokenizer keeps what truncation cut off: no second pass over the texts
             self._truncated += sum(bool(encoding.overflowing) for encoding in encodings)
@@ -253,10 +261,8 @@ class FairSentenceTransformer(SentenceTransformer):
             if full:
                 texts = [inputs[i] for i in full]
                 lengths = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
-                prompt = kwargs.get("prompt") or ""
                 extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
                 self._truncated += sum(len(ids) + extra > limit for ids in lengths)
-        return features
 
 
 def _saved_config(saved: Calibration) -> CalibrationConfig | None:

@@ -199,25 +199,37 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
 
 
 def mask_fits(layout: BasketLayout, causal: bool, attention_mask: Tensor | None) -> Tensor:
-    """0-d bool, on the device: whether the kernel takes this padding and model mask. It takes padding on one
-    side only (a sequence's valid tokens contiguous) and a model mask (bool or additive, as transformers passes
-    it) that hides padded keys, plus later keys where ``causal``, and nothing else (no sliding window, no packed
-    sequences). A caller that reads other values of the pass reads this one with them (one host read)."""
+    """0-d bool, on the device: whether the kernel takes this padding and model mask: :func:`padding_fits` and
+    :func:`model_mask_fits`."""
+    return padding_fits(layout) & model_mask_fits(layout, causal, attention_mask)
+
+
+def padding_fits(layout: BasketLayout) -> Tensor:
+    """0-d bool, where the layout is: padding on one side only (every sequence's valid tokens contiguous)."""
     valid = layout.key_valid
     positions = torch.arange(valid.shape[1], device=valid.device)
     start = first_valid(valid)[:, None]
-    matches = valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
+    return valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
+
+
+def model_mask_fits(layout: BasketLayout, causal: bool, attention_mask: Tensor | None) -> Tensor:
+    """0-d bool, on the device: whether the model's mask (bool or additive, as transformers passes it) hides padded
+    keys, plus later keys where ``causal``, and nothing else (no sliding window, no packed sequences, no bias). A
+    caller that reads other values of the pass reads this one with them (one host read)."""
+    valid = layout.key_valid
+    if attention_mask is None:
+        return torch.ones((), dtype=torch.bool, device=valid.device)
+    positions = torch.arange(valid.shape[1], device=valid.device)
     expected = valid[:, None, None, :]
     if causal:
         expected = expected & (positions[None, :] <= positions[:, None])
-    if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            allowed = attention_mask
-        else:  # additive: 0 where a key is seen (anything else is a bias), the dtype's minimum where it is not
-            allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
-            matches = matches & attention_mask.masked_fill(~allowed, 0).eq(0).all()
-        matches = matches & allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all()
-    return matches
+    matches = torch.ones((), dtype=torch.bool, device=valid.device)
+    if attention_mask.dtype == torch.bool:
+        allowed = attention_mask
+    else:  # additive: 0 where a key is seen (anything else is a bias), the dtype's minimum where it is not
+        allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+        matches = attention_mask.masked_fill(~allowed, 0).eq(0).all()
+    return matches & allowed.expand(-1, -1, valid.shape[1], -1).eq(expected).all()
 
 
 def mask_refusal(causal: bool) -> str:

@@ -10,6 +10,7 @@ as one operation; compiled where there is a GPU).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from transformers import AutoModel, GteConfig, Qwen3Config
 
 from mteb_fairpos import attention, triton_attention
 from mteb_fairpos.attention import attach, fused_kernel
+from mteb_fairpos.calibration import basket_layout
 from mteb_fairpos.config import CalibrationConfig
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -129,3 +131,25 @@ def test_the_path_a_gpu_runs_reads_the_host_once_per_pass_in_few_operations(mode
     assert reads - plain_reads == 1, (plain_reads, reads)
     assert calibrated - plain == short - short_plain, (calibrated - plain, short - short_plain)
     assert calibrated / plain <= target, (calibrated, plain, calibrated / plain)
+
+
+@pytest.mark.skipif(triton_attention.triton is None, reason="triton is not installed (pip install -e '.[test]')")
+def test_encode_reads_nothing_from_the_device_once_the_models_mask_was_checked_at_that_length(minilm):
+    """``preprocess`` makes the layout's host values from the tokenizer's mask before the batch goes to the device,
+    and the model's mask, checked at the longest length seen (the first batch ``encode`` runs), is not checked again
+    at that length or shorter: on the kernel's path a pass then reads the device no more than the plain model's
+    does, with the host values a pass would have read."""
+    from mteb_fairpos import FairSentenceTransformer
+    from mteb_fairpos.attention import HOST_LAYOUT
+
+    fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=8, layers="last", strength=0.5))
+    texts = ["a lighthouse on the harbour wall is repainted every spring", "the final ended after a late penalty"]
+    features, plain = fair.preprocess(texts), minilm.preprocess(texts)
+    given = features[HOST_LAYOUT]
+    config, pooling = fair.plan.config, fair.plan.pooling  # the layout as a pass reads it from the device:
+    read = basket_layout(features["attention_mask"], pooling, config.basket_size, config.isolated_tokens(pooling)).on_host()[0]
+    assert given == dataclasses.replace(read, contiguous=True) and given.any_active
+    with fused_kernel(True):
+        _, reads = counts(lambda: fair.forward(dict(features), task="document"))
+    _, plain_reads = counts(lambda: minilm.forward(dict(plain)))
+    assert reads == plain_reads, (reads, plain_reads)
