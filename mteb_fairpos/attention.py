@@ -73,8 +73,8 @@ class CalibrationPlan:
     layer_of: dict[nn.Module, int] = field(repr=False)
     architecture: str
     model: nn.Module = field(repr=False, compare=False)
-    fitted: dict[bool, int] = field(default_factory=dict, repr=False, compare=False)
-    """causal -> the longest length at which the model's mask was found to fit the fused kernel (`_mask_fits`)."""
+    fitted: dict[tuple[str, bool], int] = field(default_factory=dict, repr=False, compare=False)
+    """(layer type, causal) -> the longest length at which the model's mask fitted the fused kernel (`_mask_fits`)."""
 
     def host_layout(self, attention_mask: Tensor) -> HostLayout | None:
         """The host values of the layout of a batch with this (CPU) ``attention_mask``: made before the batch goes
@@ -213,7 +213,7 @@ def calibrated_attention(
     layout = state.layout
     strength = state.plan.config.strength
     # the one-pass Triton kernel (docs/method.md#s1-5) where it computes this layer exactly, else the PyTorch path
-    fused = _fused_layout(state, query, key, value, attention_mask, causal)
+    fused = _fused_layout(state, layer, query, key, value, attention_mask, causal)
     if fused is None and layout.query_rows is None:  # its check of the model's mask joins the pass's one host read
         _layer_shared(attention_mask, layout, causal, query.dtype, query.shape[2])
     if not layout.on_host()[0].any_active:
@@ -254,8 +254,8 @@ def kernel_by_default(dtype: torch.dtype, pooled: bool, mean_path: str) -> bool:
     return pooled or (mean_path == "grouped" and dtype != torch.float32)
 
 
-def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
-                  causal: bool) -> triton_attention.FusedLayout | None:
+def _fused_layout(state: _ForwardState, layer: int, query: Tensor, key: Tensor, value: Tensor,
+                  attention_mask: Tensor | None, causal: bool) -> triton_attention.FusedLayout | None:
     """The fused kernel's layout of this pass where the kernel computes this layer exactly, else ``None`` (the
     PyTorch path). Decided once per pass and mask: its check of the mask joins the pass's one host read of the
     layout, and the kernel must have reproduced the explicit computation on first use (``verified``)."""
@@ -269,7 +269,7 @@ def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tenso
     if entry not in state.shared:
         fused = None
         if triton_attention.call_refusal(query, key, value, layout) is None and \
-                _mask_fits(state, causal, attention_mask) and \
+                _mask_fits(state, layer, causal, attention_mask) and \
                 triton_attention.verified(query.device, query.dtype, query.shape[-1], layout.query_rows is not None,
                                           causal, layout.shares):
             fused = triton_attention.fused_layout(layout)
@@ -277,23 +277,26 @@ def _fused_layout(state: _ForwardState, query: Tensor, key: Tensor, value: Tenso
     return state.shared[entry][1]
 
 
-def _mask_fits(state: _ForwardState, causal: bool, attention_mask: Tensor | None) -> bool:
+def _mask_fits(state: _ForwardState, layer: int, causal: bool, attention_mask: Tensor | None) -> bool:
     """Whether the fused kernel takes this pass's padding (one side only: the layout's host values) and the model's
     mask (:func:`~mteb_fairpos.triton_attention.model_mask_fits`, read from the device with the layout, or alone).
-    The model's mask is checked at the longest length seen so far and remembered with the plan: the masks
-    transformers makes (padding, causality, sliding windows, chunks) that fit at a length fit at every shorter one,
-    and ``encode`` runs the longest batch first, so later passes read nothing."""
+    The model's mask is checked at the longest length seen so far and remembered with the plan, per kind of mask
+    (the layer's type in the model's ``layer_types``: full, sliding or chunked attention): the masks transformers
+    makes of each kind that fit at a length fit at every shorter one, and ``encode`` runs the longest batch first,
+    so later passes read nothing."""
     layout, fitted = state.layout, state.plan.fitted
     length = layout.key_valid.shape[1]
+    types = getattr(state.plan.model.config, "layer_types", None) or ()
+    kind = (types[layer] if layer < len(types) else "", causal)  # the key the length is remembered under
     known = layout.known().contiguous if layout.known() is not None else None  # given by the caller, or not yet read
     flags = [] if known is not None else [triton_attention.padding_fits(layout)]
-    checked = attention_mask is not None and length > fitted.get(causal, 0)
+    checked = attention_mask is not None and length > fitted.get(kind, 0)
     if checked:
         flags.append(triton_attention.model_mask_fits(layout, causal, attention_mask))
     _, values = layout.on_host(*flags)  # one read with the layout, or none where both are known
     contiguous = known if known is not None else values[0]
     if checked and values[-1]:
-        fitted[causal] = length
+        fitted[kind] = length
     return contiguous and (not checked or values[-1])
 
 

@@ -338,6 +338,35 @@ def test_a_calibrated_model_gives_the_same_output_through_the_kernel(device, mod
     torch.testing.assert_close(outputs[True][valid], outputs[False][valid], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_sliding_window_layer_keeps_the_pytorch_path_whatever_length_its_model_was_checked_at(device):
+    """The model's mask is checked at the longest length seen and remembered per kind of layer: a Qwen3 whose second
+    layer slides over 12 keys fits the kernel at 10 tokens in both layers, and at 24 in the full layer only. Passes at
+    10, 24 and 10 tokens again run the kernel in the layers it fits (2, 1, 2 calls) and equal the PyTorch path's."""
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, intermediate_size=64, max_position_embeddings=256, pad_token_id=0,
+                         use_sliding_window=True, sliding_window=12, max_window_layers=1)
+    assert config.layer_types == ["full_attention", "sliding_attention"]
+    model = AutoModel.from_config(config, attn_implementation="sdpa").eval().to(device)
+    plan = attach(model, CalibrationConfig(basket_size=4, layers=1.0, strength=0.7), "last")
+    real = triton_attention.fused_calibrated_attention
+    calls = []
+    for length in (10, 10, 24, 10):  # the first pass also runs the kernel's first-use check
+        ids = torch.randint(1, 100, (2, length), generator=torch.Generator().manual_seed(length)).to(device)
+        mask = torch.ones(2, length, dtype=torch.long, device=device)
+        mask[1, :3] = 0
+        outputs, used = {}, []
+        for enabled in (False, True):
+            with fused_kernel(enabled), plan.applied(mask), torch.no_grad(), pytest.MonkeyPatch.context() as patch:
+                patch.setattr(triton_attention, "fused_calibrated_attention", lambda *a, **k: used.append(1) or real(*a, **k))
+                outputs[enabled] = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        calls.append(len(used))
+        torch.testing.assert_close(outputs[True][mask.bool()], outputs[False][mask.bool()], rtol=1e-5, atol=1e-5)
+    assert calls[1:] == [2, 1, 2]
+    assert plan.fitted == {("full_attention", True): 24, ("sliding_attention", True): 10}
+
+
 def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend_runs_without_it():
     """benchmarks/gpu/bench_kernels.py's fused table (run.sh's kernels step), on its dry-run shapes: the kernel
     passes its first-use check and agrees with the PyTorch path it is timed against, for every row and the
