@@ -73,8 +73,12 @@ class CalibrationPlan:
     layer_of: dict[nn.Module, int] = field(repr=False)
     architecture: str
     model: nn.Module = field(repr=False, compare=False)
-    fitted: dict[tuple[str, bool], int] = field(default_factory=dict, repr=False, compare=False)
-    """(layer type, causal) -> the longest length at which the model's mask fitted the fused kernel (`_mask_fits`)."""
+    kinds: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """Per layer, the kind of mask its attention takes (`mask_kinds`): layers of one kind share one mask."""
+    fitted: dict[tuple, int] = field(default_factory=dict, repr=False, compare=False)
+    """Kind of mask -> the longest length at which the model's mask fitted the fused kernel (`_mask_fits`)."""
+    refused: dict[tuple, int] = field(default_factory=dict, repr=False, compare=False)
+    """Kind of mask -> the shortest length at which it did not (longer ones keep the PyTorch path unchecked)."""
 
     def host_layout(self, attention_mask: Tensor) -> HostLayout | None:
         """The host values of the layout of a batch with this (CPU) ``attention_mask``: made before the batch goes
@@ -83,17 +87,20 @@ class CalibrationPlan:
         if self.config.strength == 0:
             return None
         layout = self._layout(attention_mask)
-        host, (contiguous,) = layout.on_host(triton_attention.padding_fits(layout))
-        return dataclasses.replace(host, contiguous=contiguous)
+        host, (contiguous, full) = layout.on_host(triton_attention.padding_fits(layout), _full(layout))
+        return dataclasses.replace(host, contiguous=contiguous, full=full, shape=tuple(attention_mask.shape))
 
     def _layout(self, attention_mask: Tensor) -> BasketLayout:
         return basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))
 
     @contextlib.contextmanager
-    def applied(self, attention_mask: Tensor, host: HostLayout | None = None) -> Iterator[BasketLayout | None]:
+    def applied(self, attention_mask: Tensor, host: HostLayout | None = None, inputs: tuple[str, ...] = ()
+                ) -> Iterator[BasketLayout | None]:
         """Calibrate every forward pass run inside this block over a batch with ``attention_mask``;
         yields the batch's basket layout (``None`` at strength 0, which changes nothing). ``host``: its
-        :meth:`host_layout`, where the caller made it before the mask went to the device.
+        :meth:`host_layout`, where the caller made it before the mask went to the device (ignored unless made for
+        a mask of this shape); ``inputs``: the names of the model's inputs, part of the kind of mask a check is
+        remembered for (`_mask_fits`).
 
         The model runs the calibrated backend only inside the block; outside it keeps its own
         attention implementation, so a wrapped model behaves as before (in worker processes too,
@@ -103,9 +110,9 @@ class CalibrationPlan:
             yield None
             return
         layout = self._layout(attention_mask)
-        if host is not None:
+        if host is not None and host.shape == tuple(attention_mask.shape):
             layout.given(host)
-        state = _ForwardState(self, layout)
+        state = _ForwardState(self, layout, inputs)
         register()
         previous = self.model.config._attn_implementation
         if previous != ATTENTION_NAME:
@@ -129,6 +136,7 @@ class CalibrationPlan:
 class _ForwardState:
     plan: CalibrationPlan
     layout: BasketLayout
+    inputs: tuple[str, ...] = ()
     seen: set[int] = field(default_factory=set)
     shared: dict[tuple, Any] = field(default_factory=dict)
     """What the calibrated layers of this pass share (:func:`_layer_shared`, :func:`_pooled_row_shared`), by the
@@ -168,7 +176,16 @@ def attach(model: PreTrainedModel, config: CalibrationConfig, pooling: Pooling) 
             f"'{ATTENTION_NAME}' backend (SDPA with calibrated rows) instead, every other pass keeps {own!r}.",
             stacklevel=3,
         )
-    return CalibrationPlan(config, pooling, layers, layer_of, architecture, model)
+    return CalibrationPlan(config, pooling, layers, layer_of, architecture, model, mask_kinds(model, blocks))
+
+
+def mask_kinds(model: nn.Module, blocks: list[nn.Module]) -> tuple[str, ...]:
+    """The kind of mask each block's attention takes: what the block says (``attention_type``), else the model's
+    ``layer_types`` where they name every block (not a vision tower's too), else the block itself (``layer 3``),
+    so that no check is remembered for a layer whose mask another layer's check did not see."""
+    types = getattr(model.config, "layer_types", None) or ()
+    return tuple(getattr(block, "attention_type", None) or (types[i] if len(types) == len(blocks) else f"layer {i}")
+                 for i, block in enumerate(blocks))
 
 
 def register() -> None:
@@ -266,38 +283,65 @@ def _fused_layout(state: _ForwardState, layer: int, query: Tensor, key: Tensor, 
     if not wanted:
         return None
     entry = ("fused", id(attention_mask), causal, query.dtype, tuple(query.shape[1:]), tuple(key.shape[1:]))
+    kind = (state.plan.kinds[layer] if layer < len(state.plan.kinds) else f"layer {layer}", causal, state.inputs)
     if entry not in state.shared:
-        fused = None
-        if triton_attention.call_refusal(query, key, value, layout) is None and \
-                _mask_fits(state, layer, causal, attention_mask) and \
-                triton_attention.verified(query.device, query.dtype, query.shape[-1], layout.query_rows is not None,
-                                          causal, layout.shares):
-            fused = triton_attention.fused_layout(layout)
-        state.shared[entry] = (attention_mask, fused)  # the mask is held so that its id stays unique in the pass
-    return state.shared[entry][1]
+        fused, verdict = None, None
+        if triton_attention.call_refusal(query, key, value, layout) is None:
+            fits, verdict = _mask_fits(state, kind, causal, attention_mask)
+            if fits and triton_attention.verified(query.device, query.dtype, query.shape[-1], layout.query_rows is not None,
+                                                  causal, layout.shares):
+                fused = triton_attention.fused_layout(layout)
+        state.shared[entry] = (attention_mask, fused, verdict)  # the mask is held so that its id stays unique in the pass
+    _, fused, verdict = state.shared[entry]
+    _remember(state, kind, verdict)  # a layer of another kind given the same mask learns the same
+    return fused
 
 
-def _mask_fits(state: _ForwardState, layer: int, causal: bool, attention_mask: Tensor | None) -> bool:
-    """Whether the fused kernel takes this pass's padding (one side only: the layout's host values) and the model's
-    mask (:func:`~mteb_fairpos.triton_attention.model_mask_fits`, read from the device with the layout, or alone).
-    The model's mask is checked at the longest length seen so far and remembered with the plan, per kind of mask
-    (the layer's type in the model's ``layer_types``: full, sliding or chunked attention): the masks transformers
-    makes of each kind that fit at a length fit at every shorter one, and ``encode`` runs the longest batch first,
-    so later passes read nothing."""
-    layout, fitted = state.layout, state.plan.fitted
+def _mask_fits(state: _ForwardState, kind: tuple, causal: bool, attention_mask: Tensor | None) -> tuple[bool, bool | None]:
+    """Whether the fused kernel takes this pass's padding (one side only) and the model's mask
+    (:func:`~mteb_fairpos.triton_attention.model_mask_fits`), and what the check found about this kind of mask
+    (``True`` fits at this length, ``False`` does not, ``None`` not checked).
+
+    What the host already knows is not read: the padding where the caller gave the layout's host values
+    (:meth:`CalibrationPlan.host_layout`), and the model's mask where a check is remembered for its kind (the layer's
+    mask kind, causality and the model's inputs). Such a check holds for every shorter length when a row of the checked
+    batch filled its whole length: the masks transformers makes of one kind (padding, causal, bidirectional, sliding
+    window, chunked) hide only more keys as rows grow. A kind refused at a length keeps the PyTorch path (exact) at
+    every longer one unchecked. ``encode`` runs its longest batches first, so most passes read nothing; the others
+    read once, with the layout."""
+    layout, plan = state.layout, state.plan
     length = layout.key_valid.shape[1]
-    types = getattr(state.plan.model.config, "layer_types", None) or ()
-    kind = (types[layer] if layer < len(types) else "", causal)  # the key the length is remembered under
-    known = layout.known().contiguous if layout.known() is not None else None  # given by the caller, or not yet read
-    flags = [] if known is not None else [triton_attention.padding_fits(layout)]
-    checked = attention_mask is not None and length > fitted.get(kind, 0)
+    if attention_mask is not None and length >= plan.refused.get(kind, length + 1):
+        return False, None
+    known = layout.known()
+    contiguous = known.contiguous if known is not None else None
+    checked = attention_mask is not None and length > plan.fitted.get(kind, 0)
+    flags = [] if contiguous is not None else [triton_attention.padding_fits(layout)]
     if checked:
         flags.append(triton_attention.model_mask_fits(layout, causal, attention_mask))
-    _, values = layout.on_host(*flags)  # one read with the layout, or none where both are known
-    contiguous = known if known is not None else values[0]
-    if checked and values[-1]:
-        fitted[kind] = length
-    return contiguous and (not checked or values[-1])
+        if known is None or known.full is None:
+            flags.append(_full(layout))
+    _, values = layout.on_host(*flags)  # one read with the layout, or none where all of it is known
+    if contiguous is None:
+        contiguous, values = values[0], values[1:]
+    if not checked:
+        return contiguous, None
+    fits, full = values[0], values[1] if len(values) > 1 else known.full
+    verdict = False if not fits else (True if full else None)
+    return contiguous and fits, verdict
+
+
+def _remember(state: _ForwardState, kind: tuple, verdict: bool | None) -> None:
+    length, plan = state.layout.key_valid.shape[1], state.plan
+    if verdict is True:
+        plan.fitted[kind] = max(plan.fitted.get(kind, 0), length)
+    elif verdict is False:
+        plan.refused[kind] = min(plan.refused.get(kind, length), length)
+
+
+def _full(layout: BasketLayout) -> Tensor:
+    """0-d bool: a row of the batch fills its whole length."""
+    return layout.key_valid.all(1).any()
 
 
 def mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool, scaling: float,

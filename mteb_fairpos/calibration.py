@@ -105,6 +105,10 @@ class HostLayout:
     contiguous: bool | None = None
     """Every sequence's valid tokens are contiguous (padding on one side only); ``None``: not known on the host (a
     layout read from the device; :meth:`CalibrationPlan.host_layout` knows it)."""
+    full: bool | None = None
+    """A sequence fills the batch's whole length; ``None``: not known on the host."""
+    shape: tuple[int, ...] | None = None
+    """The (N, K) of the mask it was made from, where it was made on the host."""
 
     @property
     def any_active(self) -> bool:

@@ -186,19 +186,22 @@ class FairSentenceTransformer(SentenceTransformer):
     # ------------------------------------------------------------------ forward
     def forward(self, input: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
         host = input.pop(HOST_LAYOUT, None)  # never a model input
-        task = kwargs.get("task")
-        calibrate = self.plan is not None and (
-            task == "document" or (task is None and self.calibrate_encode) or (task == "query" and self.calibrate_queries)
-        )
-        if not calibrate:
+        if not self._calibrates(kwargs.get("task")):
             return super().forward(input, **kwargs)
-        with self.plan.applied(input["attention_mask"], host=host) as layout:
+        inputs = tuple(sorted(name for name, value in input.items() if isinstance(value, torch.Tensor)))
+        with self.plan.applied(input["attention_mask"], host=host, inputs=inputs) as layout:
             output = super().forward(input, **kwargs)
         if layout is not None:  # the layout's host values: from preprocess, else read once in the pass
             calibrated = sum(layout.on_host()[0].active)
             self._uncalibrated[0] += len(layout.active) - calibrated
             self._uncalibrated[1] += calibrated
         return output
+
+    def _calibrates(self, task: str | None) -> bool:
+        """Whether a pass for ``task`` (``encode_document``'s ``document``, ``encode_query``'s ``query``, ``encode``'s
+        ``None``) is calibrated."""
+        return self.plan is not None and (
+            task == "document" or (task is None and self.calibrate_encode) or (task == "query" and self.calibrate_queries))
 
     @contextlib.contextmanager
     def calibration_disabled(self) -> Iterator[None]:
@@ -243,7 +246,7 @@ class FairSentenceTransformer(SentenceTransformer):
     def preprocess(self, inputs: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         features = super().preprocess(inputs, *args, **kwargs)
         mask = features.get("attention_mask")
-        if mask is not None and self.plan is not None and mask.device.type == "cpu":
+        if mask is not None and mask.device.type == "cpu" and self._calibrates(kwargs.get("task")):
             features[HOST_LAYOUT] = self.plan.host_layout(mask)  # here, before the batch goes to the device
         self._count_truncated(inputs, features, mask, kwargs.get("prompt"))
         return features

@@ -144,11 +144,13 @@ def test_encode_reads_nothing_from_the_device_once_the_models_mask_was_checked_a
 
     fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=8, layers="last", strength=0.5))
     texts = ["a lighthouse on the harbour wall is repainted every spring", "the final ended after a late penalty"]
-    features, plain = fair.preprocess(texts), minilm.preprocess(texts)
+    features, plain = fair.preprocess(texts, task="document"), minilm.preprocess(texts)
     given = features[HOST_LAYOUT]
+    assert HOST_LAYOUT not in fair.preprocess(texts, task="query")  # queries are not calibrated: nothing to make
     config, pooling = fair.plan.config, fair.plan.pooling  # the layout as a pass reads it from the device:
     read = basket_layout(features["attention_mask"], pooling, config.basket_size, config.isolated_tokens(pooling)).on_host()[0]
-    assert given == dataclasses.replace(read, contiguous=True) and given.any_active
+    assert given == dataclasses.replace(read, contiguous=True, full=True, shape=(2, features["attention_mask"].shape[1]))
+    assert given.any_active
     with fused_kernel(True):
         _, reads = counts(lambda: fair.forward(dict(features), task="document"))
     _, plain_reads = counts(lambda: minilm.forward(dict(plain)))

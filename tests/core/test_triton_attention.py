@@ -340,9 +340,10 @@ def test_a_calibrated_model_gives_the_same_output_through_the_kernel(device, mod
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_sliding_window_layer_keeps_the_pytorch_path_whatever_length_its_model_was_checked_at(device):
-    """The model's mask is checked at the longest length seen and remembered per kind of layer: a Qwen3 whose second
-    layer slides over 12 keys fits the kernel at 10 tokens in both layers, and at 24 in the full layer only. Passes at
-    10, 24 and 10 tokens again run the kernel in the layers it fits (2, 1, 2 calls) and equal the PyTorch path's."""
+    """The model's mask is checked at the longest length seen and remembered per kind of layer, where a row filled
+    that length: a Qwen3 whose second layer slides over 12 keys fits the kernel at 10 tokens in both layers, and at
+    20 or 24 in the full layer only. A batch padded to 24 whose rows hold at most 12 tokens fits both, but teaches
+    nothing about 20 full tokens. Every pass equals the PyTorch path's; the calls count the layers on the kernel."""
     torch.manual_seed(0)
     config = Qwen3Config(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=16, intermediate_size=64, max_position_embeddings=256, pad_token_id=0,
@@ -352,10 +353,12 @@ def test_a_sliding_window_layer_keeps_the_pytorch_path_whatever_length_its_model
     plan = attach(model, CalibrationConfig(basket_size=4, layers=1.0, strength=0.7), "last")
     real = triton_attention.fused_calibrated_attention
     calls = []
-    for length in (10, 10, 24, 10):  # the first pass also runs the kernel's first-use check
+    # (length, tokens of the longest row); the first pass also runs the kernel's first-use check
+    for length, longest in ((10, 10), (10, 10), (24, 12), (20, 20), (24, 24), (10, 10)):
         ids = torch.randint(1, 100, (2, length), generator=torch.Generator().manual_seed(length)).to(device)
-        mask = torch.ones(2, length, dtype=torch.long, device=device)
-        mask[1, :3] = 0
+        mask = torch.zeros(2, length, dtype=torch.long, device=device)
+        mask[0, length - longest:] = 1  # left padding, as a causal model is fed
+        mask[1, length - longest + 3:] = 1
         outputs, used = {}, []
         for enabled in (False, True):
             with fused_kernel(enabled), plan.applied(mask), torch.no_grad(), pytest.MonkeyPatch.context() as patch:
@@ -363,8 +366,23 @@ def test_a_sliding_window_layer_keeps_the_pytorch_path_whatever_length_its_model
                 outputs[enabled] = model(input_ids=ids, attention_mask=mask).last_hidden_state
         calls.append(len(used))
         torch.testing.assert_close(outputs[True][mask.bool()], outputs[False][mask.bool()], rtol=1e-5, atol=1e-5)
-    assert calls[1:] == [2, 1, 2]
-    assert plan.fitted == {("full_attention", True): 24, ("sliding_attention", True): 10}
+    assert calls[1:] == [2, 2, 1, 1, 2]
+    assert plan.fitted == {("full_attention", True, ()): 24, ("sliding_attention", True, ()): 10}
+    assert plan.refused == {("sliding_attention", True, ()): 20}
+
+
+def test_a_layers_mask_kind_is_what_names_every_layer_or_the_layer_itself():
+    """``layer_types`` name the kinds only where they name every block: a model whose blocks include others (a
+    vision tower's, before the text layers) remembers each layer's check for that layer alone."""
+    from mteb_fairpos.attention import mask_kinds, transformer_layers
+
+    config = Qwen3Config(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, intermediate_size=64, use_sliding_window=True, sliding_window=12, max_window_layers=1)
+    model = AutoModel.from_config(config)
+    blocks = transformer_layers(model)
+    assert mask_kinds(model, blocks) == ("full_attention", "sliding_attention")
+    model.config.layer_types = ["sliding_attention"]  # names fewer layers than the model has blocks
+    assert mask_kinds(model, blocks) == ("layer 0", "layer 1")
 
 
 def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend_runs_without_it():
