@@ -73,7 +73,7 @@ class CalibrationPlan:
     layer_of: dict[nn.Module, int] = field(repr=False)
     architecture: str
     model: nn.Module = field(repr=False, compare=False)
-    kinds: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    kinds: tuple[str, ...] = field(repr=False, compare=False)
     """Per layer, the kind of mask its attention takes (`mask_kinds`): layers of one kind share one mask."""
     fitted: dict[tuple, int] = field(default_factory=dict, repr=False, compare=False)
     """Kind of mask -> the longest length at which the model's mask fitted the fused kernel (`_mask_fits`)."""
@@ -283,7 +283,7 @@ def _fused_layout(state: _ForwardState, layer: int, query: Tensor, key: Tensor, 
     if not wanted:
         return None
     entry = ("fused", id(attention_mask), causal, query.dtype, tuple(query.shape[1:]), tuple(key.shape[1:]))
-    kind = (state.plan.kinds[layer] if layer < len(state.plan.kinds) else f"layer {layer}", causal, state.inputs)
+    kind = (state.plan.kinds[layer], causal, state.inputs)
     if entry not in state.shared:
         fused, verdict = None, None
         if triton_attention.call_refusal(query, key, value, layout) is None:

@@ -170,6 +170,11 @@ class Collection:
     """The ``experiment_kwargs`` a model's ``model_meta.json`` records, where it records any."""
 
     @property
+    def problems(self) -> list[Issue]:
+        """The issues that are not notes (`Issue.note`)."""
+        return [issue for issue in self.issues if not issue.note]
+
+    @property
     def models(self) -> list[ModelKey]:
         return sorted({key for key, _ in self.scores}, key=model_order)
 

@@ -155,3 +155,17 @@ def test_encode_reads_nothing_from_the_device_once_the_models_mask_was_checked_a
         _, reads = counts(lambda: fair.forward(dict(features), task="document"))
     _, plain_reads = counts(lambda: minilm.forward(dict(plain)))
     assert reads == plain_reads, (reads, plain_reads)
+
+
+def test_host_values_made_for_a_batch_of_another_shape_are_not_used():
+    """The host values ``preprocess`` makes travel beside the batch; where the mask changed shape on the way (padded
+    again before the device), the pass reads its own instead of using another batch's."""
+    torch.manual_seed(0)
+    model = AutoModel.from_config(MODELS["gte"], attn_implementation="sdpa").eval()
+    plan = attach(model, CalibrationConfig(basket_size=16, layers=1.0, strength=0.5), "mean")
+    ids = torch.randint(1, 100, (2, 64), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, 64, dtype=torch.long)
+    for host, made_here in ((plan.host_layout(torch.ones(3, 64, dtype=torch.long)), False), (plan.host_layout(mask), True)):
+        with torch.no_grad(), plan.applied(mask, host=host) as layout:
+            model(input_ids=ids, attention_mask=mask)
+        assert (layout.known() is host) == made_here and len(layout.known().active) == 2
