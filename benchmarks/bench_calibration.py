@@ -438,6 +438,24 @@ def _at_least_one(text: str) -> int:
     return int(text)
 
 
+def use_kernel_configs(path: str) -> list[dict]:
+    """Put the launch settings ``bench_kernels.py --tune`` picked (its JSON's ``launch_configs``) ahead of
+    ``triton_attention.CONFIGS`` in this process, so a run can time them before they are committed; returns them."""
+    import torch
+
+    from mteb_fairpos import triton_attention
+
+    try:
+        picked = json.loads(Path(path).read_text()).get("launch_configs", [])
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--kernel-configs {path}: cannot read it ({err})") from err
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    entries = tuple(((dtypes[p["dtype"]],), p["largest"], p["pooled"], triton_attention.LaunchConfig(**p["config"]))
+                    for p in picked)
+    triton_attention.CONFIGS = entries + triton_attention.CONFIGS
+    return picked
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents and one warm repetition")
@@ -456,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=_at_least_one, default=1,
                         help="documents and batch size of every case times this (a GPU needs larger batches to be busy; default 1)")
     parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--kernel-configs", metavar="KERNELS_JSON",
+                        help="the fused kernel's launch settings picked by bench_kernels.py --tune (its --json), ahead of "
+                             "the package's own CONFIGS in every process of this run")
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--documents", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--gte-dir", help=argparse.SUPPRESS)
@@ -466,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    kernel_configs = use_kernel_configs(args.kernel_configs) if args.kernel_configs else []
     if args.worker:
         case, task = by_name[args.worker[0]], args.worker[1]
         if task == "timing":
@@ -502,12 +524,15 @@ def main(argv: list[str] | None = None) -> int:
                          f"{'tiled/plain':>11} | {'RSS +MB plain':>17} {'fast':>17} | {'fast/plain':>10}")
         options = ["--dtype", args.dtype, "--scale", str(args.scale)] + [flag for flag, on in (("--same-process", args.same_process),
                                                                    ("--all-references", args.all_references)) if on]
+        options += ["--kernel-configs", args.kernel_configs] if args.kernel_configs else []
         targets = TARGETS["cuda" if device.startswith("cuda") else "cpu"]
         stage_header = (f"{'case':<16} | {'end to end':>20} | {'forward alone':>20} | {'preprocessing alone':>20} | "
                         f"{'plain s: e2e':>12} {'forward':>8} {'preproc':>8}")
         speed_lines, memory_lines, stage_lines, verdicts = [], [], [], []
         report = {"device": where, "torch": torch.__version__, "dtype": args.dtype, "gte_layers": args.gte_layers,
-                  "reps": reps, "scale": args.scale, "targets": targets, "cases": {}}
+                  "reps": reps, "scale": args.scale, "targets": targets, "kernel_configs": kernel_configs, "cases": {}}
+        if kernel_configs:
+            print(f"fused kernel launch settings from {args.kernel_configs}: {kernel_configs}")
         for case in cases:
             count = case.quick_documents if args.quick else case.documents
             results = run_case(case, count, reps, memory_runs, random_dir, device, scratch, options)

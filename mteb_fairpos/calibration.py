@@ -44,7 +44,7 @@ class BasketLayout:
     """(N,) long: the pooling row for cls/last pooling; ``None`` for mean (every valid row)."""
     key_valid: Tensor
     """(N, K) bool: the padding mask."""
-    basket_size: int = 1
+    basket_size: int
     _host: dict = field(default_factory=dict, repr=False, compare=False)
     """The layout's host values and the constants its calibrated rows derive from it, made once."""
 

@@ -104,6 +104,9 @@ class FusedLayout:
     shares: tuple[SharePolicy, ...]
     pooled: bool
     """cls/last pooling: the kernel computes the pooling row only."""
+    basket_size: int
+    """The layout's basket size, the largest any sequence has: where a key block holds it, the kernel closes one
+    basket per block."""
 
     @property
     def n(self) -> int:
@@ -124,7 +127,7 @@ def fused_layout(layout: BasketLayout) -> FusedLayout:
     columns = (first_valid(content), content.sum(1), layout.basket.eq(0).sum(1).clamp(min=1), layout.n_baskets,
                valid_start, valid_start + valid.sum(1), layout.active.long(), pooling_row, iso[:, 0], iso[:, 1])
     sequences = torch.stack(columns, dim=1).to(torch.int32)  # every column is int64
-    return FusedLayout(sequences, layout.shares, layout.query_rows is not None)
+    return FusedLayout(sequences, layout.shares, layout.query_rows is not None, layout.basket_size)
 
 
 def _let_the_interpreter_take_loop_bounds() -> None:
@@ -292,21 +295,21 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
             query, key, value, out, fused.sequences,
             *query.stride(), *key.stride(), *value.stride(), *out_strides,
             heads, kv_heads, length, scaling * _LOG2_E, float(strength), fixed[0], fixed[1],
-            **kernel_constants(query.dtype, head_dim, config, fused.pooled, bool(causal), fused.shares),
+            **kernel_constants(query.dtype, head_dim, config, fused.pooled, bool(causal), fused.shares, fused.basket_size),
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
     return out
 
 
 def kernel_constants(dtype: torch.dtype, head_dim: int, config: LaunchConfig, pooled: bool, causal: bool,
-                     shares: tuple[SharePolicy, ...]) -> dict[str, Any]:
+                     shares: tuple[SharePolicy, ...], basket_size: int) -> dict[str, Any]:
     """The kernel's compile-time arguments for one kind of call: each distinct set is a kernel compiled of its own."""
     codes = [POLICY_CODES.get(policy, 2) if isinstance(policy, str) else 2 for policy in shares] + [0, 0]
     return dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n, POOLED=pooled, CAUSAL=causal, N_ISO=len(shares), POLICY_0=codes[0],
                 POLICY_1=codes[1], RESCALE=any(policy != "equal" for policy in shares),
                 DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
-                EXACT_OPERANDS=_interpreting() and dtype == torch.bfloat16)
+                EXACT_OPERANDS=_interpreting() and dtype == torch.bfloat16, ONE_BLOCK=basket_size <= config.block_n)
 
 
 def _out_refusal(out: Tensor, query: Tensor, pooled: bool) -> str | None:
@@ -412,6 +415,7 @@ if triton is not None:
         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         POOLED: tl.constexpr, CAUSAL: tl.constexpr, N_ISO: tl.constexpr, POLICY_0: tl.constexpr,
         POLICY_1: tl.constexpr, RESCALE: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr,
+        ONE_BLOCK: tl.constexpr,
     ):
         """One block of query rows of one sequence against all of its keys (see the module docstring)."""
         group = heads // kv_heads
@@ -472,48 +476,52 @@ if triton is not None:
         basket_outputs = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # sum over non-empty baskets of o_ib
         filled = tl.zeros([BLOCK_M], dtype=tl.float32)  # how many baskets the row sees a key of
 
-        # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
-        # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never holds
-        # keys of two baskets; a short last basket leaves its last blocks empty).
         keys_stop = tl.minimum(content_stop, last_row + 1) if CAUSAL else content_stop  # later keys: no row sees them
-        per_basket = tl.cdiv(basket_size, BLOCK_N)
-        basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
-        basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-        basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        for block in range(0, tl.cdiv(keys_stop - content_start, basket_size) * per_basket):
-            basket_start = content_start + block // per_basket * basket_size
-            basket_stop = tl.minimum(basket_start + basket_size, keys_stop)
-            keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
-            in_basket = keys < basket_stop
-            k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
-                        mask=in_basket[None, :] & in_head[:, None], other=0.0)
-            scores = _dot(q, k, DOT_PRECISION, EXACT_OPERANDS) * scale_log2
-            seen = in_basket[None, :]
-            if CAUSAL:
-                seen = seen & (keys[None, :] <= position[:, None])
-            scores = tl.where(seen, scores, float("-inf"))
-            new_max = tl.maximum(basket_max, tl.max(scores, 1))
-            rescale = tl.exp2(basket_max - new_max)
-            p = tl.exp2(scores - new_max[:, None])
-            v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
-                        mask=in_basket[:, None] & in_head[None, :], other=0.0)
-            basket_sum = basket_sum * rescale + tl.sum(p, 1)
-            basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
-            basket_max = new_max
-            if block % per_basket == per_basket - 1:
-                # the basket ends: its own output o_ib joins the sum, and the basket joins the plain softmax
-                nonempty = basket_sum > 0
-                basket_outputs += basket_acc / tl.where(nonempty, basket_sum, 1.0)[:, None]
-                filled += nonempty.to(tl.float32)
-                new_max = tl.maximum(row_max, basket_max)
-                keep = tl.exp2(row_max - new_max)
-                join = tl.exp2(basket_max - new_max)
-                row_acc = row_acc * keep[:, None] + basket_acc * join[:, None]
-                row_sum = row_sum * keep + basket_sum * join
-                row_max = new_max
-                basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
-                basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-                basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        n_blocks = tl.cdiv(keys_stop - content_start, basket_size)
+        if ONE_BLOCK:
+            # every basket fits one key block (the layout's basket size is at most BLOCK_N): a block's softmax is its
+            # basket's, so the basket needs no running rescale and every step closes one (docs/method.md#s1-5)
+            for basket in range(0, n_blocks):
+                basket_start = content_start + basket * basket_size
+                keys = basket_start + tl.arange(0, BLOCK_N)
+                in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
+                scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, scale_log2,
+                                 CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+                basket_max = tl.maximum(tl.max(scores, 1), floor)
+                p = tl.exp2(scores - basket_max[:, None])
+                v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
+                            mask=in_basket[:, None] & in_head[None, :], other=0.0)
+                basket_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
+                row_max, row_sum, row_acc, basket_outputs, filled = _close_basket(
+                    row_max, row_sum, row_acc, basket_outputs, filled, basket_max, tl.sum(p, 1), basket_acc)
+        else:
+            # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
+            # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never
+            # holds keys of two baskets; a short last basket leaves its last blocks empty).
+            per_basket = tl.cdiv(basket_size, BLOCK_N)
+            basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+            basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+            basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+            for block in range(0, n_blocks * per_basket):
+                basket_start = content_start + block // per_basket * basket_size
+                keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
+                in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
+                scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, scale_log2,
+                                 CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+                new_max = tl.maximum(basket_max, tl.max(scores, 1))
+                rescale = tl.exp2(basket_max - new_max)
+                p = tl.exp2(scores - new_max[:, None])
+                v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
+                            mask=in_basket[:, None] & in_head[None, :], other=0.0)
+                basket_sum = basket_sum * rescale + tl.sum(p, 1)
+                basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
+                basket_max = new_max
+                if block % per_basket == per_basket - 1:
+                    row_max, row_sum, row_acc, basket_outputs, filled = _close_basket(
+                        row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc)
+                    basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
+                    basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+                    basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
         # the isolated tokens join the softmax: each row's total, and their original probabilities
         final_max = tl.maximum(row_max, tl.maximum(score_0, score_1))
@@ -569,6 +577,30 @@ if triton is not None:
         if EXACT_OPERANDS:
             return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
         return tl.dot(a, b, input_precision=DOT_PRECISION)
+
+    @triton.jit
+    def _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, scale_log2,
+                CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr):
+        """The base-2 scores of the rows against one block of keys, -inf where a row may not see a key."""
+        k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
+                    mask=in_basket[None, :] & in_head[:, None], other=0.0)
+        seen = in_basket[None, :]
+        if CAUSAL:
+            seen = seen & (keys[None, :] <= position[:, None])
+        return tl.where(seen, _dot(q, k, DOT_PRECISION, EXACT_OPERANDS) * scale_log2, float("-inf"))
+
+    @triton.jit
+    def _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc):
+        """A basket ends: its own output o_ib joins the sum of the baskets' outputs (where the row saw one of its
+        keys), and the basket joins the row's plain online softmax (the rescale flash attention does per block)."""
+        nonempty = basket_sum > 0
+        basket_outputs += basket_acc / tl.where(nonempty, basket_sum, 1.0)[:, None]
+        filled += nonempty.to(tl.float32)
+        new_max = tl.maximum(row_max, basket_max)
+        keep = tl.exp2(row_max - new_max)
+        join = tl.exp2(basket_max - new_max)
+        return new_max, row_sum * keep + basket_sum * join, row_acc * keep[:, None] + basket_acc * join[:, None], \
+            basket_outputs, filled
 
     @triton.jit
     def _isolated_score(q, k_base, position_k, stride_kl, stride_kd, dims, in_head, scale_log2, seen, position,

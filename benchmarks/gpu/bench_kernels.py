@@ -166,9 +166,12 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
     return row
 
 
-TUNING = tuple((block_m, block_n, warps, stages) for block_m in (64, 128) for block_n in (32, 64, 128)
+TUNING = tuple((block_m, block_n, warps, stages) for block_m in (64, 128) for block_n in (64, 128)
                for warps in (4, 8) for stages in (2, 3))
-"""Launch settings ``--tune`` times (mean rows at 2,048 tokens, in bf16 and fp16), besides CONFIGS' default."""
+"""Launch settings ``--tune`` times (mean rows at 2,048 tokens), besides CONFIGS' default. A key block of 128 holds
+a whole basket of the default calibration (the kernel's one-basket-per-block loop); 64 splits it in two."""
+TUNED_TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3}
+"""How far a setting's output may lie from the default's to be picked: the dtype's rounding (outputs of about 1)."""
 
 
 def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float,
@@ -189,7 +192,7 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
     expected = triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal, shape.head_dim ** -0.5)
     rows = []
     for setting in [default, *(triton_attention.LaunchConfig(*t) for t in settings)]:
-        row = {"case": shape.name, "dtype": dtype_name, "config": asdict(setting)}
+        row = {"case": shape.name, "dtype": dtype_name, "head_dim": shape.head_dim, "config": asdict(setting)}
 
         def call(setting=setting):
             return triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal,
@@ -285,7 +288,21 @@ def main(argv: list[str] | None = None) -> int:
 def _write(path: str, device: str, rows: list[dict], fused_rows: list[dict], tuning: list[dict] | None = None) -> None:
     with open(path, "w") as handle:
         json.dump({"device": device, "torch": torch.__version__, "rows": rows, "picks": fastest(rows), "fused": fused_rows,
-                   "tuning": tuning or []}, handle, indent=1)
+                   "tuning": tuning or [], "launch_configs": tuned(tuning or [])}, handle, indent=1)
+
+
+def tuned(tuning: list[dict]) -> list[dict]:
+    """The fastest setting within the dtype's rounding of the default, per dtype and head size tuned: entries for
+    ``triton_attention.CONFIGS`` (mean rows), smallest head first, as ``bench_calibration.py --kernel-configs``
+    reads them."""
+    best: dict[tuple[str, int], dict] = {}
+    for row in tuning:
+        if "ms" in row and row["max_abs_vs_default"] <= TUNED_TOLERANCE[row["dtype"]]:
+            entry = (row["dtype"], row["head_dim"])
+            if entry not in best or row["ms"] < best[entry]["ms"]:
+                best[entry] = row
+    return [{"dtype": dtype, "largest": head, "pooled": False, "config": row["config"], "vs_default": row["vs_default"]}
+            for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
 
 
 def fastest(rows: list[dict]) -> dict[str, dict]:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run THERE, on the GPU machine, from the repository root, with benchmarks/gpu/wheels carried (prepare.sh
 # made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
-# kernel's where its test file is present), the kernel micro-benchmark and the calibration benchmark in bf16
-# (end to end, forward alone, preprocessing alone, peak memory), each step within its own time limit so the
-# default steps end within 9.5 minutes (30 + 20 + 120 + 70 + 60 + 240 s and the summary; the device allows 10 per
-# command). fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
+# kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
+# calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
+# each step within its own time limit so the default steps end within 10 minutes (30 + 20 + 120 + 70 + 110 + 240 s
+# and the summary; they took 14 + 7 + 109 + 52 s on an H200; the device allows 10 minutes per command). fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
 # folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
@@ -51,13 +51,14 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note its ou
 if [ "$quick" = 1 ]; then
     tests_filter="$device and (kernel or masked or first_use or half or (gte and mean and right))"
     calibration=(--quick --gte-layers 1 --cases gte-cls-512,gte-mean-512 --all-references)
-    kernels=(--quick)
+    kernels=(--quick --tune)
 else
     tests_filter=$device
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
     calibration=(--gte-layers 12 --reps 3 --scale 16
                  --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
-    kernels=(--tables fused)  # the one-basket table was measured on the H200 (docs/gpu.md): --tables fused,lse for both
+    # bf16 only, tuned: fp32 and the one-basket table were measured on the H200 (docs/gpu.md)
+    kernels=(--tables fused --dtypes bf16 --tune)
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
 
@@ -76,7 +77,9 @@ triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.p
 if wanted tests && [ -f "${triton_tests[0]}" ]; then
     step "triton tests" 70 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
 fi
-wanted kernels && step kernels 60 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+wanted kernels && step kernels 110 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+# the model tables run with the launch settings the kernels step picked, where it picked any
+[ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
 for dtype in bf16 fp32; do
     wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 240 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"

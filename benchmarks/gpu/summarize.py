@@ -55,13 +55,9 @@ def fused_kernel(data: dict) -> list[str]:
     lines += _table(["dtype", "case", "size", "heads (q/kv x size)", "exact", "SDPA ms", "fused ms", "path ms", "x SDPA",
                      "x path", "max diff vs path"], rows)
     lines += [f"- {r['dtype']} {r['case']} set aside: {r['why']}" for r in data.get("fused", []) if r.get("why")]
-    best: dict[str, dict] = {}
-    for r in data.get("tuning", []):  # bench_kernels.py --tune: the fastest launch setting per case and dtype
-        key = f"{r['dtype']} {r['case']}"
-        if "vs_default" in r and (key not in best or r["ms"] < best[key]["ms"]):
-            best[key] = r
-    return lines + [f"- fastest launch setting for {key}: {r['config']} ({r['vs_default']:.2f} x the default)"
-                    for key, r in best.items()] + [""]
+    # bench_kernels.py --tune: the fastest exact launch setting per dtype and head size (mean rows)
+    return lines + [f"- fastest launch setting, {p['dtype']} mean rows, head size {p['largest']}: {p['config']} "
+                    f"({p['vs_default']:.2f} x the default)" for p in data.get("launch_configs", [])] + [""]
 
 
 def kernels(out: Path) -> list[str]:

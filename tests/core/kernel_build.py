@@ -34,20 +34,29 @@ SHARES = ("original", "equal")
 """The default share policies of the two isolated tokens (docs/method.md#s1-1)."""
 
 
+BASKET = 128
+"""The default calibration's basket size: wider than most configs' key blocks, so a basket spans several."""
+SHORT_BASKET = 16
+"""A basket within every config's key block: the kernel's other loop, one basket closed per block."""
+
+
 def builds() -> list[dict]:
-    """(arch, dtype, head size, pooled, causal) of every build: all calls on Hopper, causal ones at Qwen3's head
-    size, and bf16 on Ampere."""
-    hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal)
+    """(arch, dtype, head size, pooled, causal, basket size) of every build: all calls on Hopper, causal ones at
+    Qwen3's head size, half precision with baskets that fit a key block too, and bf16 on Ampere."""
+    hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal, basket=BASKET)
               for dtype in DTYPES for head in HEADS for pooled in (True, False)
               for causal in ((False, True) if head == 128 else (False,))]
-    ampere = [dict(arch=80, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False) for head in HEADS for pooled in (True, False)]
-    return hopper + ampere
+    short = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=False, basket=SHORT_BASKET)
+             for dtype in (torch.bfloat16, torch.float16) for head in HEADS for pooled in (True, False)]
+    ampere = [dict(arch=80, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False, basket=BASKET)
+              for head in HEADS for pooled in (True, False)]
+    return hopper + short + ampere
 
 
-def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool,
+def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int,
           config: triton_attention.LaunchConfig | None = None) -> dict:
-    """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches); its shared
-    memory, registers and spill bytes (from ``ptxas -v``)."""
+    """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches); which loop it
+    runs, its shared memory, registers and spill bytes (from ``ptxas -v``)."""
     kernel = triton_attention._calibrated_attention_kernel
     config = config or triton_attention.launch_config(dtype, head, pooled)
     pointer = f"*{DTYPES[dtype]}"
@@ -57,7 +66,7 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool,
     # (compile-time constants), the pointers and the other strides multiples of 16
     unit = {f"stride_{t}d": 1 for t in "qkvo"}
     signature = {p.name: "constexpr" if p.is_constexpr or p.name in unit else types.get(p.name, "i32") for p in kernel.params}
-    constants = {**triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES), **unit}
+    constants = {**triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES, basket), **unit}
     aligned = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(kernel.params)
                if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name.startswith("stride_") and p.name not in unit)}
     compiled = triton.compile(ASTSource(kernel, signature, constants, aligned), target=GPUTarget("cuda", arch, 32),
@@ -69,7 +78,7 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool,
                                 check=True, capture_output=True, text=True).stderr
     registers = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
-    return {"shared": compiled.metadata.shared, "registers": int(registers.group(1)) if registers else None,
+    return {"one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": int(registers.group(1)) if registers else None,
             "spills": int(spills.group(1)) if spills else 0, "block_m": config.block_m, "block_n": config.block_n}
 
 

@@ -28,6 +28,7 @@ from mteb_fairpos.triton_attention import (
     explicit_calibrated_attention,
     fused_calibrated_attention,
     fused_layout,
+    launch_config,
     unsupported_reason,
     verified,
 )
@@ -93,6 +94,14 @@ MEAN_CASES = {
     "fixed share, inactive": dict(basket=34, isolated=(("bos", 0.3), ("eos", "original")), causal=False,
                                   spans=[(0, 38), (0, 20)], strength=1.0, dim=24, heads=2, kv_heads=2),
 }
+
+
+def test_the_cases_take_both_loops_of_the_kernel():
+    """Baskets within one key block (one basket closed per block) and baskets spanning blocks, for mean pooling
+    and for the pooling rows, at the key block the tests run with."""
+    for cases, pooled in ((MEAN_CASES, False), (POOLED_CASES, True)):
+        block = launch_config(torch.float32, 32, pooled).block_n
+        assert {case["basket"] <= block for case in cases.values()} == {True, False}
 
 
 @pytest.mark.parametrize("case", MEAN_CASES)
