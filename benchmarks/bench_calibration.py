@@ -258,11 +258,14 @@ def stages(model, fair, texts: list[str], batch_size: int, device: str) -> dict:
             return [transformer.forward(dict(batch), **kwargs)["sentence_embedding"] for batch in features][-1]
         return run
 
-    plain_features = [on_device(model.preprocess(batch)) for batch in batches]
-    fair_features = [on_device(fair.preprocess(batch)) for batch in batches]
-    return {"plain forward": forward(model, plain_features), "fast forward": forward(fair, fair_features, task="document"),
-            "plain preprocess": lambda: [model.preprocess(batch) for batch in batches],
-            "fast preprocess": lambda: [fair.preprocess(batch) for batch in batches]}
+    # as encode_document tokenizes: the calibrated model's features carry the layout's host values and the batch's
+    # truncation count, which its forward pass takes (the count runs once the pass is launched)
+    plain_features = [on_device(model.preprocess(batch, task="document")) for batch in batches]
+    fair_features = [on_device(fair.preprocess(batch, task="document")) for batch in batches]
+    return {"plain forward": forward(model, plain_features, task="document"),
+            "fast forward": forward(fair, fair_features, task="document"),
+            "plain preprocess": lambda: [model.preprocess(batch, task="document") for batch in batches],
+            "fast preprocess": lambda: [fair.preprocess(batch, task="document") for batch in batches]}
 
 
 STAGES = ("plain forward", "fast forward", "plain preprocess", "fast preprocess")

@@ -16,6 +16,7 @@ SentenceTransformer, so it can travel to worker processes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -34,6 +35,17 @@ from .config import CalibrationConfig, ConfigError
 from .segmented import TruncationWarning, model_pooling
 
 logger = logging.getLogger(__name__)
+
+TRUNCATION = "fairpos_truncation"
+"""The feature under which ``FairSentenceTransformer.preprocess`` hands its ``forward`` the count of the batch's
+truncated inputs, as a call made once the batch's pass is launched (on a GPU the host counts while the device
+computes); never a model input."""
+
+
+def model_inputs(features: dict[str, Any]) -> dict[str, Any]:
+    """``features`` without what ``FairSentenceTransformer.preprocess`` adds for its own ``forward``: what a plain
+    model, or a model run another way, takes."""
+    return {key: value for key, value in features.items() if key not in (HOST_LAYOUT, TRUNCATION)}
 
 __all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning",
            "naming_the_model"]
@@ -185,16 +197,20 @@ class FairSentenceTransformer(SentenceTransformer):
 
     # ------------------------------------------------------------------ forward
     def forward(self, input: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
-        host = input.pop(HOST_LAYOUT, None)  # never a model input
+        host = input.pop(HOST_LAYOUT, None)  # never model inputs
+        truncated = input.pop(TRUNCATION, None)
         if not self._calibrates(kwargs.get("task")):
-            return super().forward(input, **kwargs)
-        inputs = tuple(sorted(name for name, value in input.items() if isinstance(value, torch.Tensor)))
-        with self.plan.applied(input["attention_mask"], host=host, inputs=inputs) as layout:
             output = super().forward(input, **kwargs)
-        if layout is not None:  # the layout's host values: from preprocess, else read once in the pass
-            calibrated = sum(layout.on_host()[0].active)
-            self._uncalibrated[0] += len(layout.active) - calibrated
-            self._uncalibrated[1] += calibrated
+        else:
+            inputs = tuple(sorted(name for name, value in input.items() if isinstance(value, torch.Tensor)))
+            with self.plan.applied(input["attention_mask"], host=host, inputs=inputs) as layout:
+                output = super().forward(input, **kwargs)
+            if layout is not None:  # the layout's host values: from preprocess, else read once in the pass
+                calibrated = sum(layout.on_host()[0].active)
+                self._uncalibrated[0] += len(layout.active) - calibrated
+                self._uncalibrated[1] += calibrated
+        if truncated is not None:  # the pass is launched: the host counts while a GPU computes it
+            self._truncated += truncated()
         return output
 
     def _calibrates(self, task: str | None) -> bool:
@@ -248,24 +264,23 @@ class FairSentenceTransformer(SentenceTransformer):
         mask = features.get("attention_mask")
         if mask is not None and mask.device.type == "cpu" and self._calibrates(kwargs.get("task")):
             features[HOST_LAYOUT] = self.plan.host_layout(mask)  # here, before the batch goes to the device
-        self._count_truncated(inputs, features, mask, kwargs.get("prompt"))
+        limit = self.max_seq_length
+        if mask is not None and limit and mask.shape[1] >= limit:  # a row may have been cut: counted in forward
+            features[TRUNCATION] = functools.partial(self._truncated_count, inputs, getattr(features, "encodings", None),
+                                                     mask, limit, kwargs.get("prompt"))
         return features
 
-    def _count_truncated(self, inputs: Any, features: Any, mask: torch.Tensor | None, prompt: str | None) -> None:
-        """Count the documents that tokenization cut off at ``max_seq_length`` (for the truncation warning)."""
-        limit = self.max_seq_length
-        if mask is None or not limit or mask.shape[1] < limit:
-            return
-        encodings = getattr(features, "encodings", None)
+    def _truncated_count(self, inputs: Any, encodings: list | None, mask: torch.Tensor, limit: int,
+                         prompt: str | None) -> int:
+        """How many of a batch's inputs tokenization cut off at ``limit`` tokens (for the truncation warning)."""
         if encodings:  # a fast tokenizer keeps what truncation cut off: no second pass over the texts
-            self._truncated += sum(bool(encoding.overflowing) for encoding in encodings)
-        else:
-            full = (mask.sum(dim=1) >= limit).nonzero().flatten().tolist()
-            if full:
-                texts = [inputs[i] for i in full]
-                lengths = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
-                extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
-                self._truncated += sum(len(ids) + extra > limit for ids in lengths)
+            return sum(bool(encoding.overflowing) for encoding in encodings)
+        full = (mask.sum(dim=1) >= limit).nonzero().flatten().tolist()
+        if not full:
+            return 0
+        lengths = self.tokenizer([inputs[i] for i in full], truncation=False, verbose=False)["input_ids"]
+        extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+        return sum(len(ids) + extra > limit for ids in lengths)
 
 
 def _saved_config(saved: Calibration) -> CalibrationConfig | None:

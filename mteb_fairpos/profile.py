@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .attention import HOST_LAYOUT
 from .calibration import basket_layout, first_valid, last_valid
 from .config import CalibrationConfig, LayerSpec, Pooling
+from .model import model_inputs
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
 
@@ -172,7 +172,7 @@ def attention_profile(
         chosen = tuple(range(len(attention))) if layers is None else CalibrationConfig(layers=layers).resolve_layers(len(attention))
         for start in range(0, len(texts), batch_size):
             features = model.preprocess(texts[start : start + batch_size], prompt=prompt)
-            features = {k: v.to(model.device) if isinstance(v, Tensor) else v for k, v in features.items() if k != HOST_LAYOUT}
+            features = {k: v.to(model.device) if isinstance(v, Tensor) else v for k, v in model_inputs(features).items()}
             valid = features["attention_mask"].bool()
             content = max(content, int((valid.sum(dim=1) - 2).clamp(min=0).max()))
             short += int((~basket_layout(valid, resolved, basket_size, isolated).active).sum())

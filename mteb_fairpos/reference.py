@@ -35,9 +35,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .attention import HOST_LAYOUT, UnsupportedModelError
+from .attention import UnsupportedModelError
 from .calibration import BasketLayout, basket_layout, calibrate_rows, first_valid, last_valid
 from .config import CalibrationConfig, Pooling
+from .model import model_inputs
 from .segmented import document_prompt, model_pooling
 
 ROW_TILE_ELEMENTS = 1 << 22
@@ -222,7 +223,7 @@ def _batches(model: Any, inputs: Any, batch_size: int, prompt: str | None, task:
 
         def run(features: dict[str, Any]) -> Any:
             # The plain SentenceTransformer forward: never the calibrated one of FairSentenceTransformer.
-            features = {key: value for key, value in features.items() if key != HOST_LAYOUT}
+            features = model_inputs(features)
             return SentenceTransformer.forward(model, features, **({"task": task} if task else {}))
 
         if isinstance(inputs, Mapping):

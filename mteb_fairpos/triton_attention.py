@@ -69,12 +69,14 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, LaunchConfig], ...] = (
     # Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half precision
     # at head sizes 32, 64 and 128 (tests/core/kernel_build.py builds every entry without a GPU, aligned as at a real
     # launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV head
-    # (its query heads) are a handful: 16 rows, the least tl.dot takes. Not yet timed on a GPU: bench_kernels.py's
-    # first table is the measure.
+    # (its query heads) are a handful: 16 rows, the least tl.dot takes. The half-precision mean rows up to head size 64
+    # take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128 hold a default
+    # basket whole). At 128 the tuned settings 0.62x this one's time all spill registers, so it stays; the other
+    # entries are untimed first choices.
     ((torch.bfloat16, torch.float16), 64, True, LaunchConfig(16, 64, 4, 2)),
     ((torch.bfloat16, torch.float16), 256, True, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, LaunchConfig(16, 16, 4, 2)),
-    ((torch.bfloat16, torch.float16), 64, False, LaunchConfig(64, 64, 4, 3)),
+    ((torch.bfloat16, torch.float16), 64, False, LaunchConfig(64, 128, 4, 3)),
     ((torch.bfloat16, torch.float16), 128, False, LaunchConfig(64, 64, 8, 3)),
     ((torch.bfloat16, torch.float16), 256, False, LaunchConfig(64, 32, 8, 2)),
     ((torch.float32,), 64, False, LaunchConfig(32, 32, 8, 2)),
@@ -594,7 +596,7 @@ if triton is not None:
         """A basket ends: its own output o_ib joins the sum of the baskets' outputs (where the row saw one of its
         keys), and the basket joins the row's plain online softmax (the rescale flash attention does per block)."""
         nonempty = basket_sum > 0
-        basket_outputs += basket_acc / tl.where(nonempty, basket_sum, 1.0)[:, None]
+        basket_outputs += basket_acc * (1.0 / tl.where(nonempty, basket_sum, 1.0))[:, None]
         filled += nonempty.to(tl.float32)
         new_max = tl.maximum(row_max, basket_max)
         keep = tl.exp2(row_max - new_max)

@@ -92,6 +92,23 @@ def test_truncation_is_reported_once_per_call(fair):
     assert "2 input(s) exceeded the model's maximum of 256 tokens" in str(reports[0].message)
 
 
+def test_truncation_is_counted_by_the_pass_not_by_tokenizing(fair):
+    """Tokenizing alone counts nothing; the pass over the batch counts it once it is launched (so a GPU computes
+    while the host counts), and a plain model takes the same features."""
+    from sentence_transformers import SentenceTransformer
+
+    from mteb_fairpos.model import model_inputs
+
+    fair._truncated = 0
+    features = fair.preprocess([LONG * 3, SHORT, LONG * 3], task="document")
+    assert fair._truncated == 0
+    with torch.inference_mode():
+        fair.forward(dict(features), task="document")
+        assert fair._truncated == 2
+        plain = SentenceTransformer.forward(fair, model_inputs(features), task="document")["sentence_embedding"]
+        assert torch.equal(plain, fair.forward(dict(features), task="query")["sentence_embedding"])
+
+
 @pytest.mark.parametrize("backend", ["tokenizers", "python"])
 def test_truncation_count_at_the_limit(minilm_dir, backend):
     """A fast tokenizer's count comes from what truncation cut off (no second pass over the texts); a
