@@ -453,7 +453,7 @@ def use_kernel_configs(path: str) -> list[dict]:
     except (OSError, ValueError) as err:
         raise SystemExit(f"--kernel-configs {path}: cannot read it ({err})") from err
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-    entries = tuple(((dtypes[p["dtype"]],), p["largest"], p["pooled"], triton_attention.LaunchConfig(**p["config"]))
+    entries = tuple(((dtypes[p["dtype"]],), p["largest"], p["pooled"], p["arch"], triton_attention.LaunchConfig(**p["config"]))
                     for p in picked)
     triton_attention.CONFIGS = entries + triton_attention.CONFIGS
     return picked

@@ -63,35 +63,45 @@ class LaunchConfig:
     num_stages: int = 2
 
 
-CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, LaunchConfig], ...] = (
-    # (dtypes, largest head size, pooling rows only, config): the first entry that matches is used. Three
-    # (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry compiles with
-    # Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half precision
-    # at head sizes 32, 64 and 128 (tests/core/kernel_build.py builds every entry without a GPU, aligned as at a real
-    # launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV head
-    # (its query heads) are a handful: 16 rows, the least tl.dot takes. The half-precision mean rows up to head size 64
-    # take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128 hold a default
-    # basket whole). At 128 the tuned settings 0.62x this one's time all spill registers, so it stays; the other
-    # entries are untimed first choices.
-    ((torch.bfloat16, torch.float16), 64, True, LaunchConfig(16, 64, 4, 2)),
-    ((torch.bfloat16, torch.float16), 256, True, LaunchConfig(16, 32, 4, 2)),
-    ((torch.float32,), 256, True, LaunchConfig(16, 16, 4, 2)),
-    ((torch.bfloat16, torch.float16), 64, False, LaunchConfig(64, 128, 4, 3)),
-    ((torch.bfloat16, torch.float16), 128, False, LaunchConfig(64, 64, 8, 3)),
-    ((torch.bfloat16, torch.float16), 256, False, LaunchConfig(64, 32, 8, 2)),
-    ((torch.float32,), 64, False, LaunchConfig(32, 32, 8, 2)),
-    ((torch.float32,), 256, False, LaunchConfig(32, 16, 8, 2)),
+CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, int, LaunchConfig], ...] = (
+    # (dtypes, largest head size, pooling rows only, least compute capability, config): the first entry that matches is
+    # used. Three (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry
+    # compiles with Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half
+    # precision at head sizes 32, 64 and 128 (tests/core/kernel_build.py builds every entry without a GPU, aligned as at
+    # a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
+    # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
+    # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
+    # hold a default basket whole); on Ampere it spills, so the setting before the tuning stays. At 128 the tuned
+    # settings 0.62x this one's time all spill, so it stays; the other entries are untimed first choices.
+    ((torch.bfloat16, torch.float16), 64, True, 0, LaunchConfig(16, 64, 4, 2)),
+    ((torch.bfloat16, torch.float16), 256, True, 0, LaunchConfig(16, 32, 4, 2)),
+    ((torch.float32,), 256, True, 0, LaunchConfig(16, 16, 4, 2)),
+    ((torch.bfloat16, torch.float16), 64, False, 90, LaunchConfig(64, 128, 4, 3)),
+    ((torch.bfloat16, torch.float16), 64, False, 0, LaunchConfig(64, 64, 4, 3)),
+    ((torch.bfloat16, torch.float16), 128, False, 0, LaunchConfig(64, 64, 8, 3)),
+    ((torch.bfloat16, torch.float16), 256, False, 0, LaunchConfig(64, 32, 8, 2)),
+    ((torch.float32,), 64, False, 0, LaunchConfig(32, 32, 8, 2)),
+    ((torch.float32,), 256, False, 0, LaunchConfig(32, 16, 8, 2)),
 )
 INTERPRETER_CONFIG = LaunchConfig(16, 16, 1, 1)
 """Under Triton's interpreter (CPU tensors): the smallest tiles tl.dot takes on a GPU, so baskets span key blocks."""
 
 
-def launch_config(dtype: torch.dtype, head_dim: int, pooled: bool) -> LaunchConfig:
-    """The first entry of :data:`CONFIGS` for this call (:data:`INTERPRETER_CONFIG` under the interpreter)."""
+def launch_config(dtype: torch.dtype, head_dim: int, pooled: bool, arch: int) -> LaunchConfig:
+    """The first entry of :data:`CONFIGS` for this call on a GPU of compute capability ``arch`` (90: Hopper, 80: Ampere;
+    :func:`device_arch`), or :data:`INTERPRETER_CONFIG` under the interpreter."""
     if _interpreting():
         return INTERPRETER_CONFIG
-    return next(config for dtypes, largest, rows_only, config in CONFIGS
-                if dtype in dtypes and head_dim <= largest and rows_only == pooled)
+    return next(config for dtypes, largest, rows_only, least, config in CONFIGS
+                if dtype in dtypes and head_dim <= largest and rows_only == pooled and arch >= least)
+
+
+def device_arch(device: torch.device) -> int:
+    """A device's compute capability as one number (9.0: 90), 0 off CUDA: what :func:`launch_config` takes."""
+    if device.type != "cuda":
+        return 0
+    major, minor = torch.cuda.get_device_capability(device)
+    return 10 * major + minor
 
 
 @dataclass(frozen=True)
@@ -279,7 +289,7 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     n, heads, length, head_dim = query.shape
     kv_heads = key.shape[1]
     group = heads // kv_heads
-    config = config or launch_config(query.dtype, head_dim, fused.pooled)
+    config = config or launch_config(query.dtype, head_dim, fused.pooled, device_arch(query.device))
     if fused.pooled:  # the pooling rows of a sequence and KV head (its query heads) are one block of rows
         if out is None:  # (N, H, D): the kernel's row offset (the pooling position) is multiplied by 0
             out = torch.empty(n, heads, head_dim, dtype=value.dtype, device=value.device)
@@ -363,8 +373,9 @@ def reproduces_explicit(device: torch.device, dtype: torch.dtype, head_dim: int,
                         shares: tuple[SharePolicy, ...]) -> bool:
     """Whether the kernel gives the explicit output (float64) on a small problem shaped like real calls: three
     sequences (full, right- and left-padded), grouped-query heads, a basket spanning two key blocks and the last
-    one shorter, then baskets shorter than a key block; a warning says why not."""
-    block = launch_config(dtype, head_dim, pooled).block_n
+    one shorter, then baskets of one whole key block (the first seen whole, without a mask), then baskets shorter
+    than a key block; a warning says why not."""
+    block = launch_config(dtype, head_dim, pooled, device_arch(torch.device(device))).block_n
     length = 3 * block + 7
     generator = torch.Generator().manual_seed(0)
     q = (torch.randn(3, 4, length, head_dim, generator=generator) * 2).to(dtype)
@@ -373,7 +384,7 @@ def reproduces_explicit(device: torch.device, dtype: torch.dtype, head_dim: int,
     positions = torch.arange(length)
     mask = torch.stack([positions >= 0, positions < length - 5, positions >= 9]).long()
     isolated = tuple(zip(("bos", "eos"), shares))
-    for basket_size in (block + block // 2, max(1, block // 2 - 1)):
+    for basket_size in (block + block // 2, block, max(1, block // 2 - 1)):
         layouts = [basket_layout(mask.to(where), "last" if pooled else "mean", basket_size, isolated) for where in ("cpu", device)]
         expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layouts[0], 0.7, causal, 0.25)
         try:
@@ -439,6 +450,7 @@ if triton is not None:
             pooling_row = tl.load(meta + 7)
             position = tl.zeros([BLOCK_M], dtype=tl.int32) + pooling_row
             calibrated = real & active
+            first_row = pooling_row
             last_row = pooling_row
         else:  # rows: BLOCK_M positions of one query head
             head_scalar = tl.program_id(1) % heads
@@ -447,6 +459,7 @@ if triton is not None:
             position = block * BLOCK_M + slot
             real = position < length
             calibrated = real & active & (position >= valid_start) & (position < valid_stop)
+            first_row = block * BLOCK_M
             last_row = tl.minimum(block * BLOCK_M + BLOCK_M, length) - 1
 
         dims = tl.arange(0, BLOCK_D)
@@ -482,20 +495,19 @@ if triton is not None:
         n_blocks = tl.cdiv(keys_stop - content_start, basket_size)
         if ONE_BLOCK:
             # every basket fits one key block (the layout's basket size is at most BLOCK_N): a block's softmax is its
-            # basket's, so the basket needs no running rescale and every step closes one (docs/method.md#s1-5)
+            # basket's, so the basket needs no running rescale and every step closes one (docs/method.md#s1-5). The
+            # leading baskets that fill a whole block every row sees need no mask: one loop for them, one for the rest.
+            whole = 0
+            if basket_size == BLOCK_N:
+                whole = (keys_stop - content_start) // BLOCK_N
+                if CAUSAL:  # a block is seen whole where its last key is at or before the block's first row
+                    whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
             for basket in range(0, n_blocks):
-                basket_start = content_start + basket * basket_size
-                keys = basket_start + tl.arange(0, BLOCK_N)
-                in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
-                scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, scale_log2,
-                                 CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
-                basket_max = tl.maximum(tl.max(scores, 1), floor)
-                p = tl.exp2(scores - basket_max[:, None])
-                v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
-                            mask=in_basket[:, None] & in_head[None, :], other=0.0)
-                basket_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
-                row_max, row_sum, row_acc, basket_outputs, filled = _close_basket(
-                    row_max, row_sum, row_acc, basket_outputs, filled, basket_max, tl.sum(p, 1), basket_acc)
+                row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
+                    q, k_base, v_base, content_start + basket * basket_size, basket_size, keys_stop, position,
+                    stride_kl, stride_kd, stride_vl, stride_vd, dims, in_head, scale_log2, floor, basket >= whole,
+                    row_max, row_sum, row_acc, basket_outputs, filled,
+                    BLOCK_N, CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
         else:
             # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
             # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never
@@ -508,11 +520,11 @@ if triton is not None:
                 basket_start = content_start + block // per_basket * basket_size
                 keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
                 in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
-                scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, scale_log2,
-                                 CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
-                new_max = tl.maximum(basket_max, tl.max(scores, 1))
+                scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head,
+                                 True, CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+                new_max = tl.maximum(basket_max, tl.max(scores, 1) * scale_log2)
                 rescale = tl.exp2(basket_max - new_max)
-                p = tl.exp2(scores - new_max[:, None])
+                p = tl.exp2(scores * scale_log2 - new_max[:, None])  # one fused multiply-add per score
                 v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
                             mask=in_basket[:, None] & in_head[None, :], other=0.0)
                 basket_sum = basket_sum * rescale + tl.sum(p, 1)
@@ -581,15 +593,37 @@ if triton is not None:
         return tl.dot(a, b, input_precision=DOT_PRECISION)
 
     @triton.jit
-    def _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, scale_log2,
+    def _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, masked,
                 CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr):
-        """The base-2 scores of the rows against one block of keys, -inf where a row may not see a key."""
+        """The rows' raw scores (q . k, unscaled) against one block of keys; where ``masked``, -inf where a row may
+        not see a key (else every row sees every key of the block, and no score is selected)."""
         k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
                     mask=in_basket[None, :] & in_head[:, None], other=0.0)
-        seen = in_basket[None, :]
-        if CAUSAL:
-            seen = seen & (keys[None, :] <= position[:, None])
-        return tl.where(seen, _dot(q, k, DOT_PRECISION, EXACT_OPERANDS) * scale_log2, float("-inf"))
+        scores = _dot(q, k, DOT_PRECISION, EXACT_OPERANDS)
+        if masked:
+            seen = in_basket[None, :]
+            if CAUSAL:
+                seen = seen & (keys[None, :] <= position[:, None])
+            scores = tl.where(seen, scores, float("-inf"))
+        return scores
+
+    @triton.jit
+    def _basket_block(q, k_base, v_base, basket_start, basket_size, keys_stop, position,
+                      stride_kl, stride_kd, stride_vl, stride_vd, dims, in_head, scale_log2, floor, masked,
+                      row_max, row_sum, row_acc, basket_outputs, filled,
+                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                      EXACT_OPERANDS: tl.constexpr):
+        """One basket that fits one key block: its softmax, its output, and its close (:func:`_close_basket`)."""
+        keys = basket_start + tl.arange(0, BLOCK_N)
+        in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
+        scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head,
+                         masked, CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+        basket_max = tl.maximum(tl.max(scores, 1) * scale_log2, floor)
+        p = tl.exp2(scores * scale_log2 - basket_max[:, None])  # one fused multiply-add per score
+        v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
+                    mask=in_basket[:, None] & in_head[None, :], other=0.0)
+        basket_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
+        return _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, tl.sum(p, 1), basket_acc)
 
     @triton.jit
     def _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc):

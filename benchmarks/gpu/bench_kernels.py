@@ -188,11 +188,12 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
             for _ in range(2))
     layout = triton_attention.fused_layout(basket_layout(torch.ones(shape.n, shape.length, dtype=torch.long, device=device),
                                                          shape.pooling, basket, shape.isolated()))
-    default = triton_attention.launch_config(dtype, shape.head_dim, layout.pooled)
+    arch = triton_attention.device_arch(torch.device(device))
+    default = triton_attention.launch_config(dtype, shape.head_dim, layout.pooled, arch)
     expected = triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal, shape.head_dim ** -0.5)
     rows = []
     for setting in [default, *(triton_attention.LaunchConfig(*t) for t in settings)]:
-        row = {"case": shape.name, "dtype": dtype_name, "head_dim": shape.head_dim, "config": asdict(setting)}
+        row = {"case": shape.name, "dtype": dtype_name, "head_dim": shape.head_dim, "arch": arch, "config": asdict(setting)}
 
         def call(setting=setting):
             return triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal,
@@ -301,8 +302,8 @@ def tuned(tuning: list[dict]) -> list[dict]:
             entry = (row["dtype"], row["head_dim"])
             if entry not in best or row["ms"] < best[entry]["ms"]:
                 best[entry] = row
-    return [{"dtype": dtype, "largest": head, "pooled": False, "config": row["config"], "vs_default": row["vs_default"]}
-            for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
+    return [{"dtype": dtype, "largest": head, "pooled": False, "arch": row["arch"], "config": row["config"],
+             "vs_default": row["vs_default"]} for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
 
 
 def fastest(rows: list[dict]) -> dict[str, dict]:

@@ -58,7 +58,7 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
     """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches); which loop it
     runs, its shared memory, registers and spill bytes (from ``ptxas -v``)."""
     kernel = triton_attention._calibrated_attention_kernel
-    config = config or triton_attention.launch_config(dtype, head, pooled)
+    config = config or triton_attention.launch_config(dtype, head, pooled, arch)
     pointer = f"*{DTYPES[dtype]}"
     types = {"Q": pointer, "K": pointer, "V": pointer, "Out": pointer, "Sequences": "*i32",
              "scale_log2": "fp32", "strength": "fp32", "fixed_0": "fp32", "fixed_1": "fp32"}

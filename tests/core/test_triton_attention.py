@@ -28,6 +28,7 @@ from mteb_fairpos.triton_attention import (
     explicit_calibrated_attention,
     fused_calibrated_attention,
     fused_layout,
+    device_arch,
     launch_config,
     unsupported_reason,
     verified,
@@ -96,11 +97,11 @@ MEAN_CASES = {
 }
 
 
-def test_the_cases_take_both_loops_of_the_kernel():
+def test_the_cases_take_both_loops_of_the_kernel(device):
     """Baskets within one key block (one basket closed per block) and baskets spanning blocks, for mean pooling
     and for the pooling rows, at the key block the tests run with."""
     for cases, pooled in ((MEAN_CASES, False), (POOLED_CASES, True)):
-        block = launch_config(torch.float32, 32, pooled).block_n
+        block = launch_config(torch.float32, 32, pooled, device_arch(torch.device(device))).block_n
         assert {case["basket"] <= block for case in cases.values()} == {True, False}
 
 
@@ -115,6 +116,20 @@ POOLED_CASES = {
     "last, causal": dict(pooling="last", basket=18, isolated=(("bos", "original"), ("eos", "equal")), causal=True,
                          spans=[(0, 40), (11, 40), (36, 40), (39, 40)], heads=4, kv_heads=1, dim=32),
 }
+
+
+@pytest.mark.parametrize("pooling, causal, dtype", [("mean", False, torch.float32), ("mean", True, torch.float32),
+                                                   ("last", True, torch.float32), ("cls", False, torch.float32),
+                                                   ("mean", False, torch.bfloat16)])
+def test_baskets_of_one_whole_key_block(device, pooling, causal, dtype):
+    """Baskets exactly one key block long: the leading ones that every row of a block sees whole run without a mask
+    (with causality, those wholly at or before the block's first row), the rest with it; padding on both sides and a
+    short last basket in one batch."""
+    dim = 16
+    block = launch_config(dtype, dim, pooling != "mean", device_arch(torch.device(device))).block_n
+    length = 3 * block + 5
+    _check(device, dtype, pooling=pooling, basket=block, isolated=(("bos", "original"), ("eos", "equal")), causal=causal,
+           spans=[(0, length), (0, 2 * block + 3), (block // 2, length)], dim=dim)
 
 
 @pytest.mark.parametrize("case", POOLED_CASES)
