@@ -124,12 +124,13 @@ POOLED_CASES = {
 def test_baskets_of_one_whole_key_block(device, pooling, causal, dtype):
     """Baskets exactly one key block long: the leading ones that every row of a block sees whole run without a mask
     (with causality, those wholly at or before the block's first row), the rest with it; padding on both sides and a
-    short last basket in one batch."""
+    short last basket in one batch. One token of left padding puts a basket's last key just after a row block's first
+    row (that row must not see it), and a sequence shorter than one basket has baskets narrower than the block."""
     dim = 16
     block = launch_config(dtype, dim, pooling != "mean", device_arch(torch.device(device))).block_n
     length = 3 * block + 5
     _check(device, dtype, pooling=pooling, basket=block, isolated=(("bos", "original"), ("eos", "equal")), causal=causal,
-           spans=[(0, length), (0, 2 * block + 3), (block // 2, length)], dim=dim)
+           spans=[(0, length), (0, 2 * block + 3), (block // 2, length), (1, length), (0, block // 2)], dim=dim)
 
 
 @pytest.mark.parametrize("case", POOLED_CASES)
