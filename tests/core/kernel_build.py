@@ -42,14 +42,14 @@ SHORT_BASKET = 16
 
 def builds() -> list[dict]:
     """(arch, dtype, head size, pooled, causal, basket size) of every build: all calls on Hopper, causal ones at
-    Qwen3's head size, half precision with baskets that fit a key block too, and bf16 on Ampere."""
+    Qwen3's head size, half precision with baskets that fit a key block too, and bf16 on Ampere with both."""
     hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal, basket=BASKET)
               for dtype in DTYPES for head in HEADS for pooled in (True, False)
               for causal in ((False, True) if head == 128 else (False,))]
     short = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=False, basket=SHORT_BASKET)
              for dtype in (torch.bfloat16, torch.float16) for head in HEADS for pooled in (True, False)]
-    ampere = [dict(arch=80, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False, basket=BASKET)
-              for head in HEADS for pooled in (True, False)]
+    ampere = [dict(arch=80, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False, basket=basket)
+              for basket in (BASKET, SHORT_BASKET) for head in HEADS for pooled in (True, False)]
     return hopper + short + ampere
 
 
