@@ -36,6 +36,9 @@ from .segmented import TruncationWarning, model_pooling
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning",
+           "naming_the_model"]
+
 TRUNCATION = "fairpos_truncation"
 """The feature under which ``FairSentenceTransformer.preprocess`` hands its ``forward`` the count of the batch's
 truncated inputs, as a call made once the batch's pass is launched (on a GPU the host counts while the device
@@ -47,8 +50,6 @@ def model_inputs(features: dict[str, Any]) -> dict[str, Any]:
     model, or a model run another way, takes."""
     return {key: value for key, value in features.items() if key not in (HOST_LAYOUT, TRUNCATION)}
 
-__all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning",
-           "naming_the_model"]
 
 _UNSET: Any = object()
 _LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)

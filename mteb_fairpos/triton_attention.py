@@ -63,27 +63,32 @@ class LaunchConfig:
     num_stages: int = 2
 
 
-CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, int, LaunchConfig], ...] = (
-    # (dtypes, largest head size, pooling rows only, least compute capability, config): the first entry that matches is
+HOPPER = range(90, 100)
+"""Compute capabilities 9.x (H100, H200): where the settings tuned on an H200 apply."""
+ANY = range(0, 1000)
+
+CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, range, LaunchConfig], ...] = (
+    # (dtypes, largest head size, pooling rows only, compute capabilities, config): the first entry that matches is
     # used. Three (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry
     # compiles with Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half
     # precision at head sizes 32, 64 and 128 (tests/core/kernel_build.py builds every entry without a GPU, aligned as at
     # a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
     # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
     # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
-    # hold a default basket whole); on Ampere it spills, so the setting before the tuning stays. At 128 the tuned
+    # hold a default basket whole); on Ampere it spills, so the setting before the tuning stays (and later GPUs, with
+    # other shared memory, keep the untuned ones). At 128 the tuned
     # settings up to 0.62x the old one's time spill; Hopper takes the fastest that does not (0.82x), Ampere the old
     # one. The other entries are untimed first choices.
-    ((torch.bfloat16, torch.float16), 64, True, 0, LaunchConfig(16, 64, 4, 2)),
-    ((torch.bfloat16, torch.float16), 256, True, 0, LaunchConfig(16, 32, 4, 2)),
-    ((torch.float32,), 256, True, 0, LaunchConfig(16, 16, 4, 2)),
-    ((torch.bfloat16, torch.float16), 64, False, 90, LaunchConfig(64, 128, 4, 3)),
-    ((torch.bfloat16, torch.float16), 64, False, 0, LaunchConfig(64, 64, 4, 3)),
-    ((torch.bfloat16, torch.float16), 128, False, 90, LaunchConfig(64, 128, 8, 2)),
-    ((torch.bfloat16, torch.float16), 128, False, 0, LaunchConfig(64, 64, 8, 3)),
-    ((torch.bfloat16, torch.float16), 256, False, 0, LaunchConfig(64, 32, 8, 2)),
-    ((torch.float32,), 64, False, 0, LaunchConfig(32, 32, 8, 2)),
-    ((torch.float32,), 256, False, 0, LaunchConfig(32, 16, 8, 2)),
+    ((torch.bfloat16, torch.float16), 64, True, ANY, LaunchConfig(16, 64, 4, 2)),
+    ((torch.bfloat16, torch.float16), 256, True, ANY, LaunchConfig(16, 32, 4, 2)),
+    ((torch.float32,), 256, True, ANY, LaunchConfig(16, 16, 4, 2)),
+    ((torch.bfloat16, torch.float16), 64, False, HOPPER, LaunchConfig(64, 128, 4, 3)),
+    ((torch.bfloat16, torch.float16), 64, False, ANY, LaunchConfig(64, 64, 4, 3)),
+    ((torch.bfloat16, torch.float16), 128, False, HOPPER, LaunchConfig(64, 128, 8, 2)),
+    ((torch.bfloat16, torch.float16), 128, False, ANY, LaunchConfig(64, 64, 8, 3)),
+    ((torch.bfloat16, torch.float16), 256, False, ANY, LaunchConfig(64, 32, 8, 2)),
+    ((torch.float32,), 64, False, ANY, LaunchConfig(32, 32, 8, 2)),
+    ((torch.float32,), 256, False, ANY, LaunchConfig(32, 16, 8, 2)),
 )
 INTERPRETER_CONFIG = LaunchConfig(16, 16, 1, 1)
 """Under Triton's interpreter (CPU tensors): the smallest tiles tl.dot takes on a GPU, so baskets span key blocks."""
@@ -94,8 +99,8 @@ def launch_config(dtype: torch.dtype, head_dim: int, pooled: bool, arch: int) ->
     :func:`device_arch`), or :data:`INTERPRETER_CONFIG` under the interpreter."""
     if _interpreting():
         return INTERPRETER_CONFIG
-    return next(config for dtypes, largest, rows_only, least, config in CONFIGS
-                if dtype in dtypes and head_dim <= largest and rows_only == pooled and arch >= least)
+    return next(config for dtypes, largest, rows_only, archs, config in CONFIGS
+                if dtype in dtypes and head_dim <= largest and rows_only == pooled and arch in archs)
 
 
 def device_arch(device: torch.device) -> int:
@@ -363,9 +368,10 @@ _VERIFIED: dict[tuple, bool] = {}
 
 def verified(device: torch.device, dtype: torch.dtype, head_dim: int, pooled: bool, causal: bool,
              shares: tuple[SharePolicy, ...]) -> bool:
-    """Whether the kernel has reproduced the explicit computation on this device type, in ``dtype`` at ``head_dim``,
-    for this kind of call (each is a separately compiled kernel): checked on first use, then remembered."""
-    entry = (device.type, dtype, head_dim, pooled, causal, shares)
+    """Whether the kernel has reproduced the explicit computation on this kind of device (type and compute capability:
+    its launch settings and so its loop), in ``dtype`` at ``head_dim``, for this kind of call (each is a separately
+    compiled kernel): checked on first use, then remembered."""
+    entry = (device.type, device_arch(device), dtype, head_dim, pooled, causal, shares)
     if entry not in _VERIFIED:
         _VERIFIED[entry] = reproduces_explicit(device, dtype, head_dim, pooled, causal, shares)
     return _VERIFIED[entry]
@@ -494,17 +500,17 @@ if triton is not None:
         filled = tl.zeros([BLOCK_M], dtype=tl.float32)  # how many baskets the row sees a key of
 
         keys_stop = tl.minimum(content_stop, last_row + 1) if CAUSAL else content_stop  # later keys: no row sees them
-        n_blocks = tl.cdiv(keys_stop - content_start, basket_size)
+        n_seen = tl.cdiv(keys_stop - content_start, basket_size)  # the baskets any row of the block sees
         if ONE_BLOCK:
             # every basket fits one key block (the layout's basket size is at most BLOCK_N): a block's softmax is its
             # basket's, so the basket needs no running rescale and every step closes one (docs/method.md#s1-5). The
-            # leading baskets that fill a whole block every row sees need no mask: one loop for them, one for the rest.
+            # leading baskets that fill a whole block every row sees need no mask: a branch the whole block takes alike.
             whole = 0
             if basket_size == BLOCK_N:
                 whole = (keys_stop - content_start) // BLOCK_N
                 if CAUSAL:  # a block is seen whole where its last key is at or before the block's first row
                     whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
-            for basket in range(0, n_blocks):
+            for basket in range(0, n_seen):
                 row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
                     q, k_base, v_base, content_start + basket * basket_size, basket_size, keys_stop, position,
                     stride_kl, stride_kd, stride_vl, stride_vd, dims, in_head, scale_log2, floor, basket >= whole,
@@ -518,7 +524,7 @@ if triton is not None:
             basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
             basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
             basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-            for block in range(0, n_blocks * per_basket):
+            for block in range(0, n_seen * per_basket):
                 basket_start = content_start + block // per_basket * basket_size
                 keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
                 in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)

@@ -299,7 +299,7 @@ def test_a_kernel_that_fails_its_first_use_check_is_set_aside(monkeypatch, kerne
     monkeypatch.setattr(triton_attention, "_VERIFIED", {})
     with pytest.warns(RuntimeWarning, match=why):
         assert not verified(torch.device("cpu"), torch.float32, 16, False, False, ())
-    assert triton_attention._VERIFIED == {("cpu", torch.float32, 16, False, False, ()): False}
+    assert triton_attention._VERIFIED == {("cpu", 0, torch.float32, 16, False, False, ()): False}  # per device type and capability
 
 
 def test_without_triton_the_package_imports_and_the_kernel_refuses():
@@ -421,6 +421,36 @@ def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend
     for shape in QUICK_SHAPES:
         row = measure_fused(device, "fp32", shape, 16, 0.001)
         assert row["exact"] and row["max_abs_vs_path"] <= 1e-5, row
+
+
+def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_tuned_on(tmp_path, monkeypatch):
+    """bench_kernels.py --tune picks the fastest setting within the dtype's rounding of the default, per dtype and head
+    size (a setting that failed or strayed is never picked); bench_calibration.py --kernel-configs puts the picks
+    ahead of CONFIGS for that compute capability alone, and names the file it cannot use."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    from bench_calibration import use_kernel_configs
+    from bench_kernels import tuned
+
+    def row(config, ms, diff, head=64):
+        return {"dtype": "bf16", "head_dim": head, "arch": 90, "config": dict(zip(("block_m", "block_n", "num_warps",
+                "num_stages"), config)), "ms": ms, "max_abs_vs_default": diff, "vs_default": ms / 2.0}
+
+    rows = [row((64, 64, 4, 3), 2.0, 0.0), row((64, 128, 4, 3), 1.5, 1e-3), row((128, 128, 8, 2), 1.0, 0.5),
+            {"dtype": "bf16", "head_dim": 64, "config": {}, "why": "OutOfResources"}, row((64, 128, 8, 2), 3.0, 0.0, head=128)]
+    picks = tuned(rows)
+    assert [(p["largest"], p["config"]["block_n"], p["config"]["num_warps"]) for p in picks] == [(64, 128, 4), (128, 128, 8)]
+    path = tmp_path / "kernels.json"
+    path.write_text(json.dumps({"launch_configs": picks}))
+    monkeypatch.setattr(triton_attention, "CONFIGS", triton_attention.CONFIGS)
+    use_kernel_configs(str(path))
+    first = triton_attention.CONFIGS[0]
+    assert first[:4] == ((torch.bfloat16,), 64, False, range(90, 91)) and first[4] == triton_attention.LaunchConfig(64, 128, 4, 3)
+    path.write_text(json.dumps({"launch_configs": [{k: v for k, v in picks[0].items() if k != "arch"}]}))
+    with pytest.raises(SystemExit, match=f"--kernel-configs {path}: .*'arch'"):
+        use_kernel_configs(str(path))
 
 
 def test_cuda_runs_the_kernel_by_default_where_an_h200_measured_it_faster_than_the_pytorch_path():
