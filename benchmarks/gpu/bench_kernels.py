@@ -6,7 +6,9 @@ pooling in baskets of 128; a Qwen3-like causal layer with 16 query heads of 128 
 every row and its pooling rows) the kernel's time as a ratio to ``scaled_dot_product_attention`` on the same
 query, key and value (plain attention, every row) and to the PyTorch path the backend runs without it
 (``grouped_mean_rows``, one fused call per basket; for the pooling rows, ``pooled_row`` after SDPA), each
-after the kernel's first-use check, with the largest difference between the kernel and that path.
+after the kernel's first-use check, with the largest difference between the kernel and that path; for mean pooling
+also a plain flash-attention loop in Triton with the kernel's launch setting (``plain_triton_attention``): the fused
+kernel over it is what calibration costs inside such a loop, the loop over SDPA what the loop itself costs.
 
 **One basket with its log-sum-exp**: each way to get one basket's attention output and log-sum-exp.
 
@@ -25,6 +27,7 @@ are medians of ``torch.utils.benchmark.Timer.blocked_autorange`` (which synchron
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -117,6 +120,75 @@ QUICK_SHAPES = (FusedShape("toy-mean-64", 2, 64, 2, 2, 32, "mean", False),
 STRENGTH = 0.5
 
 
+def plain_triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    """Plain attention (every row, no calibration) in a flash-attention loop written like the fused kernel's: same
+    launch setting, same online softmax, masks only where a key block needs one. Its time against the fused kernel's
+    is what calibration costs inside a Triton loop; against SDPA's, what the loop itself costs."""
+    from mteb_fairpos import triton_attention
+
+    n, heads, length, head_dim = q.shape
+    config = triton_attention.launch_config(q.dtype, head_dim, False, triton_attention.device_arch(q.device))
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16:  # the interpreter's tl.dot takes bf16 as raw bits
+        q, k, v = (t.float() for t in (q, k, v))
+    out = torch.empty_like(q)
+    grid = (-(-length // config.block_m), n * heads)
+    _plain_attention_kernel()[grid](q, k, v, out, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
+                                  heads, k.shape[1], length, scale * 1.4426950408889634, HEAD_DIM=head_dim,
+                                  BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
+                                  DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+                                  num_warps=config.num_warps, num_stages=config.num_stages)
+    return out
+
+
+@functools.cache
+def _plain_attention_kernel():
+    """The plain loop's Triton kernel, made on first use: after main() has chosen the interpreter for a CPU run (Triton
+    is imported only then; the kernel's body reads ``tl`` as a module global)."""
+    global tl
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(Q, K, V, Out, stride_qn, stride_qh, stride_ql, stride_kn, stride_kh, stride_kl,
+               stride_vn, stride_vh, stride_vl, stride_on, stride_oh, stride_ol,
+               heads, kv_heads, length, scale_log2, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
+        seq, head = tl.program_id(1) // heads, tl.program_id(1) % heads
+        kv_head = head // (heads // kv_heads)
+        first_row = tl.program_id(0) * BLOCK_M
+        rows = first_row + tl.arange(0, BLOCK_M)
+        dims = tl.arange(0, HEAD_DIM)
+        q = tl.load(Q + seq * stride_qn + head * stride_qh + rows[:, None] * stride_ql + dims[None, :],
+                    mask=rows[:, None] < length, other=0.0)
+        k_base = K + seq * stride_kn + kv_head * stride_kh
+        v_base = V + seq * stride_vn + kv_head * stride_vh
+        row_max = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
+        row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        stop = tl.minimum(length, first_row + BLOCK_M) if CAUSAL else length
+        for start in range(0, stop, BLOCK_N):
+            keys = start + tl.arange(0, BLOCK_N)
+            k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None], mask=keys[None, :] < length, other=0.0)
+            scores = tl.dot(q, k, input_precision=DOT_PRECISION)
+            if start + BLOCK_N > length or (CAUSAL and start + BLOCK_N - 1 > first_row):
+                seen = keys[None, :] < length
+                if CAUSAL:
+                    seen = seen & (keys[None, :] <= rows[:, None])
+                scores = tl.where(seen, scores, float("-inf"))
+            new_max = tl.maximum(row_max, tl.max(scores, 1) * scale_log2)
+            p = tl.exp2(scores * scale_log2 - new_max[:, None])
+            rescale = tl.exp2(row_max - new_max)
+            v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :], mask=keys[:, None] < length, other=0.0)
+            acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+            row_sum = row_sum * rescale + tl.sum(p, 1)
+            row_max = new_max
+        out = acc / row_sum[:, None]
+        tl.store(Out + seq * stride_on + head * stride_oh + rows[:, None] * stride_ol + dims[None, :],
+                 out.to(Out.dtype.element_ty), mask=rows[:, None] < length)
+
+    return kernel
+
+
 def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float) -> dict:
     """One row of the fused table: SDPA, the kernel and the PyTorch path, timed on the same inputs."""
     from mteb_fairpos import triton_attention
@@ -163,6 +235,13 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
     row["path_ms"] = _median_ms(path, min_run_time)
     row["fused_vs_sdpa"] = row["fused_ms"] / row["sdpa_ms"]
     row["fused_vs_path"] = row["fused_ms"] / row["path_ms"]
+    if shape.pooling == "mean":  # every row: the plain Triton loop computes the same rows uncalibrated
+        expected = scaled_dot_product_attention(q, k, v, is_causal=shape.causal, scale=scale, enable_gqa=shape.heads != shape.kv_heads)
+        plain_loop = plain_triton_attention(q, k, v, shape.causal, scale)
+        row["plain_triton_max_abs_vs_sdpa"] = (plain_loop.float() - expected.float()).abs().max().item()
+        row["plain_triton_ms"] = _median_ms(lambda: plain_triton_attention(q, k, v, shape.causal, scale), min_run_time)
+        row["fused_vs_plain_triton"] = row["fused_ms"] / row["plain_triton_ms"]
+        row["plain_triton_vs_sdpa"] = row["plain_triton_ms"] / row["sdpa_ms"]
     return row
 
 
@@ -216,8 +295,10 @@ def _print_fused(row: dict) -> None:
     if not row["exact"]:
         print(f"{row['dtype']:<5} {row['case']:<16} {size:>7} set aside: {row['why']}", flush=True)
         return
+    loop = (f"{row['plain_triton_ms']:>9.3f} {row['fused_vs_plain_triton']:>7.2f} {row['plain_triton_vs_sdpa']:>7.2f}"
+            if "plain_triton_ms" in row else f"{'-':>9} {'-':>7} {'-':>7}")
     print(f"{row['dtype']:<5} {row['case']:<16} {size:>7} {row['sdpa_ms']:>9.3f} {row['fused_ms']:>9.3f} {row['path_ms']:>9.3f} "
-          f"{row['fused_vs_sdpa']:>7.2f} {row['fused_vs_path']:>7.2f} {row['max_abs_vs_path']:>9.2g}", flush=True)
+          f"{row['fused_vs_sdpa']:>7.2f} {row['fused_vs_path']:>7.2f} {row['max_abs_vs_path']:>9.2g} {loop}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fused calibrated attention (strength {STRENGTH}, baskets of {fused_basket}); x sdpa and x path: its time "
               "over SDPA's and over the PyTorch path's")
         print(f"{'dtype':<5} {'case':<16} {'size':>7} {'sdpa ms':>9} {'fused ms':>9} {'path ms':>9} {'x sdpa':>7} "
-              f"{'x path':>7} {'max diff':>9}")
+              f"{'x path':>7} {'max diff':>9} {'loop ms':>9} {'x loop':>7} {'loop/sdpa':>7}")
     fused_rows: list[dict] = []
     for dtype in [d for d in ("bf16", "fp32") if d in args.dtypes.split(",") and "fused" in tables]:
         for shape in shapes:

@@ -47,13 +47,16 @@ def fused_kernel(data: dict) -> list[str]:
     rows = [[r["dtype"], r["case"], f"{r['n']}x{r['length']}", f"{r['heads']}/{r['kv_heads']} x {r['head_dim']}",
              str(r["exact"]), _number(r.get("sdpa_ms")), _number(r.get("fused_ms")), _number(r.get("path_ms")),
              _number(r.get("fused_vs_sdpa"), 2), _number(r.get("fused_vs_path"), 2),
-             f"{r['max_abs_vs_path']:.2g}" if "max_abs_vs_path" in r else "-"] for r in data.get("fused", [])]
+             f"{r['max_abs_vs_path']:.2g}" if "max_abs_vs_path" in r else "-", _number(r.get("plain_triton_ms")),
+             _number(r.get("fused_vs_plain_triton"), 2), _number(r.get("plain_triton_vs_sdpa"), 2)]
+            for r in data.get("fused", [])]
     if not rows:
         return []
-    lines = ["## Fused calibrated attention (time over SDPA on the same inputs, and over the PyTorch path)", "",
+    lines = ["## Fused calibrated attention (time over SDPA on the same inputs, over the PyTorch path, and over a "
+             "plain Triton loop of the same launch setting)", "",
              f"{data['device']}, torch {data['torch']}", ""]
     lines += _table(["dtype", "case", "size", "heads (q/kv x size)", "exact", "SDPA ms", "fused ms", "path ms", "x SDPA",
-                     "x path", "max diff vs path"], rows)
+                     "x path", "max diff vs path", "plain loop ms", "x plain loop", "plain loop x SDPA"], rows)
     lines += [f"- {r['dtype']} {r['case']} set aside: {r['why']}" for r in data.get("fused", []) if r.get("why")]
     # bench_kernels.py --tune: the fastest exact launch setting per dtype and head size (mean rows)
     return lines + [f"- fastest launch setting, {p['dtype']} mean rows, head size {p['largest']}: {p['config']} "

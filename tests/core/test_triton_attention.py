@@ -413,7 +413,8 @@ def test_a_layers_mask_kind_is_what_names_every_layer_or_the_layer_itself():
 def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend_runs_without_it():
     """benchmarks/gpu/bench_kernels.py's fused table (run.sh's kernels step), on its dry-run shapes: the kernel
     passes its first-use check and agrees with the PyTorch path it is timed against, for every row and the
-    pooling rows (here interpreted; compiled on CUDA in the GPU run)."""
+    pooling rows, and the plain Triton loop it is also timed against computes SDPA's rows (here interpreted;
+    compiled on CUDA in the GPU run)."""
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
     from bench_kernels import QUICK_SHAPES, measure_fused
 
@@ -421,6 +422,7 @@ def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend
     for shape in QUICK_SHAPES:
         row = measure_fused(device, "fp32", shape, 16, 0.001)
         assert row["exact"] and row["max_abs_vs_path"] <= 1e-5, row
+        assert (row["plain_triton_max_abs_vs_sdpa"] <= 1e-5) if shape.pooling == "mean" else "plain_triton_ms" not in row, row
 
 
 def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_tuned_on(tmp_path, monkeypatch):
