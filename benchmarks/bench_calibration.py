@@ -88,7 +88,10 @@ TARGETS = {"cpu": {"mean": 0.9, "cls": 0.97, "last": 0.97, "memory": 1.1},
            "cuda": {"mean": 0.95, "mean 8192": 0.9, "cls": 0.97, "last": 0.97, "memory": 1.05}}
 """Throughput of the fast path over plain, by pooling (and length, where it has its own: on CUDA mean pooling at 8,192
 tokens, where attention is most of a layer), and its peak tensor memory over plain, by device type."""
-
+CALIBRATION = "b128_l{layers}_a0.5"
+WORDS = ("river stone museum harbor winter market garden letter silver forest bridge station "
+         "teacher window mountain village engine report council summer doctor island camera "
+         "theatre kitchen history planet number school weather animal").split()
 
 
 @dataclass(frozen=True)
@@ -111,10 +114,6 @@ class Case:
 def throughput_target(targets: dict, case: Case) -> float:
     """The case's throughput target in ``targets`` (one device type's :data:`TARGETS`)."""
     return targets.get(f"{case.pooling} {case.tokens}", targets[case.pooling])
-CALIBRATION = "b128_l{layers}_a0.5"
-WORDS = ("river stone museum harbor winter market garden letter silver forest bridge station "
-         "teacher window mountain village engine report council summer doctor island camera "
-         "theatre kitchen history planet number school weather animal").split()
 
 
 CASES = [

@@ -11,9 +11,10 @@ tokens are scored directly. At the end, :func:`~mteb_fairpos.calibration.basket_
 (steps 1-4 of docs/method.md#s1-3) and the blend with the original row (step 5) give the output.
 
 What the kernel assumes and the wrapper cannot see without reading device values (padding on one
-side only, a model mask that is padding plus causality) is checked by :func:`unsupported_reason`,
-once per forward pass; everything else is checked on every call without a host read. Where either
-refuses, or the kernel has not reproduced the explicit computation on first use
+side only, a model mask that is padding plus causality) are 0-d device flags (:func:`padding_fits`,
+:func:`model_mask_fits`) that the backend reads with the batch's layout, once per forward pass at
+most (``attention._mask_fits``); :func:`unsupported_reason` says the same in words. Everything else is
+checked on every call without a host read. Where either refuses, or the kernel has not reproduced the explicit computation on first use
 (:func:`verified`), the caller keeps the PyTorch path.
 
 ``triton`` is optional: CUDA builds of torch bring it. Without it this module still imports, and
@@ -211,19 +212,14 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
                        attention_mask: Tensor | None) -> str | None:
     """Why the kernel cannot compute this layer exactly, or ``None`` where it can.
 
-    Beyond :func:`call_refusal`, it reads the device once (:func:`mask_fits`). Call it once per forward pass
-    and mask; the answer holds for every layer given that mask.
+    Beyond :func:`call_refusal`, it reads the device once (:func:`padding_fits` and :func:`model_mask_fits`); the
+    answer holds for every layer given that mask.
     """
     reason = call_refusal(query, key, value, layout)
     if reason:
         return reason
-    return None if bool(mask_fits(layout, causal, attention_mask)) else mask_refusal(causal)
-
-
-def mask_fits(layout: BasketLayout, causal: bool, attention_mask: Tensor | None) -> Tensor:
-    """0-d bool, on the device: whether the kernel takes this padding and model mask: :func:`padding_fits` and
-    :func:`model_mask_fits`."""
-    return padding_fits(layout) & model_mask_fits(layout, causal, attention_mask)
+    fits = padding_fits(layout) & model_mask_fits(layout, causal, attention_mask)
+    return None if bool(fits) else mask_refusal(causal)
 
 
 def padding_fits(layout: BasketLayout) -> Tensor:
@@ -255,7 +251,7 @@ def model_mask_fits(layout: BasketLayout, causal: bool, attention_mask: Tensor |
 
 
 def mask_refusal(causal: bool) -> str:
-    """Why the kernel refuses a mask that :func:`mask_fits` rejects."""
+    """Why the kernel refuses a mask that :func:`unsupported_reason` rejects."""
     return ("the attention mask is not padding on one side" + (" plus causality" if causal else "") +
             " (e.g. a sliding window, packed sequences, or an additive bias): the fused kernel cannot honour it")
 

@@ -103,6 +103,14 @@ class FusedShape:
     pooling: str
     causal: bool
 
+    def inputs(self, device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Query, key and value of this shape, the same random values in every table."""
+        generator = torch.Generator().manual_seed(0)
+        q = torch.randn(self.n, self.heads, self.length, self.head_dim, generator=generator).to(device, dtype)
+        k, v = (torch.randn(self.n, self.kv_heads, self.length, self.head_dim, generator=generator).to(device, dtype)
+                for _ in range(2))
+        return q, k, v
+
     def isolated(self) -> tuple[tuple[str, object], ...]:
         return {"mean": (), "cls": (("bos", "original"),), "last": (("bos", "original"), ("eos", "equal"))}[self.pooling]
 
@@ -198,10 +206,7 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
     dtype = DTYPES[dtype_name]
     row = {"case": shape.name, "dtype": dtype_name, "n": shape.n, "length": shape.length, "heads": shape.heads,
            "kv_heads": shape.kv_heads, "head_dim": shape.head_dim, "pooling": shape.pooling, "causal": shape.causal}
-    generator = torch.Generator().manual_seed(0)
-    q = torch.randn(shape.n, shape.heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
-    k, v = (torch.randn(shape.n, shape.kv_heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
-            for _ in range(2))
+    q, k, v = shape.inputs(device, dtype)
     mask = torch.ones(shape.n, shape.length, dtype=torch.long, device=device)
     layout = basket_layout(mask, shape.pooling, basket, shape.isolated())
     fused = triton_attention.fused_layout(layout)  # made once per forward pass, as the backend would
@@ -265,10 +270,7 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
     from mteb_fairpos.calibration import basket_layout
 
     dtype = DTYPES[dtype_name]
-    generator = torch.Generator().manual_seed(0)
-    q = torch.randn(shape.n, shape.heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
-    k, v = (torch.randn(shape.n, shape.kv_heads, shape.length, shape.head_dim, generator=generator).to(device, dtype)
-            for _ in range(2))
+    q, k, v = shape.inputs(device, dtype)
     layout = triton_attention.fused_layout(basket_layout(torch.ones(shape.n, shape.length, dtype=torch.long, device=device),
                                                          shape.pooling, basket, shape.isolated()))
     arch = triton_attention.device_arch(torch.device(device))
