@@ -204,7 +204,7 @@ def make_rows(found: Collection, columns: Sequence[Column], sources: dict[tuple[
             if value.value is not None and other is not None:
                 value.delta = value.value - other
                 mine, theirs = found.get(row.model, column.task), found.get(row.partner, column.task)
-                value.change = pairing.change(mine, theirs, column.measure, subset=column.subset, point=value.delta)
+                value.change = pairing.change(mine, theirs, column.measure, subset=column.subset)
     return rows
 
 

@@ -305,12 +305,11 @@ def headline(units: Any, kind: str, task: Any, resampling: Resampling) -> dict[s
     return {key: found[figure] for key, figure in figures.items() if figure in found}
 
 
-def change(model: Any, baseline: Any, measure: str, *, subset: str = "", point: float | None = None) -> Change | None:
+def change(model: Any, baseline: Any, measure: str, *, subset: str = "") -> Change | None:
     """The change of ``measure`` (of ``subset``, for a per-subset one) from ``baseline``'s result to
     ``model``'s (`TaskScores` of the same task): paired on their shared units where both have a valid sidecar
-    of the same kind, else the plain difference of the two values (``point``, when given, else
-    `TaskScores.figure`'s)."""
-    plain = point if point is not None else _difference(model, baseline, measure, subset)
+    of the same kind, else the plain difference of the two values (`TaskScores.figure`'s)."""
+    plain = _difference(model, baseline, measure, subset)
     if model.units is None or baseline.units is None or model.unit_kind != baseline.unit_kind:
         missing = "no per-unit scores for " + " or ".join(
             label for label, scores in (("this result", model), ("the twin", baseline)) if scores.units is None) if (

@@ -201,11 +201,11 @@ def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unkn
     estimate = calibrated.headline["fairness n3_en"]
     assert (estimate.value, *estimate.interval) == pytest.approx((expected.estimate, expected.ci_low, expected.ci_high), rel=1e-6)
     assert estimate.value == pytest.approx(calibrated.profiles["n3_en"]["3"] / calibrated.profiles["n3_en"]["1"], rel=1e-6)
-    change = pairing.change(calibrated, twin, "fairness", subset="n3_en", point=0.01)
+    change = pairing.change(calibrated, twin, "fairness", subset="n3_en")
     assert change.interval is None and change.why == "the two results share no observations of subset n3_en"
-    other = pairing.change(calibrated, twin, "fairness", subset="n3_de", point=0.01)  # same ids, other sets and topics
+    other = pairing.change(calibrated, twin, "fairness", subset="n3_de")  # same ids, other sets and topics
     assert other.interval is None and other.why.endswith("another corpus or selection): not the same observations")
-    assert pairing.change(calibrated, twin, "main", point=0.01).why == (
+    assert pairing.change(calibrated, twin, "main").why == (
         "subset(s) n3_de, n3_en could not be paired, so the mean over subsets is not either")
     plain = fairness.min_max_ratio(calibrated.profiles["n3_en"].values()) - fairness.min_max_ratio(twin.profiles["n3_en"].values())
     assert (f"| fairness n3_en | {plain:+.4f} (no interval: the two results share no observations of subset n3_en) | "
