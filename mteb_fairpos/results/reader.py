@@ -175,6 +175,11 @@ class Collection:
         return [issue for issue in self.issues if not issue.note]
 
     @property
+    def notes(self) -> list[Issue]:
+        """The issues that say how a number was made (`Issue.note`)."""
+        return [issue for issue in self.issues if issue.note]
+
+    @property
     def models(self) -> list[ModelKey]:
         return sorted({key for key, _ in self.scores}, key=model_order)
 

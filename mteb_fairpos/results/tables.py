@@ -195,8 +195,8 @@ def _with_interval(value: float | None, interval: tuple[float, float] | None) ->
 
 def issues_text(found: Collection) -> str:
     """The issues, then the notes on how numbers were pooled (`Issue.note`), which are not problems."""
-    notes = [issue for issue in found.issues if issue.note]
-    text = "\n".join(f"- {issue}" for issue in found.problems) if found.problems else "No missing, partial or unreadable results."
+    problems, notes = found.problems, found.notes
+    text = "\n".join(f"- {issue}" for issue in problems) if problems else "No missing, partial or unreadable results."
     return text + ("\n\nNotes:\n" + "\n".join(f"- {issue}" for issue in notes) if notes else "")
 
 

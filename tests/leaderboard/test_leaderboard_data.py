@@ -171,4 +171,3 @@ def test_a_probe_subsets_fairness_change_is_paired_on_the_observations_both_resu
         (pooled.change.estimate, pooled.change.ci_low, pooled.change.ci_high, pooled.change.pvalue), rel=1e-9)
     assert main.change.value == pytest.approx((expected.estimate + 0.0) / 2, rel=1e-9)  # the mean of the subsets' changes
     assert main.interval == pytest.approx((pooled.fairness.ci_low, pooled.fairness.ci_high), rel=1e-9)
-
