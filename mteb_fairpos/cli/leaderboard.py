@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     register()  # the plugin's task metadata: types, languages, expected splits, PosIR's pooling
     board, page = publish(args.results, args.out, tasks=args.tasks, models=args.models)
-    print(f"models: {len(board.rows)}   tasks: {len(board.tasks)}   issues: {len(board.issues)}")
+    print(f"models: {len(board.rows)}   tasks: {len(board.tasks)}   issues: {len(board.problems)}")
     if not board.rows:
         print(f"no readable mteb results found; the page lists the issues: {page}")
         return 1

@@ -119,9 +119,19 @@ class Board:
     scores: dict[tuple[ModelKey, str], TaskScores]
     sources: dict[tuple[ModelKey, str], Source]
     issues: list[tuple[str, Issue]]
-    """(results folder, issue) for every file or result that is missing, partial, foreign or unreadable."""
+    """(results folder, issue) for every file or result that is missing, partial, foreign or unreadable, and every
+    note on how a number was pooled (`Issue.note`)."""
     families: dict[str, str]
     languages: dict[str, tuple[str, ...]]
+
+    @property
+    def problems(self) -> list[tuple[str, Issue]]:
+        """The issues that are not notes: what the page and the command count."""
+        return [(folder, issue) for folder, issue in self.issues if not issue.note]
+
+    @property
+    def notes(self) -> list[tuple[str, Issue]]:
+        return [(folder, issue) for folder, issue in self.issues if issue.note]
 
     @property
     def pools(self) -> dict[tuple[ModelKey, str], dict[str, dict[str, Any]]]:

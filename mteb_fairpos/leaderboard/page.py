@@ -50,7 +50,7 @@ def _header(board: Board) -> str:
             f'<dl class="facts"><dt>results</dt><dd>{folders}</dd><dt>models</dt><dd>{len(board.rows)} in {len(board.bases)} base '
             f"model{'s' if len(board.bases) != 1 else ''}</dd><dt>tasks</dt><dd>{len(board.tasks)}</dd>"
             f"<dt>mteb</dt><dd>{escape(', '.join(versions) or 'not recorded')}</dd>"
-            f'<dt>issues</dt><dd><a href="#issues">{len(_listed(board, notes=False))}</a></dd></dl></header>')
+            f'<dt>issues</dt><dd><a href="#issues">{len(board.problems)}</a></dd></dl></header>')
 
 
 def _filters(board: Board) -> str:
@@ -180,13 +180,8 @@ def _settings(source: Source) -> str:
     return "; ".join(f"{escape(k.replace('_', ' '))} <code>{escape(str(v))}</code>" for k, v in items.items())
 
 
-def _listed(board: Board, *, notes: bool) -> list[tuple[str, Issue]]:
-    """The board's notes (`Issue.note`), or its problems."""
-    return [(folder, issue) for folder, issue in board.issues if issue.note == notes]
-
-
 def _issues(board: Board) -> str:
-    problems, notes = _listed(board, notes=False), _listed(board, notes=True)
+    problems, notes = board.problems, board.notes
     if problems:
         body = ('<p class="hint">Files and results that are missing, partial, foreign or unreadable: listed here rather than '
                 f"dropped.</p>{_issue_table(problems)}")
