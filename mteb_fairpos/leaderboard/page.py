@@ -129,8 +129,7 @@ def _change(change: Change, column: Column) -> str:
     verdict = change.verdict(column.higher_is_better)
     tone = {"better": "better", "worse": "worse", "not significant": "ns"}.get(verdict, "unknown")
     tag = {"ns": '<span class="verdict">n.s.</span>', "unknown": '<span class="verdict">no CI</span>'}.get(tone, "")
-    interval = "" if change.interval is None else \
-        f'<span class="change-ci">[{change.interval[0]:+.4f}, {change.interval[1]:+.4f}]</span>'
+    interval = change.bracket() and f'<span class="change-ci">{change.bracket()}</span>'
     return (f'<span class="delta {tone}" data-verdict="{escape(verdict)}" title="change against the twin: {escape(change.text())}">'
             f'{change.value:+.4f}{interval}{tag}</span>')
 

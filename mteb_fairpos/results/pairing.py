@@ -294,7 +294,11 @@ class Change:
         if self.interval is None:
             return f"{self.value:+.4f} (no interval: {self.why})"
         p = "" if self.pvalue is None else (" p<0.001" if self.pvalue < 0.001 else f" p={self.pvalue:.3f}")
-        return f"{self.value:+.4f} [{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]{p} ({self.paired:,} paired)"
+        return f"{self.value:+.4f} {self.bracket()}{p} ({self.paired:,} paired)"
+
+    def bracket(self) -> str:
+        """The paired interval as :meth:`text` writes it, ``[-0.0050, +0.0190]``; ``""`` without one."""
+        return "" if self.interval is None else f"[{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
 
 
 def headline(units: Any, kind: str, task: Any, resampling: Resampling) -> dict[str, Estimate]:
