@@ -264,8 +264,7 @@ def task_languages(found: Collection, task: str) -> tuple[str, ...]:
 
 def probe_subsets(found: Collection, task: str) -> list[str]:
     """The subsets a probe result profiles apart (one family per subset; ``tau`` ones left out)."""
-    families = {f for s in _task_scores(found, task) if s.intervals for f, p in s.profiles.items() if p}
-    return sorted(f for f in families if f and not f.startswith(pairing.TAU))
+    return pairing.subsets_of(f for s in _task_scores(found, task) if s.intervals for f, p in s.profiles.items() if p)
 
 
 def subset_languages(subset: str) -> tuple[str, ...]:

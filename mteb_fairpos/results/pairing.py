@@ -17,7 +17,7 @@ is the plain difference of the two numbers, marked as without an interval.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +136,12 @@ def _pooled(parts: dict[str, ProbeRows]) -> tuple[ProbeRows, np.ndarray]:
 
 TAU = "tau "
 """The prefix of a probe family measured with tau (`TaskScores.profiles`): its rows are the sidecar's ``tau`` column."""
+
+
+def subsets_of(families: Iterable[str]) -> list[str]:
+    """The probe subsets among profile ``families``, sorted: each subset's sigma family, without the pooled one
+    (``""``) and the tau ones."""
+    return sorted({family for family in families if family and not family.startswith(TAU)})
 
 
 def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeRows]:

@@ -105,7 +105,7 @@ def main_table(found: Collection) -> str:
     it gets one column per subset with that subset's fairness instead of a mean across them."""
     columns: list[tuple[str, str | None]] = []
     for task in found.tasks:
-        subsets = [f for f in families(found, task) if f and not f.startswith(pairing.TAU)]
+        subsets = pairing.subsets_of(families(found, task))
         columns += [(task, subset) for subset in subsets] or [(task, None)]
     header = [task if subset is None else f"{task}: {subset}" for task, subset in columns]
     lines = ["| model | " + " | ".join(header) + " |", "|---|" + "---:|" * len(columns)]

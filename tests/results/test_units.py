@@ -266,6 +266,7 @@ def test_the_probes_tau_fairness_gets_its_interval_and_paired_change_from_the_si
     and its change against the twin is paired on the same observations; compare shows both."""
     from results_folders import simulated_probe_rows, write_probe_result
 
+    from mteb_fairpos.leaderboard.data import probe_subsets
     from mteb_fairpos.permutation import fairness_bootstrap
     from mteb_fairpos.resampling import Resampling
 
@@ -295,6 +296,9 @@ def test_the_probes_tau_fairness_gets_its_interval_and_paired_change_from_the_si
     assert f"| fairness tau n3_en | {change.text()} | better |" in tables.changes_table(found)
     tau_table = tables.profile_tables(found).split(": tau n3_en")[1]
     assert f"{estimate.value:.4f} [{estimate.interval[0]:.3f}, {estimate.interval[1]:.3f}] |" in tau_table
+    header = tables.main_table(found).splitlines()[0]  # a column per subset: its sigma fairness, not its tau one
+    assert "PermutationFairnessSample: n3_en" in header and "tau" not in header
+    assert probe_subsets(found, "PermutationFairnessSample") == ["n3_en"]  # the page's columns and languages
     for side, label in ((CALIBRATED, "this result"), (TWIN, "the twin")):  # a sidecar of an earlier release: sigma only
         sidecar = units.sidecar_path(next(root.glob(f"{side.replace('/', '__')}/*/PermutationFairnessSample.json")))
         kept = pq.read_table(sidecar)
