@@ -24,6 +24,7 @@ every call is refused with the reason. On the CPU the kernel runs only through T
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,12 +57,15 @@ class FusedAttentionRefused(ValueError):
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    """Tile sizes and launch settings: ``block_m`` query rows and ``block_n`` keys per step."""
+    """Tile sizes and launch settings: ``block_m`` query rows and ``block_n`` keys per step. ``tma``: key and value
+    blocks are read whole through tensor descriptors (Hopper's tensor memory accelerator), not by masked loads;
+    where a call's K or V cannot have one (:func:`descriptors`), they are read as without."""
 
     block_m: int
     block_n: int
     num_warps: int = 4
     num_stages: int = 2
+    tma: bool = False
 
 
 HOPPER = range(90, 100)
@@ -293,6 +297,10 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     kv_heads = key.shape[1]
     group = heads // kv_heads
     config = config or launch_config(query.dtype, head_dim, fused.pooled, device_arch(query.device))
+    block_d = _block_d(head_dim)
+    blocks = descriptors(key, value, config.block_n, block_d) if config.tma else None
+    if blocks is None:  # K or V without a descriptor: read as without one (the same values)
+        config = dataclasses.replace(config, tma=False)
     if fused.pooled:  # the pooling rows of a sequence and KV head (its query heads) are one block of rows
         if out is None:  # (N, H, D): the kernel's row offset (the pooling position) is multiplied by 0
             out = torch.empty(n, heads, head_dim, dtype=value.dtype, device=value.device)
@@ -307,7 +315,7 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     fixed = [float(policy) if not isinstance(policy, str) else 0.0 for policy in fused.shares] + [0.0, 0.0]
     with torch.profiler.record_function(PROFILE_NAME):  # one kernel launch, named in profiles (and counted as one)
         _calibrated_attention_kernel[grid](
-            query, key, value, out, fused.sequences,
+            query, key, value, *(blocks or (key, value)), out, fused.sequences,
             *query.stride(), *key.stride(), *value.stride(), *out_strides,
             heads, kv_heads, length, scaling * _LOG2_E, float(strength), fixed[0], fixed[1],
             **kernel_constants(query.dtype, head_dim, config, fused.pooled, bool(causal), fused.shares, fused.basket_size),
@@ -320,11 +328,32 @@ def kernel_constants(dtype: torch.dtype, head_dim: int, config: LaunchConfig, po
                      shares: tuple[SharePolicy, ...], basket_size: int) -> dict[str, Any]:
     """The kernel's compile-time arguments for one kind of call: each distinct set is a kernel compiled of its own."""
     codes = [POLICY_CODES.get(policy, 2) if isinstance(policy, str) else 2 for policy in shares] + [0, 0]
-    return dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), BLOCK_M=config.block_m,
+    return dict(HEAD_DIM=head_dim, BLOCK_D=_block_d(head_dim), BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n, POOLED=pooled, CAUSAL=causal, N_ISO=len(shares), POLICY_0=codes[0],
                 POLICY_1=codes[1], RESCALE=any(policy != "equal" for policy in shares),
                 DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
-                EXACT_OPERANDS=_interpreting() and dtype == torch.bfloat16, ONE_BLOCK=basket_size <= config.block_n)
+                EXACT_OPERANDS=_interpreting() and dtype == torch.bfloat16, ONE_BLOCK=basket_size <= config.block_n,
+                TMA=config.tma)
+
+
+def _block_d(head_dim: int) -> int:
+    """The head size the kernel's tiles take: a power of two of at least 16 (tl.dot's least)."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def descriptors(key: Tensor, value: Tensor, block_n: int, block_d: int) -> tuple[Any, Any] | None:
+    """K and V as tensor descriptors of (1, 1, ``block_n``, ``block_d``) blocks, for a launch with ``tma``; ``None``
+    where the hardware cannot address one: its head dimension not contiguous, or its base or another stride not a
+    multiple of 16 bytes. A block past the tensor's end reads zeros."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    def fits(tensor: Tensor) -> bool:
+        size = tensor.element_size()
+        return tensor.stride(-1) == 1 and tensor.data_ptr() % 16 == 0 and all(s * size % 16 == 0 for s in tensor.stride()[:-1])
+
+    if not (fits(key) and fits(value)):
+        return None
+    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block_n, block_d]) for t in (key, value))
 
 
 def _out_refusal(out: Tensor, query: Tensor, pooled: bool) -> str | None:
@@ -423,7 +452,7 @@ if triton is not None:
 
     @triton.jit
     def _calibrated_attention_kernel(
-        Q, K, V, Out, Sequences,
+        Q, K, V, KD, VD, Out, Sequences,
         stride_qn, stride_qh, stride_ql, stride_qd,
         stride_kn, stride_kh, stride_kl, stride_kd,
         stride_vn, stride_vh, stride_vl, stride_vd,
@@ -432,7 +461,7 @@ if triton is not None:
         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         POOLED: tl.constexpr, CAUSAL: tl.constexpr, N_ISO: tl.constexpr, POLICY_0: tl.constexpr,
         POLICY_1: tl.constexpr, RESCALE: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr,
-        ONE_BLOCK: tl.constexpr,
+        ONE_BLOCK: tl.constexpr, TMA: tl.constexpr,
     ):
         """One block of query rows of one sequence against all of its keys (see the module docstring)."""
         group = heads // kv_heads
@@ -472,6 +501,8 @@ if triton is not None:
                     mask=real[:, None] & in_head[None, :], other=0.0)
         k_base = K + seq * stride_kn + kv_head * stride_kh
         v_base = V + seq * stride_vn + kv_head * stride_vh
+        # where TMA, the key and value blocks come through the descriptors KD and VD: block (seq, kv head, first key)
+        source = (KD, VD, seq.to(tl.int32), kv_head, k_base, v_base, stride_kl, stride_kd, stride_vl, stride_vd)
 
         # the isolated tokens' scores, before the loop (where a one-token sequence's first token is also its last, the
         # key joins the softmax twice, which changes nothing: it is the row's only key, and the row is not calibrated)
@@ -508,10 +539,10 @@ if triton is not None:
                     whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
             for basket in range(0, n_seen):
                 row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
-                    q, k_base, v_base, content_start + basket * basket_size, basket_size, keys_stop, position,
-                    stride_kl, stride_kd, stride_vl, stride_vd, dims, in_head, scale_log2, floor, basket >= whole,
+                    q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
+                    dims, in_head, scale_log2, floor, basket >= whole,
                     row_max, row_sum, row_acc, basket_outputs, filled,
-                    BLOCK_N, CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+                    BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
         else:
             # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
             # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never
@@ -522,15 +553,15 @@ if triton is not None:
             basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
             for block in range(0, n_seen * per_basket):
                 basket_start = content_start + block // per_basket * basket_size
-                keys = basket_start + block % per_basket * BLOCK_N + tl.arange(0, BLOCK_N)
+                first_key = basket_start + block % per_basket * BLOCK_N
+                keys = first_key + tl.arange(0, BLOCK_N)
                 in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
-                scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head,
-                                 True, CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+                scores = _scores(q, source, first_key, keys, in_basket, position, dims, in_head, True,
+                                 BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
                 new_max = tl.maximum(basket_max, tl.max(scores, 1) * scale_log2)
                 rescale = tl.exp2(basket_max - new_max)
                 p = tl.exp2(scores * scale_log2 - new_max[:, None])  # one fused multiply-add per score
-                v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
-                            mask=in_basket[:, None] & in_head[None, :], other=0.0)
+                v = _values(source, first_key, keys, in_basket, dims, in_head, True, BLOCK_N, BLOCK_D, TMA)
                 basket_sum = basket_sum * rescale + tl.sum(p, 1)
                 basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
                 basket_max = new_max
@@ -597,12 +628,19 @@ if triton is not None:
         return tl.dot(a, b, input_precision=DOT_PRECISION)
 
     @triton.jit
-    def _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head, masked,
-                CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr):
-        """The rows' raw scores (q . k, unscaled) against one block of keys; where ``masked``, -inf where a row may
-        not see a key (else every row sees every key of the block, and no score is selected)."""
-        k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
-                    mask=in_basket[None, :] & in_head[:, None], other=0.0)
+    def _scores(q, source, first_key, keys, in_basket, position, dims, in_head, masked, BLOCK_N: tl.constexpr,
+                BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr,
+                TMA: tl.constexpr):
+        """The rows' raw scores (q . k, unscaled) against the block of keys from ``first_key``; where ``masked``, -inf
+        where a row may not see a key (else every row sees every key of the block, and no score is selected).
+        Through a descriptor a block also reads keys past its basket (values of the next basket or padding, which
+        may even be NaN): the mask is what keeps them out."""
+        KD, VD, seq, kv_head, k_base, v_base, stride_kl, stride_kd, stride_vl, stride_vd = source
+        if TMA:
+            k = tl.trans(KD.load([seq, kv_head, first_key, 0]).reshape(BLOCK_N, BLOCK_D))
+        else:
+            k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None] * stride_kd,
+                        mask=in_basket[None, :] & in_head[:, None], other=0.0)
         scores = _dot(q, k, DOT_PRECISION, EXACT_OPERANDS)
         if masked:
             seen = in_basket[None, :]
@@ -612,20 +650,32 @@ if triton is not None:
         return scores
 
     @triton.jit
-    def _basket_block(q, k_base, v_base, basket_start, basket_size, keys_stop, position,
-                      stride_kl, stride_kd, stride_vl, stride_vd, dims, in_head, scale_log2, floor, masked,
-                      row_max, row_sum, row_acc, basket_outputs, filled,
-                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                      EXACT_OPERANDS: tl.constexpr):
+    def _values(source, first_key, keys, in_basket, dims, in_head, masked, BLOCK_N: tl.constexpr,
+                BLOCK_D: tl.constexpr, TMA: tl.constexpr):
+        """The block of values from ``first_key``, 0 past its basket: those keys' probabilities are 0, but a value
+        there may be NaN (a padded position's), and 0 x NaN is NaN."""
+        KD, VD, seq, kv_head, k_base, v_base, stride_kl, stride_kd, stride_vl, stride_vd = source
+        if TMA:
+            v = VD.load([seq, kv_head, first_key, 0]).reshape(BLOCK_N, BLOCK_D)
+            if masked:
+                v = tl.where(in_basket[:, None], v, 0.0)
+            return v
+        return tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
+                       mask=in_basket[:, None] & in_head[None, :], other=0.0)
+
+    @triton.jit
+    def _basket_block(q, source, basket_start, basket_size, keys_stop, position, dims, in_head, scale_log2, floor,
+                      masked, row_max, row_sum, row_acc, basket_outputs, filled,
+                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                      EXACT_OPERANDS: tl.constexpr, TMA: tl.constexpr):
         """One basket that fits one key block: its softmax, its output, and its close (:func:`_close_basket`)."""
         keys = basket_start + tl.arange(0, BLOCK_N)
         in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
-        scores = _scores(q, k_base, keys, in_basket, position, stride_kl, stride_kd, dims, in_head,
-                         masked, CAUSAL, DOT_PRECISION, EXACT_OPERANDS)
+        scores = _scores(q, source, basket_start, keys, in_basket, position, dims, in_head, masked,
+                         BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
         basket_max = tl.maximum(tl.max(scores, 1) * scale_log2, floor)
         p = tl.exp2(scores * scale_log2 - basket_max[:, None])  # one fused multiply-add per score
-        v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :] * stride_vd,
-                    mask=in_basket[:, None] & in_head[None, :], other=0.0)
+        v = _values(source, basket_start, keys, in_basket, dims, in_head, masked, BLOCK_N, BLOCK_D, TMA)
         basket_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
         return _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, tl.sum(p, 1), basket_acc)
 

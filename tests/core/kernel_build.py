@@ -12,6 +12,7 @@ interpreter ``triton.jit`` gives no compilable function)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -50,17 +51,21 @@ def builds() -> list[dict]:
              for dtype in (torch.bfloat16, torch.float16) for head in HEADS for pooled in (True, False)]
     ampere = [dict(arch=80, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False, basket=basket)
               for basket in (BASKET, SHORT_BASKET) for head in HEADS for pooled in (True, False)]
-    return hopper + short + ampere
+    descriptors = [dict(arch=90, dtype=torch.bfloat16, head=head, pooled=False, causal=causal, basket=basket, tma=True)
+                   for head in (64, 128) for basket in (BASKET, 2 * BASKET) for causal in (False, True)]
+    return hopper + short + ampere + descriptors
 
 
-def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int,
+def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False,
           config: triton_attention.LaunchConfig | None = None) -> dict:
-    """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches); which loop it
-    runs, its shared memory, registers and spill bytes (from ``ptxas -v``)."""
+    """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches, reading key and
+    value blocks through tensor descriptors where ``tma``); which loop it runs, its shared memory, registers and
+    spill bytes (from ``ptxas -v``)."""
     kernel = triton_attention._calibrated_attention_kernel
-    config = config or triton_attention.launch_config(dtype, head, pooled, arch)
+    config = config or dataclasses.replace(triton_attention.launch_config(dtype, head, pooled, arch), tma=tma)
     pointer = f"*{DTYPES[dtype]}"
-    types = {"Q": pointer, "K": pointer, "V": pointer, "Out": pointer, "Sequences": "*i32",
+    block = f"tensordesc<{DTYPES[dtype]}[1,1,{config.block_n},{triton_attention._block_d(head)}]>" if config.tma else pointer
+    types = {"Q": pointer, "K": pointer, "V": pointer, "KD": block, "VD": block, "Out": pointer, "Sequences": "*i32",
              "scale_log2": "fp32", "strength": "fp32", "fixed_0": "fp32", "fixed_1": "fp32"}
     # as a launch on (N, H, L, D) views with contiguous heads specializes them: the head dimension's strides are 1
     # (compile-time constants), the pointers and the other strides multiples of 16
@@ -68,7 +73,7 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
     signature = {p.name: "constexpr" if p.is_constexpr or p.name in unit else types.get(p.name, "i32") for p in kernel.params}
     constants = {**triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES, basket), **unit}
     aligned = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(kernel.params)
-               if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name.startswith("stride_") and p.name not in unit)}
+               if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name in ("KD", "VD") and not config.tma) or (p.name.startswith("stride_") and p.name not in unit)}
     compiled = triton.compile(ASTSource(kernel, signature, constants, aligned), target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": config.num_warps, "num_stages": config.num_stages})
     with tempfile.TemporaryDirectory() as folder:
@@ -78,7 +83,7 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
                                 check=True, capture_output=True, text=True).stderr
     registers = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
-    return {"one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": int(registers.group(1)) if registers else None,
+    return {"tma": config.tma, "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": int(registers.group(1)) if registers else None,
             "spills": int(spills.group(1)) if spills else 0, "block_m": config.block_m, "block_n": config.block_n}
 
 

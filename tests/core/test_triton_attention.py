@@ -9,6 +9,7 @@ spanning several tiles, and a shorter last basket.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import warnings
@@ -60,14 +61,15 @@ def _mask(length: int, spans: list[tuple[int, int]], device: str) -> torch.Tenso
 
 
 def _check(device, dtype, *, pooling, basket, isolated, causal, spans, strength=0.5, heads=4, kv_heads=2, dim=16,
-           seed=0, existing=True):
-    """The kernel's output against the float64 explicit computation and, for fp32, the PyTorch path the backend
-    runs today (grouped_mean_rows for mean pooling, the pooling row of tiled_mean_rows for cls/last)."""
+           seed=0, existing=True, config=None):
+    """The kernel's output (under launch setting ``config``, default the package's) against the float64 explicit
+    computation and, for fp32, the PyTorch path the backend runs today (grouped_mean_rows for mean pooling, the
+    pooling row of tiled_mean_rows for cls/last)."""
     length = max(stop for _, stop in spans)
     q, k, v = _inputs(n=len(spans), heads=heads, kv_heads=kv_heads, length=length, dim=dim, seed=seed, device=device)
     layout = basket_layout(_mask(length, spans, device), pooling, basket, isolated)
     q, k, v = (t.to(dtype) for t in (q, k, v))
-    out = fused_calibrated_attention(q, k, v, layout, strength, causal, SCALE)
+    out = fused_calibrated_attention(q, k, v, layout, strength, causal, SCALE, config=config)
     # on the same inputs, rounded to the dtype: what is left is the kernel's own rounding
     expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, strength, causal, SCALE)
     assert out.dtype == dtype and out.shape == expected.shape
@@ -126,11 +128,54 @@ def test_baskets_of_one_whole_key_block(device, pooling, causal, dtype):
     (with causality, those wholly at or before the block's first row), the rest with it; padding on both sides and a
     short last basket in one batch. One token of left padding puts a basket's last key just after a row block's first
     row (that row must not see it), and a sequence shorter than one basket has baskets narrower than the block."""
+    _whole_blocks(device, dtype, pooling, causal)
+
+
+def _whole_blocks(device, dtype, pooling, causal, config=None):
     dim = 16
-    block = launch_config(dtype, dim, pooling != "mean", device_arch(torch.device(device))).block_n
+    block = (config or launch_config(dtype, dim, pooling != "mean", device_arch(torch.device(device)))).block_n
     length = 3 * block + 5
-    _check(device, dtype, pooling=pooling, basket=block, isolated=(("bos", "original"), ("eos", "equal")), causal=causal,
-           spans=[(0, length), (0, 2 * block + 3), (block // 2, length), (1, length), (0, block // 2)], dim=dim)
+    return _check(device, dtype, pooling=pooling, basket=block, isolated=(("bos", "original"), ("eos", "equal")),
+                  causal=causal, spans=[(0, length), (0, 2 * block + 3), (block // 2, length), (1, length), (0, block // 2)],
+                  dim=dim, config=config)
+
+
+def _descriptor_config(device):
+    base = launch_config(torch.float32, 32, False, device_arch(torch.device(device)))
+    return dataclasses.replace(base, tma=True)
+
+
+ALL_CASES = {**{name: dict(pooling="mean", **case) for name, case in MEAN_CASES.items()}, **POOLED_CASES}
+
+
+@pytest.mark.parametrize("case", [*ALL_CASES, "whole blocks, mean", "whole blocks, mean, causal bf16"])
+def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows(device, case):
+    """The setting that reads whole key and value blocks through tensor descriptors computes what the masked loads do, in every layout: a block reads keys past its basket and past the sequence,
+    which the mask keeps out."""
+    config = _descriptor_config(device)
+    assert triton_attention.descriptors(*_inputs(n=1, heads=2, kv_heads=2, length=8, dim=16, device=device)[1:],
+                                        config.block_n, 16) is not None  # these inputs do take descriptors
+    if case.startswith("whole blocks"):
+        _whole_blocks(device, torch.bfloat16 if "bf16" in case else torch.float32, "mean", "causal" in case, config)
+    else:
+        _check(device, torch.float32, config=config, **ALL_CASES[case])
+
+
+@pytest.mark.parametrize("tma", [False, True])
+def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma):
+    """NaN in K and V at padded positions (as a causal model's fully masked padded rows can leave in the next layer's
+    keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors."""
+    spans = [(0, 37), (0, 22), (9, 37)]
+    q, k, v = _inputs(n=3, heads=4, kv_heads=2, length=37, dim=16, device=device)
+    mask = _mask(37, spans, device)
+    layout = basket_layout(mask, "mean", 6, (("bos", "original"), ("eos", "equal")))
+    padded = ~mask.bool()[:, None, :, None]
+    poisoned_k, poisoned_v = k.masked_fill(padded, float("nan")), v.masked_fill(padded, float("nan"))
+    config = _descriptor_config(device) if tma else None
+    out = fused_calibrated_attention(q, poisoned_k, poisoned_v, layout, 0.5, False, SCALE, config=config)
+    expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.5, False, SCALE)
+    valid = mask.bool()[:, None, :, None].expand_as(out)
+    assert (out[valid].double() - expected[valid]).abs().max().item() <= TOLERANCE[torch.float32]
 
 
 @pytest.mark.parametrize("case", POOLED_CASES)
