@@ -28,7 +28,6 @@ elsewhere this module's PyTorch path (the CPU's, and the reference):
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -43,7 +42,8 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from . import triton_attention
-from .calibration import BasketLayout, HostLayout, basket_layout, basket_targets, calibrate_rows, content_members
+from .calibration import (BasketLayout, HostLayout, basket_layout, basket_targets, calibrate_rows, content_members,
+                          host_layout)
 from .config import CalibrationConfig, ConfigError, Pooling
 from .lse_kernels import TILE_ELEMENTS, attention_with_lse
 
@@ -86,9 +86,7 @@ class CalibrationPlan:
         strength 0)."""
         if self.config.strength == 0:
             return None
-        layout = self._layout(attention_mask)
-        host, (contiguous, full) = layout.on_host(triton_attention.padding_fits(layout), _full(layout))
-        return dataclasses.replace(host, contiguous=contiguous, full=full, shape=tuple(attention_mask.shape))
+        return host_layout(attention_mask, self.config.basket_size, self.config.isolated_tokens(self.pooling))
 
     def _layout(self, attention_mask: Tensor) -> BasketLayout:
         return basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))

@@ -6,8 +6,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mteb_fairpos.calibration import basket_layout, calibrate_rows
+from mteb_fairpos.attention import _full
+from mteb_fairpos.calibration import basket_layout, calibrate_rows, host_layout
 from mteb_fairpos.config import CalibrationConfig
+from mteb_fairpos.triton_attention import padding_fits
 
 policies = st.one_of(st.sampled_from(["original", "equal"]), st.floats(0.0, 0.3))
 
@@ -111,6 +113,31 @@ def test_content_shorter_than_one_basket_is_left_alone(batch):
     out = _calibrate(probs, layout, config.strength)
     short = ~layout.active
     assert torch.equal(out[short], probs[short])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.booleans(), min_size=1, max_size=12), min_size=1, max_size=5), st.integers(1, 6),
+       st.sampled_from([(), (("bos", "original"),), (("eos", 0.1),), (("bos", "original"), ("eos", "equal"))]),
+       st.sampled_from(["blank", "padded", "solid"]))
+def test_the_host_layout_made_from_the_tokenizers_mask_is_what_a_pass_would_read_from_the_device(bits, basket, isolated, shape):
+    """``host_layout`` (numpy, before the batch leaves the host) gives what the layout's ``on_host`` reads back, with the
+    padding and full-row flags, for any mask: rows without a valid token, of one token, padded on either side, with
+    holes in them."""
+    width = max(len(row) for row in bits)
+    mask = torch.tensor([row + [False] * (width - len(row)) for row in bits], dtype=torch.long)
+    if shape == "blank":
+        mask[0] = 0
+    elif shape == "padded":
+        mask[0] = 0
+        mask[0, width // 2:] = 1
+    else:
+        mask[0] = 1
+    layout = basket_layout(mask, "mean", basket, isolated)
+    read, (contiguous, full) = layout.on_host(padding_fits(layout), _full(layout))
+    made = host_layout(mask, basket, isolated)
+    assert made == type(read)(read.active, read.content_start, read.n_content, basket, contiguous=contiguous, full=full,
+                              shape=tuple(mask.shape))
+    assert all(type(v) is int for v in made.active + made.content_start + made.n_content)
 
 
 def test_baskets_count_valid_tokens_only_on_either_padding_side():
