@@ -162,16 +162,21 @@ def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows
 
 
 @pytest.mark.parametrize("tma", [False, True])
-def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma):
+@pytest.mark.parametrize("blocks", [0.375, 1.0, 1.5], ids=["baskets within a block", "baskets of a whole block",
+                                                           "baskets spanning blocks"])
+def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma, blocks):
     """NaN in K and V at padded positions (as a causal model's fully masked padded rows can leave in the next layer's
-    keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors."""
-    spans = [(0, 37), (0, 22), (9, 37)]
-    q, k, v = _inputs(n=3, heads=4, kv_heads=2, length=37, dim=16, device=device)
-    mask = _mask(37, spans, device)
-    layout = basket_layout(mask, "mean", 6, (("bos", "original"), ("eos", "equal")))
+    keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors,
+    in both loops of the kernel (baskets of ``blocks`` key blocks; the last one of each sequence shorter)."""
+    config = _descriptor_config(device) if tma else None
+    block = (config or launch_config(torch.float32, 16, False, device_arch(torch.device(device)))).block_n
+    length = 2 * block + 5
+    spans = [(0, length), (0, length - 15), (9, length)]
+    q, k, v = _inputs(n=3, heads=4, kv_heads=2, length=length, dim=16, device=device)
+    mask = _mask(length, spans, device)
+    layout = basket_layout(mask, "mean", int(blocks * block), (("bos", "original"), ("eos", "equal")))
     padded = ~mask.bool()[:, None, :, None]
     poisoned_k, poisoned_v = k.masked_fill(padded, float("nan")), v.masked_fill(padded, float("nan"))
-    config = _descriptor_config(device) if tma else None
     out = fused_calibrated_attention(q, poisoned_k, poisoned_v, layout, 0.5, False, SCALE, config=config)
     expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.5, False, SCALE)
     valid = mask.bool()[:, None, :, None].expand_as(out)
