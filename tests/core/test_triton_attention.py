@@ -161,6 +161,26 @@ def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows
         _check(device, torch.float32, config=config, **ALL_CASES[case])
 
 
+def test_a_call_whose_keys_and_values_take_no_descriptor_reads_them_by_masked_loads(device):
+    """The descriptor setting on K and V the hardware cannot address gives what the masked loads give: an empty
+    batch (which a descriptor, of positive sizes only, refused with an assertion), a head size of 10 in bf16 (rows of
+    20 bytes), a base 4 bytes off 16."""
+    config = _descriptor_config(device)
+    layout = basket_layout(torch.ones(0, 20, dtype=torch.long, device=device), "mean", 5, ())
+    empty = _inputs(n=0, heads=4, kv_heads=2, length=20, dim=16, device=device)
+    assert triton_attention.descriptors(*empty[1:], config.block_n, 16) is None
+    assert fused_calibrated_attention(*empty, layout, 0.5, False, SCALE, config=config).shape == (0, 4, 20, 16)
+    q, k, v = _inputs(n=1, heads=2, kv_heads=2, length=20, dim=16, device=device)
+    shifted = torch.cat([k.new_zeros(1), k.flatten()])[1:].view_as(k)  # the same values, 4 bytes past a 16-byte base
+    odd = [t[..., :10].to(torch.bfloat16).contiguous() for t in (q, k, v)]
+    layout = basket_layout(_mask(20, [(2, 20)], device), "mean", 5, (("bos", "original"),))
+    for inputs in ((q, shifted, v), odd):
+        assert triton_attention.descriptors(*inputs[1:], config.block_n, 16) is None
+        out = fused_calibrated_attention(*inputs, layout, 0.5, False, SCALE, config=config)
+        masked = fused_calibrated_attention(*inputs, layout, 0.5, False, SCALE, config=dataclasses.replace(config, tma=False))
+        assert torch.equal(out, masked)
+
+
 @pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("blocks", [0.375, 1.0, 1.5], ids=["baskets within a block", "baskets of a whole block",
                                                            "baskets spanning blocks"])
