@@ -150,8 +150,8 @@ ALL_CASES = {**{name: dict(pooling="mean", **case) for name, case in MEAN_CASES.
 
 @pytest.mark.parametrize("case", [*ALL_CASES, "whole blocks, mean", "whole blocks, mean, causal bf16"])
 def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows(device, case):
-    """The setting that reads whole key and value blocks through tensor descriptors computes what the masked loads do, in every layout: a block reads keys past its basket and past the sequence,
-    which the mask keeps out."""
+    """The setting that reads whole key and value blocks through tensor descriptors computes what the masked loads
+    do, in every layout: a block reads keys past its basket and past the sequence, which the mask keeps out."""
     config = _descriptor_config(device)
     assert triton_attention.descriptors(*_inputs(n=1, heads=2, kv_heads=2, length=8, dim=16, device=device)[1:],
                                         config.block_n, 16) is not None  # these inputs do take descriptors
