@@ -343,13 +343,14 @@ def _block_d(head_dim: int) -> int:
 
 def descriptors(key: Tensor, value: Tensor, block_n: int, block_d: int) -> tuple[Any, Any] | None:
     """K and V as tensor descriptors of (1, 1, ``block_n``, ``block_d``) blocks, for a launch with ``tma``; ``None``
-    where the hardware cannot address one: its head dimension not contiguous, or its base or another stride not a
-    multiple of 16 bytes. A block past the tensor's end reads zeros."""
+    where the hardware cannot address one: an empty tensor (a descriptor's sizes are positive), its head dimension not
+    contiguous, or its base or another stride not a multiple of 16 bytes. A block past the tensor's end reads zeros."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     def fits(tensor: Tensor) -> bool:
         size = tensor.element_size()
-        return tensor.stride(-1) == 1 and tensor.data_ptr() % 16 == 0 and all(s * size % 16 == 0 for s in tensor.stride()[:-1])
+        return tensor.numel() > 0 and tensor.stride(-1) == 1 and tensor.data_ptr() % 16 == 0 \
+            and all(s * size % 16 == 0 for s in tensor.stride()[:-1])
 
     if not (fits(key) and fits(value)):
         return None

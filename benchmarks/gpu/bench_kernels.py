@@ -259,9 +259,9 @@ TUNING = ((64, 64, 4, 2), (64, 64, 4, 3), (64, 128, 4, 2), (64, 128, 4, 3), (64,
           (64, 64, 4, 3, True), (64, 128, 4, 3, True), (64, 128, 8, 2, True), (128, 128, 8, 2, True))
 """Launch settings ``--tune`` times (mean rows at 2,048 tokens), besides CONFIGS' default: (block_m, block_n, warps,
 stages[, tma]). A key block of 128 holds a whole basket of the default calibration (the kernel's one-basket-per-block
-loop); 64 splits it in two. The settings the fourth H200 run timed at 1.45-2.4x the default at both head sizes
-(64-row blocks on 8 warps with 64 keys, 128-row blocks on 4 warps) are left out; the last four read K and V through
-tensor descriptors (``LaunchConfig.tma``)."""
+loop); 64 splits it in two. Left out: 64-row blocks on 8 warps with 64 keys (the fourth H200 run: 2.0-2.4x its
+default at head size 64, 1.0x at 128) and 128-row blocks on 4 warps (1.15-1.26x at 64, 1.45-1.74x at 128), each at
+least 1.3x the fastest setting at both. The last four read K and V through tensor descriptors (``LaunchConfig.tma``)."""
 QUICK_TUNING = ((64, 64, 4, 2), (64, 64, 4, 3, True))
 """The dry run's settings: one that reads K and V by masked loads, one through tensor descriptors."""
 TUNED_TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3}
@@ -269,7 +269,7 @@ TUNED_TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3}
 
 
 def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float,
-               settings: tuple[tuple[int, int, int, int], ...]) -> list[dict]:
+               settings: tuple[tuple[int, int, int, int] | tuple[int, int, int, int, bool], ...]) -> list[dict]:
     """The kernel's time under each of ``settings`` that compiles and runs (the default's first), as a ratio to
     the default's: what to put in ``triton_attention.CONFIGS``."""
     from mteb_fairpos import triton_attention

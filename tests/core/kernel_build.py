@@ -59,8 +59,8 @@ def builds() -> list[dict]:
 def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False,
           config: triton_attention.LaunchConfig | None = None) -> dict:
     """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches, reading key and
-    value blocks through tensor descriptors where ``tma``); which loop it runs, its shared memory, registers and
-    spill bytes (from ``ptxas -v``)."""
+    value blocks through tensor descriptors where ``tma``); which loop it runs, its tensor copies (TMA), shared memory,
+    registers and spill bytes (from ``ptxas -v``)."""
     kernel = triton_attention._calibrated_attention_kernel
     config = config or dataclasses.replace(triton_attention.launch_config(dtype, head, pooled, arch), tma=tma)
     pointer = f"*{DTYPES[dtype]}"
@@ -73,7 +73,8 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
     signature = {p.name: "constexpr" if p.is_constexpr or p.name in unit else types.get(p.name, "i32") for p in kernel.params}
     constants = {**triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES, basket), **unit}
     aligned = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(kernel.params)
-               if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name in ("KD", "VD") and not config.tma) or (p.name.startswith("stride_") and p.name not in unit)}
+               if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name in ("KD", "VD") and not config.tma)
+               or (p.name.startswith("stride_") and p.name not in unit)}
     compiled = triton.compile(ASTSource(kernel, signature, constants, aligned), target=GPUTarget("cuda", arch, 32),
                               options={"num_warps": config.num_warps, "num_stages": config.num_stages})
     with tempfile.TemporaryDirectory() as folder:
@@ -83,8 +84,10 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
                                 check=True, capture_output=True, text=True).stderr
     registers = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
-    return {"tma": config.tma, "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": int(registers.group(1)) if registers else None,
-            "spills": int(spills.group(1)) if spills else 0, "block_m": config.block_m, "block_n": config.block_n}
+    return {"tma": config.tma, "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
+            "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared,
+            "registers": int(registers.group(1)) if registers else None, "spills": int(spills.group(1)) if spills else 0,
+            "block_m": config.block_m, "block_n": config.block_n}
 
 
 def main() -> int:

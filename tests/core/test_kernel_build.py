@@ -47,6 +47,8 @@ def test_the_setting_that_reads_blocks_through_tensor_descriptors_builds_for_hop
     assert {(b["head"], b["one_block"], b["causal"]) for b in descriptors} == {
         (h, o, c) for h in (64, 128) for o in (True, False) for c in (False, True)}
     assert all(b["arch"] == 90 and "error" not in b for b in descriptors)
+    # K and V come through the tensor memory accelerator there, and only there
+    assert all(b["bulk_copies"] > 0 for b in descriptors) and all(b.get("bulk_copies", 0) == 0 for b in builds if not b.get("tma"))
 
 
 def test_in_half_precision_no_build_spills_registers_at_the_supported_head_sizes(builds):

@@ -150,8 +150,8 @@ ALL_CASES = {**{name: dict(pooling="mean", **case) for name, case in MEAN_CASES.
 
 @pytest.mark.parametrize("case", [*ALL_CASES, "whole blocks, mean", "whole blocks, mean, causal bf16"])
 def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows(device, case):
-    """The setting that reads whole key and value blocks through tensor descriptors computes what the masked loads do, in every layout: a block reads keys past its basket and past the sequence,
-    which the mask keeps out."""
+    """The setting that reads whole key and value blocks through tensor descriptors computes what the masked loads
+    do, in every layout: a block reads keys past its basket and past the sequence, which the mask keeps out."""
     config = _descriptor_config(device)
     assert triton_attention.descriptors(*_inputs(n=1, heads=2, kv_heads=2, length=8, dim=16, device=device)[1:],
                                         config.block_n, 16) is not None  # these inputs do take descriptors
@@ -161,17 +161,42 @@ def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows
         _check(device, torch.float32, config=config, **ALL_CASES[case])
 
 
+def test_a_call_whose_keys_and_values_take_no_descriptor_reads_them_by_masked_loads(device):
+    """The descriptor setting on K and V the hardware cannot address gives what the masked loads give: an empty
+    batch (which a descriptor, of positive sizes only, refused with an assertion), a head size of 10 in bf16 (rows of
+    20 bytes), a base 4 bytes off 16."""
+    config = _descriptor_config(device)
+    layout = basket_layout(torch.ones(0, 20, dtype=torch.long, device=device), "mean", 5, ())
+    empty = _inputs(n=0, heads=4, kv_heads=2, length=20, dim=16, device=device)
+    assert triton_attention.descriptors(*empty[1:], config.block_n, 16) is None
+    assert fused_calibrated_attention(*empty, layout, 0.5, False, SCALE, config=config).shape == (0, 4, 20, 16)
+    q, k, v = _inputs(n=1, heads=2, kv_heads=2, length=20, dim=16, device=device)
+    shifted = torch.cat([k.new_zeros(1), k.flatten()])[1:].view_as(k)  # the same values, 4 bytes past a 16-byte base
+    odd = [t[..., :10].to(torch.bfloat16).contiguous() for t in (q, k, v)]
+    layout = basket_layout(_mask(20, [(2, 20)], device), "mean", 5, (("bos", "original"),))
+    for inputs in ((q, shifted, v), odd):
+        assert triton_attention.descriptors(*inputs[1:], config.block_n, 16) is None
+        out = fused_calibrated_attention(*inputs, layout, 0.5, False, SCALE, config=config)
+        masked = fused_calibrated_attention(*inputs, layout, 0.5, False, SCALE, config=dataclasses.replace(config, tma=False))
+        assert torch.equal(out, masked)
+
+
 @pytest.mark.parametrize("tma", [False, True])
-def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma):
+@pytest.mark.parametrize("blocks", [0.375, 1.0, 1.5], ids=["baskets within a block", "baskets of a whole block",
+                                                           "baskets spanning blocks"])
+def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma, blocks):
     """NaN in K and V at padded positions (as a causal model's fully masked padded rows can leave in the next layer's
-    keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors."""
-    spans = [(0, 37), (0, 22), (9, 37)]
-    q, k, v = _inputs(n=3, heads=4, kv_heads=2, length=37, dim=16, device=device)
-    mask = _mask(37, spans, device)
-    layout = basket_layout(mask, "mean", 6, (("bos", "original"), ("eos", "equal")))
+    keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors,
+    in both loops of the kernel (baskets of ``blocks`` key blocks; the last one of each sequence shorter)."""
+    config = _descriptor_config(device) if tma else None
+    block = (config or launch_config(torch.float32, 16, False, device_arch(torch.device(device)))).block_n
+    length = 2 * block + 5
+    spans = [(0, length), (0, length - 15), (9, length)]
+    q, k, v = _inputs(n=3, heads=4, kv_heads=2, length=length, dim=16, device=device)
+    mask = _mask(length, spans, device)
+    layout = basket_layout(mask, "mean", int(blocks * block), (("bos", "original"), ("eos", "equal")))
     padded = ~mask.bool()[:, None, :, None]
     poisoned_k, poisoned_v = k.masked_fill(padded, float("nan")), v.masked_fill(padded, float("nan"))
-    config = _descriptor_config(device) if tma else None
     out = fused_calibrated_attention(q, poisoned_k, poisoned_v, layout, 0.5, False, SCALE, config=config)
     expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.5, False, SCALE)
     valid = mask.bool()[:, None, :, None].expand_as(out)
