@@ -3,9 +3,9 @@
 # made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
 # kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
 # calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
-# each step within its own time limit so the default steps end within 10 minutes (20 + 15 + 120 + 95 + 110 + 230 s
+# each step within its own time limit so the default steps end within 10 minutes (20 + 15 + 120 + 110 + 100 + 230 s
 # and the summary; the fourth H200 run took 16 + 7 + 114 + 58 + 105 + 187 s, the model table then with 3 timed rounds,
-# now 5, about 20 s more; the device allows 10 minutes per command). fp32 is a step of its own (90 s), for a second
+# now 5, about 20 s more, the kernel's tests now with the descriptor setting's, the tuning with 14 settings, not 16; the device allows 10 minutes per command). fp32 is a step of its own (90 s), for a second
 # call. Every figure lands as JSON in the output
 # folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
@@ -78,9 +78,9 @@ wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$t
 # the fused kernel's tests, whole (compiled on CUDA, interpreted on a CPU), and the operations and host reads of a pass
 triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.py)  # test_kernel_build.py needs no GPU: CI runs it
 if wanted tests && [ -f "${triton_tests[0]}" ]; then
-    step "triton tests" 95 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
+    step "triton tests" 110 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
 fi
-wanted kernels && step kernels 110 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+wanted kernels && step kernels 100 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 # the model tables run with the launch settings the kernels step picked, where it picked any
 [ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
 for dtype in bf16 fp32; do
