@@ -4,9 +4,10 @@
 # kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
 # calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
 # each step within its own time limit so the default steps end within 10 minutes (20 + 15 + 120 + 110 + 100 + 230 s
-# and the summary; the fourth H200 run took 16 + 7 + 114 + 58 + 105 + 187 s, the model table then with 3 timed rounds,
-# now 5, about 20 s more, the kernel's tests now with the descriptor setting's, the tuning with 14 settings, not 16; the device allows 10 minutes per command). fp32 is a step of its own (90 s), for a second
-# call. Every figure lands as JSON in the output
+# and the summary; the device allows 10 minutes per command). The fourth H200 run took 16 + 7 + 114 + 58 + 105 + 187 s;
+# since then the kernel's tests include the descriptor setting's (new kernels to compile), the tuning times 14
+# settings, not 16, and the model table 5 rounds, not 3 (about 20 s more). fp32 is a step of its own (90 s), for a
+# second call. Every figure lands as JSON in the output
 # folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
