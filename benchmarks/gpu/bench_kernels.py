@@ -396,7 +396,8 @@ def tuned(tuning: list[dict]) -> list[dict]:
             if entry not in best or row["ms"] < best[entry]["ms"]:
                 best[entry] = row
     return [{"dtype": dtype, "largest": head, "pooled": False, "arch": row["arch"], "config": row["config"],
-             "vs_default": row["vs_default"]} for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
+             "vs_default": row["vs_default"], "case": row["case"]}
+            for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
 
 
 def fastest(rows: list[dict]) -> dict[str, dict]:
