@@ -507,13 +507,14 @@ def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_t
     from bench_kernels import tuned
 
     def row(config, ms, diff, head=64):
-        return {"dtype": "bf16", "head_dim": head, "arch": 90, "config": dict(zip(("block_m", "block_n", "num_warps",
-                "num_stages"), config)), "ms": ms, "max_abs_vs_default": diff, "vs_default": ms / 2.0}
+        return {"case": f"mean-{head}", "dtype": "bf16", "head_dim": head, "arch": 90, "config": dict(zip(("block_m",
+                "block_n", "num_warps", "num_stages"), config)), "ms": ms, "max_abs_vs_default": diff, "vs_default": ms / 2.0}
 
     rows = [row((64, 64, 4, 3), 2.0, 0.0), row((64, 128, 4, 3), 1.5, 1e-3), row((128, 128, 8, 2), 1.0, 0.5),
             {"dtype": "bf16", "head_dim": 64, "config": {}, "why": "OutOfResources"}, row((64, 128, 8, 2), 3.0, 0.0, head=128)]
     picks = tuned(rows)
     assert [(p["largest"], p["config"]["block_n"], p["config"]["num_warps"]) for p in picks] == [(64, 128, 4), (128, 128, 8)]
+    assert [p["case"] for p in picks] == ["mean-64", "mean-128"]  # where summarize.py finds the default's time over SDPA
     path = tmp_path / "kernels.json"
     path.write_text(json.dumps({"launch_configs": picks}))
     monkeypatch.setattr(triton_attention, "CONFIGS", triton_attention.CONFIGS)
