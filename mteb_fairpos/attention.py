@@ -84,6 +84,9 @@ class CalibrationPlan:
         """The host values of the layout of a batch with this (CPU) ``attention_mask``: made before the batch goes
         to the device and handed to :meth:`applied`, they spare the pass its read of the device (``None`` at
         strength 0)."""
+        if attention_mask.device.type != "cpu":
+            raise ValueError(f"host_layout takes the tokenizer's attention_mask on the CPU, not on {attention_mask.device}: "
+                             "a pass reads the layout of a mask already on the device itself.")
         if self.config.strength == 0:
             return None
         return host_layout(attention_mask, self.config.basket_size, self.config.isolated_tokens(self.pooling))

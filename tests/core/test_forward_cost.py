@@ -169,3 +169,5 @@ def test_host_values_made_for_a_batch_of_another_shape_are_not_used():
         with torch.no_grad(), plan.applied(mask, host=host) as layout:
             model(input_ids=ids, attention_mask=mask)
         assert (layout.known() is host) == made_here and len(layout.known().active) == 2
+    with pytest.raises(ValueError, match="attention_mask on the CPU, not on meta"):  # a mask already on a device
+        plan.host_layout(mask.to("meta"))
