@@ -128,22 +128,26 @@ QUICK_SHAPES = (FusedShape("toy-mean-64", 2, 64, 2, 2, 32, "mean", False),
 STRENGTH = 0.5
 
 
-def plain_triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
-    """Plain attention (every row, no calibration) in a flash-attention loop written like the fused kernel's: same
-    launch setting, same online softmax, masks only where a key block needs one. Its time against the fused kernel's
-    is what calibration costs inside a Triton loop; against SDPA's, what the loop itself costs."""
+def plain_triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
+                           config=None) -> torch.Tensor:
+    """Plain attention (every row, no calibration) in a flash-attention loop written like the fused kernel's: the
+    same launch setting (``config``, default the fused kernel's), the same online softmax, the fused kernel's own
+    reads of a key and value block (masked loads, or tensor descriptors where ``config.tma``), masks only where a key
+    block needs one. Its time against the fused kernel's is what calibration costs inside a Triton loop; against
+    SDPA's, what the loop itself costs."""
     from mteb_fairpos import triton_attention
 
     n, heads, length, head_dim = q.shape
-    config = triton_attention.launch_config(q.dtype, head_dim, False, triton_attention.device_arch(q.device))
+    config = config or triton_attention.launch_config(q.dtype, head_dim, False, triton_attention.device_arch(q.device))
     if q.device.type == "cpu" and q.dtype == torch.bfloat16:  # the interpreter's tl.dot takes bf16 as raw bits
         q, k, v = (t.float() for t in (q, k, v))
+    blocks = triton_attention.descriptors(k, v, config.block_n, head_dim) if config.tma else None
     out = torch.empty_like(q)
     grid = (-(-length // config.block_m), n * heads)
-    _plain_attention_kernel()[grid](q, k, v, out, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
-                                  heads, k.shape[1], length, scale * 1.4426950408889634, HEAD_DIM=head_dim,
-                                  BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
-                                  DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+    _plain_attention_kernel()[grid](q, k, v, *(blocks or (k, v)), out, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+                                  *out.stride()[:3], heads, k.shape[1], length, scale * 1.4426950408889634,
+                                  HEAD_DIM=head_dim, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
+                                  DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", TMA=blocks is not None,
                                   num_warps=config.num_warps, num_stages=config.num_stages)
     return out
 
@@ -151,16 +155,18 @@ def plain_triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
 @functools.cache
 def _plain_attention_kernel():
     """The plain loop's Triton kernel, made on first use: after main() has chosen the interpreter for a CPU run (Triton
-    is imported only then; the kernel's body reads ``tl`` as a module global)."""
-    global tl
+    is imported only then; the kernel's body reads ``tl`` and the fused kernel's block reads as module globals)."""
+    global tl, _scores, _values
     import triton
     import triton.language as tl
 
+    from mteb_fairpos.triton_attention import _scores, _values
+
     @triton.jit
-    def kernel(Q, K, V, Out, stride_qn, stride_qh, stride_ql, stride_kn, stride_kh, stride_kl,
+    def kernel(Q, K, V, KD, VD, Out, stride_qn, stride_qh, stride_ql, stride_kn, stride_kh, stride_kl,
                stride_vn, stride_vh, stride_vl, stride_on, stride_oh, stride_ol,
                heads, kv_heads, length, scale_log2, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, TMA: tl.constexpr):
         seq, head = tl.program_id(1) // heads, tl.program_id(1) % heads
         kv_head = head // (heads // kv_heads)
         first_row = tl.program_id(0) * BLOCK_M
@@ -170,23 +176,23 @@ def _plain_attention_kernel():
                     mask=rows[:, None] < length, other=0.0)
         k_base = K + seq * stride_kn + kv_head * stride_kh
         v_base = V + seq * stride_vn + kv_head * stride_vh
+        source = (KD, VD, seq, kv_head, k_base, v_base, stride_kl, 1, stride_vl, 1)  # as the fused kernel reads blocks
+        in_head = dims < HEAD_DIM
         row_max = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)
         row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
         stop = tl.minimum(length, first_row + BLOCK_M) if CAUSAL else length
         for start in range(0, stop, BLOCK_N):
             keys = start + tl.arange(0, BLOCK_N)
-            k = tl.load(k_base + keys[None, :] * stride_kl + dims[:, None], mask=keys[None, :] < length, other=0.0)
-            scores = tl.dot(q, k, input_precision=DOT_PRECISION)
-            if start + BLOCK_N > length or (CAUSAL and start + BLOCK_N - 1 > first_row):
-                seen = keys[None, :] < length
-                if CAUSAL:
-                    seen = seen & (keys[None, :] <= rows[:, None])
-                scores = tl.where(seen, scores, float("-inf"))
+            masked = start + BLOCK_N > length  # a block past the end, or one some row may not see whole
+            if CAUSAL:
+                masked = masked | (start + BLOCK_N - 1 > first_row)
+            scores = _scores(q, source, start, keys, keys < length, rows, dims, in_head, masked, BLOCK_N, HEAD_DIM,
+                             CAUSAL, DOT_PRECISION, False, TMA)
             new_max = tl.maximum(row_max, tl.max(scores, 1) * scale_log2)
             p = tl.exp2(scores * scale_log2 - new_max[:, None])
             rescale = tl.exp2(row_max - new_max)
-            v = tl.load(v_base + keys[:, None] * stride_vl + dims[None, :], mask=keys[:, None] < length, other=0.0)
+            v = _values(source, start, keys, keys < length, dims, in_head, masked, BLOCK_N, HEAD_DIM, TMA)
             acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
             row_sum = row_sum * rescale + tl.sum(p, 1)
             row_max = new_max
@@ -271,7 +277,9 @@ TUNED_TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3}
 def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min_run_time: float,
                settings: tuple[tuple[int, int, int, int] | tuple[int, int, int, int, bool], ...]) -> list[dict]:
     """The kernel's time under each of ``settings`` that compiles and runs (the default's first), as a ratio to
-    the default's: what to put in ``triton_attention.CONFIGS``."""
+    the default's: what to put in ``triton_attention.CONFIGS``. The fastest that keeps the default's output
+    (`TUNED_TOLERANCE`) is also timed against SDPA, and so is the plain Triton loop under the same setting: how
+    close the setting brings the kernel, and the loop it cannot beat, to SDPA."""
     from mteb_fairpos import triton_attention
     from mteb_fairpos.calibration import basket_layout
 
@@ -299,6 +307,17 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
     for row in rows:
         if base and "ms" in row:
             row["vs_default"] = row["ms"] / base
+    kept = [row for row in rows if "ms" in row and row["max_abs_vs_default"] <= TUNED_TOLERANCE[dtype_name]]
+    if kept and shape.pooling == "mean":
+        fastest = min(kept, key=lambda row: row["ms"])
+        setting, scale = triton_attention.LaunchConfig(**fastest["config"]), shape.head_dim ** -0.5
+        fastest["sdpa_ms"] = _median_ms(lambda: scaled_dot_product_attention(
+            q, k, v, is_causal=shape.causal, scale=scale, enable_gqa=shape.heads != shape.kv_heads), min_run_time)
+        try:
+            fastest["plain_triton_ms"] = _median_ms(lambda: plain_triton_attention(q, k, v, shape.causal, scale, setting),
+                                                    min_run_time)
+        except Exception as err:  # the baseline's compile or launch error: the pick stands without it
+            fastest["plain_triton_why"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
     return rows
 
 
@@ -358,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
             for row in ranked[:3]:
                 print(f"tune {dtype} {shape.name}: {row['config']} {row['ms']:.3f} ms, {row['vs_default']:.2f} x the default "
                       f"(max diff {row['max_abs_vs_default']:.2g})", flush=True)
+            timed = next((row for row in found if "sdpa_ms" in row), None)
+            if timed:  # the fastest that keeps the default's output, against SDPA, and the plain loop under it
+                loop = (f", the plain Triton loop under it {timed['plain_triton_ms'] / timed['sdpa_ms']:.2f} x SDPA"
+                        if "plain_triton_ms" in timed else "")
+                print(f"tune {dtype} {shape.name}: its fastest {timed['ms'] / timed['sdpa_ms']:.2f} x SDPA{loop}", flush=True)
             if args.json:
                 _write(args.json, name, [], fused_rows, tuning)
     if "lse" not in tables:
@@ -395,9 +419,18 @@ def tuned(tuning: list[dict]) -> list[dict]:
             entry = (row["dtype"], row["head_dim"])
             if entry not in best or row["ms"] < best[entry]["ms"]:
                 best[entry] = row
-    return [{"dtype": dtype, "largest": head, "pooled": False, "arch": row["arch"], "config": row["config"],
-             "vs_default": row["vs_default"], "case": row["case"]}
-            for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
+    return [_pick(dtype, head, row) for (dtype, head), row in sorted(best.items(), key=lambda item: item[0][1])]
+
+
+def _pick(dtype: str, head: int, row: dict) -> dict:
+    """A ``CONFIGS`` entry from the fastest tuning row, with its time over SDPA's and the plain loop's, where timed."""
+    pick = {"dtype": dtype, "largest": head, "pooled": False, "arch": row["arch"], "config": row["config"],
+            "vs_default": row["vs_default"], "case": row["case"]}
+    if "sdpa_ms" in row:
+        pick["vs_sdpa"] = row["ms"] / row["sdpa_ms"]
+        if "plain_triton_ms" in row:
+            pick["plain_triton_vs_sdpa"] = row["plain_triton_ms"] / row["sdpa_ms"]
+    return pick
 
 
 def fastest(rows: list[dict]) -> dict[str, dict]:

@@ -10,6 +10,7 @@ spanning several tiles, and a shorter last basket.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import subprocess
 import sys
 import warnings
@@ -495,6 +496,28 @@ def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend
         assert (row["plain_triton_max_abs_vs_sdpa"] <= 1e-5) if shape.pooling == "mean" else "plain_triton_ms" not in row, row
 
 
+def test_the_gpu_runs_tuning_times_each_setting_and_its_fastest_against_sdpa_and_the_plain_loop():
+    """bench_kernels.py --tune on its dry-run shape (masked loads and tensor descriptors): every setting runs and keeps
+    the default's output, and the fastest is also timed against SDPA and against the plain Triton loop under the same
+    setting, which computes SDPA's rows whichever way it reads K and V."""
+    from torch.nn.functional import scaled_dot_product_attention
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
+    from bench_kernels import QUICK_SHAPES, QUICK_TUNING, TUNED_TOLERANCE, plain_triton_attention, tune_fused
+
+    device, shape = DEVICES[0], QUICK_SHAPES[0]
+    rows = tune_fused(device, "bf16", shape, 16, 0.001, QUICK_TUNING)
+    assert len(rows) == 1 + len(QUICK_TUNING), rows
+    assert all(row["max_abs_vs_default"] <= TUNED_TOLERANCE["bf16"] for row in rows), rows
+    timed = [row for row in rows if "sdpa_ms" in row]
+    assert len(timed) == 1 and timed[0]["ms"] == min(row["ms"] for row in rows) and timed[0]["plain_triton_ms"] > 0
+    q, k, v = _inputs(n=2, heads=4, kv_heads=2, length=50, dim=32, device=device)  # a last key block cut short
+    for setting, causal in itertools.product(QUICK_TUNING, (False, True)):
+        expected = scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.25, enable_gqa=True)
+        out = plain_triton_attention(q, k, v, causal, 0.25, triton_attention.LaunchConfig(*setting))
+        assert (out - expected).abs().max().item() <= 1e-5, (setting, causal)
+
+
 def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_tuned_on(tmp_path, monkeypatch):
     """bench_kernels.py --tune picks the fastest setting within the dtype's rounding of the default, per dtype and head
     size (a setting that failed or strayed is never picked); bench_calibration.py --kernel-configs puts the picks
@@ -510,11 +533,15 @@ def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_t
         return {"case": f"mean-{head}", "dtype": "bf16", "head_dim": head, "arch": 90, "config": dict(zip(("block_m",
                 "block_n", "num_warps", "num_stages"), config)), "ms": ms, "max_abs_vs_default": diff, "vs_default": ms / 2.0}
 
-    rows = [row((64, 64, 4, 3), 2.0, 0.0), row((64, 128, 4, 3), 1.5, 1e-3), row((128, 128, 8, 2), 1.0, 0.5),
+    rows = [row((64, 64, 4, 3), 2.0, 0.0), {**row((64, 128, 4, 3), 1.5, 1e-3), "sdpa_ms": 1.2, "plain_triton_ms": 1.32},
+            row((128, 128, 8, 2), 1.0, 0.5),
             {"dtype": "bf16", "head_dim": 64, "config": {}, "why": "OutOfResources"}, row((64, 128, 8, 2), 3.0, 0.0, head=128)]
     picks = tuned(rows)
     assert [(p["largest"], p["config"]["block_n"], p["config"]["num_warps"]) for p in picks] == [(64, 128, 4), (128, 128, 8)]
-    assert [p["case"] for p in picks] == ["mean-64", "mean-128"]  # where summarize.py finds the default's time over SDPA
+    assert [p["case"] for p in picks] == ["mean-64", "mean-128"]
+    # the pick's time and the plain loop's under it over SDPA, where the tuning timed them
+    assert picks[0]["vs_sdpa"] == pytest.approx(1.25) and picks[0]["plain_triton_vs_sdpa"] == pytest.approx(1.1)
+    assert "vs_sdpa" not in picks[1]
     path = tmp_path / "kernels.json"
     path.write_text(json.dumps({"launch_configs": picks}))
     monkeypatch.setattr(triton_attention, "CONFIGS", triton_attention.CONFIGS)
