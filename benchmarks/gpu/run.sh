@@ -3,10 +3,11 @@
 # made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
 # kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
 # calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
-# each step within its own time limit so the default steps end within 10 minutes (20 + 15 + 120 + 110 + 100 + 230 s
+# each step within its own time limit so the default steps end within 10 minutes (20 + 15 + 120 + 110 + 105 + 225 s
 # and the summary; the device allows 10 minutes per command). The fourth H200 run took 16 + 7 + 114 + 58 + 105 + 187 s;
 # since then the kernel's tests include the descriptor setting's (new kernels to compile), the tuning times 14
-# settings, not 16, and the model table 5 rounds, not 3 (about 20 s more). fp32 is a step of its own (90 s), for a
+# settings, not 16, then times the fastest against SDPA and the plain loop, and the model table takes 5 rounds,
+# not 3 (about 20 s more). fp32 is a step of its own (90 s), for a
 # second call. Every figure lands as JSON in the output
 # folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
@@ -81,11 +82,11 @@ triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.p
 if wanted tests && [ -f "${triton_tests[0]}" ]; then
     step "triton tests" 110 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
 fi
-wanted kernels && step kernels 100 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+wanted kernels && step kernels 105 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 # the model tables run with the launch settings the kernels step picked, where it picked any
 [ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
 for dtype in bf16 fp32; do
-    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 230 || echo 90) \
+    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 225 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
 "$python" benchmarks/gpu/summarize.py "$out" && cat "$out/summary.md"
