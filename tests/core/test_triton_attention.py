@@ -212,11 +212,14 @@ def test_pooling_rows_match_the_explicit_softmax_and_the_pooled_row_path(device,
     assert out.shape[1] == 4 and layout.active[0] and not layout.active[-1]
 
 
+@pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_half_precision_follows_the_explicit_softmax(device, dtype):
-    """Inputs in bf16 or fp16, scores and sums in fp32: within the dtype's rounding of the float64 result."""
-    _check(device, dtype, pooling="mean", **MEAN_CASES["long baskets, causal"])
-    _check(device, dtype, **POOLED_CASES["last, causal"])
+def test_half_precision_follows_the_explicit_softmax(device, dtype, tma):
+    """Inputs in bf16 or fp16, scores and sums in fp32: within the dtype's rounding of the float64 result, whether
+    key and value blocks are read by masked loads or through descriptors."""
+    config = _descriptor_config(device) if tma else None
+    _check(device, dtype, pooling="mean", config=config, **MEAN_CASES["long baskets, causal"])
+    _check(device, dtype, config=config, **POOLED_CASES["last, causal"])
 
 
 def test_rows_left_alone_are_plain_attention(device):
