@@ -9,6 +9,9 @@ into the row's plain accumulator (the same rescale flash attention does per key 
 into the sum of the baskets' outputs, and the count of non-empty baskets goes up. The isolated
 tokens are scored directly. At the end, :func:`~mteb_fairpos.calibration.basket_targets`' formula
 (steps 1-4 of docs/method.md#s1-3) and the blend with the original row (step 5) give the output.
+A launch setting (:class:`LaunchConfig`) may read key and value blocks whole through tensor descriptors
+(Hopper's TMA) instead of masked loads; the scores' mask and zeroed value rows keep what lies past a
+basket out, so both ways give the same rows.
 
 What the kernel assumes and the wrapper cannot see without reading device values (padding on one
 side only, a model mask that is padding plus causality) are 0-d device flags (:func:`padding_fits`,
