@@ -276,7 +276,7 @@ class FairSentenceTransformer(SentenceTransformer):
         """How many of a batch's inputs tokenization cut off at ``limit`` tokens (for the truncation warning)."""
         if encodings:  # a fast tokenizer keeps what truncation cut off: no second pass over the texts
             return sum(bool(encoding.overflowing) for encoding in encodings)
-        full = (mask.sum(dim=1) >= limit).nonzero().flatten().tolist()
+        full = np.flatnonzero(mask.numpy().sum(1) >= limit).tolist()  # numpy: see calibration.host_layout
         if not full:
             return 0
         lengths = self.tokenizer([inputs[i] for i in full], truncation=False, verbose=False)["input_ids"]

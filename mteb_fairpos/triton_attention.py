@@ -17,8 +17,8 @@ What the kernel assumes and the wrapper cannot see without reading device values
 side only, a model mask that is padding plus causality) are 0-d device flags (:func:`padding_fits`,
 :func:`model_mask_fits`) that the backend reads with the batch's layout, once per forward pass at
 most (``attention._mask_fits``); :func:`unsupported_reason` says the same in words. Everything else is
-checked on every call without a host read. Where either refuses, or the kernel has not reproduced the explicit computation on first use
-(:func:`verified`), the caller keeps the PyTorch path.
+checked on every call without a host read. Where either refuses, or the kernel has not reproduced the
+explicit computation on first use (:func:`verified`), the caller keeps the PyTorch path.
 
 ``triton`` is optional: CUDA builds of torch bring it. Without it this module still imports, and
 every call is refused with the reason. On the CPU the kernel runs only through Triton's interpreter
@@ -84,9 +84,8 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, range, LaunchConfig], .
     # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
     # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
     # hold a default basket whole); on Ampere it spills, so the setting before the tuning stays (and later GPUs, with
-    # other shared memory, keep the untuned ones). At 128 the tuned
-    # settings up to 0.62x the old one's time spill; Hopper takes the fastest that does not (0.82x), Ampere the old
-    # one. The other entries are untimed first choices.
+    # other shared memory, keep the untuned ones). At 128 the tuned settings up to 0.62x the old one's time spill;
+    # Hopper takes the fastest that does not (0.82x), Ampere the old one. The other entries are untimed first choices.
     ((torch.bfloat16, torch.float16), 64, True, ANY, LaunchConfig(16, 64, 4, 2)),
     ((torch.bfloat16, torch.float16), 256, True, ANY, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, ANY, LaunchConfig(16, 16, 4, 2)),
@@ -300,9 +299,8 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     kv_heads = key.shape[1]
     group = heads // kv_heads
     config = config or launch_config(query.dtype, head_dim, fused.pooled, device_arch(query.device))
-    block_d = _block_d(head_dim)
-    blocks = descriptors(key, value, config.block_n, block_d) if config.tma else None
-    if blocks is None:  # K or V without a descriptor: read as without one (the same values)
+    blocks = descriptors(key, value, config.block_n, _block_d(head_dim)) if config.tma else None
+    if config.tma and blocks is None:  # K or V without a descriptor: read as without one (the same values)
         config = dataclasses.replace(config, tma=False)
     if fused.pooled:  # the pooling rows of a sequence and KV head (its query heads) are one block of rows
         if out is None:  # (N, H, D): the kernel's row offset (the pooling position) is multiplied by 0
