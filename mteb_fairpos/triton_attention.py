@@ -79,7 +79,7 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, range, LaunchConfig], .
     # (dtypes, largest head size, pooling rows only, compute capabilities, config): the first entry that matches is
     # used. Three (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry
     # compiles with Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half
-    # precision at head sizes 32, 64 and 128 (tests/core/kernel_build.py builds every entry without a GPU, aligned as at
+    # precision at head sizes 32, 64 and 128 (benchmarks/gpu/kernel_build.py builds every entry without a GPU, aligned as at
     # a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
     # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
     # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
@@ -533,18 +533,33 @@ if triton is not None:
         if ONE_BLOCK:
             # every basket fits one key block (the layout's basket size is at most BLOCK_N): a block's softmax is its
             # basket's, so the basket needs no running rescale and every step closes one (docs/method.md#s1-5). The
-            # leading baskets that fill a whole block every row sees need no mask: a branch the whole block takes alike.
+            # leading baskets that fill a whole block every row sees need no mask.
             whole = 0
             if basket_size == BLOCK_N:
                 whole = (keys_stop - content_start) // BLOCK_N
                 if CAUSAL:  # a block is seen whole where its last key is at or before the block's first row
                     whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
-            for basket in range(0, n_seen):
-                row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
-                    q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
-                    dims, in_head, scale_log2, floor, basket >= whole,
-                    row_max, row_sum, row_acc, basket_outputs, filled,
-                    BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
+            if TMA:
+                # whole blocks in a loop of their own, compiled without a mask: a masked block's values pass through
+                # registers to be zeroed past the basket, and that would cost every block the trip; the rest follow
+                for basket in range(0, whole):
+                    row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
+                        q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
+                        dims, in_head, scale_log2, floor, False, row_max, row_sum, row_acc, basket_outputs, filled,
+                        BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
+                for basket in range(whole, n_seen):
+                    row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
+                        q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
+                        dims, in_head, scale_log2, floor, True, row_max, row_sum, row_acc, basket_outputs, filled,
+                        BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
+            else:
+                # one loop, the mask behind a branch every row of a block takes alike (a second loop, as above, costs
+                # masked loads registers: the builds spill)
+                for basket in range(0, n_seen):
+                    row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
+                        q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
+                        dims, in_head, scale_log2, floor, basket >= whole, row_max, row_sum, row_acc, basket_outputs,
+                        filled, BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
         else:
             # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
             # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never
@@ -634,9 +649,9 @@ if triton is not None:
                 BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr,
                 TMA: tl.constexpr):
         """The rows' raw scores (q . k, unscaled) against the block of keys from ``first_key``; where ``masked``, -inf
-        where a row may not see a key (else every row sees every key of the block, and no score is selected).
-        Through a descriptor a block also reads keys past its basket (values of the next basket or padding, which
-        may even be NaN): the mask is what keeps them out."""
+        where a row may not see a key (else every row sees every key of the block, and no score is selected; a literal
+        ``False`` compiles no mask at all). Through a descriptor a block also reads keys past its basket (values of the
+        next basket or padding, which may even be NaN): the mask is what keeps them out."""
         KD, VD, seq, kv_head, k_base, v_base, stride_kl, stride_kd, stride_vl, stride_vd = source
         if TMA:
             k = tl.trans(KD.load([seq, kv_head, first_key, 0]).reshape(BLOCK_N, BLOCK_D))
@@ -654,8 +669,8 @@ if triton is not None:
     @triton.jit
     def _values(source, first_key, keys, in_basket, dims, in_head, masked, BLOCK_N: tl.constexpr,
                 BLOCK_D: tl.constexpr, TMA: tl.constexpr):
-        """The block of values from ``first_key``, 0 past its basket: those keys' probabilities are 0, but a value
-        there may be NaN (a padded position's), and 0 x NaN is NaN."""
+        """The block of values from ``first_key``, 0 past its basket where ``masked``: those keys' probabilities are 0,
+        but a value there may be NaN (a padded position's), and 0 x NaN is NaN."""
         KD, VD, seq, kv_head, k_base, v_base, stride_kl, stride_kd, stride_vl, stride_vd = source
         if TMA:
             v = VD.load([seq, kv_head, first_key, 0]).reshape(BLOCK_N, BLOCK_D)

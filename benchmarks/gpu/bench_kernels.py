@@ -155,12 +155,30 @@ def plain_triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
 @functools.cache
 def _plain_attention_kernel():
     """The plain loop's Triton kernel, made on first use: after main() has chosen the interpreter for a CPU run (Triton
-    is imported only then; the kernel's body reads ``tl`` and the fused kernel's block reads as module globals)."""
-    global tl, _scores, _values
+    is imported only then; the kernel's body reads ``tl``, its block and the fused kernel's block reads as module
+    globals)."""
+    global tl, _scores, _values, _plain_block
     import triton
     import triton.language as tl
 
     from mteb_fairpos.triton_attention import _scores, _values
+
+    @triton.jit
+    def block(q, source, start, length, rows, dims, in_head, scale_log2, masked, row_max, row_sum, acc,
+              BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+              TMA: tl.constexpr):
+        """One key block of the online softmax, read as the fused kernel reads it."""
+        keys = start + tl.arange(0, BLOCK_N)
+        scores = _scores(q, source, start, keys, keys < length, rows, dims, in_head, masked, BLOCK_N, HEAD_DIM,
+                         CAUSAL, DOT_PRECISION, False, TMA)
+        new_max = tl.maximum(row_max, tl.max(scores, 1) * scale_log2)
+        p = tl.exp2(scores * scale_log2 - new_max[:, None])
+        rescale = tl.exp2(row_max - new_max)
+        v = _values(source, start, keys, keys < length, dims, in_head, masked, BLOCK_N, HEAD_DIM, TMA)
+        acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        return new_max, row_sum * rescale + tl.sum(p, 1), acc
+
+    _plain_block = block
 
     @triton.jit
     def kernel(Q, K, V, KD, VD, Out, stride_qn, stride_qh, stride_ql, stride_kn, stride_kh, stride_kl,
@@ -182,20 +200,21 @@ def _plain_attention_kernel():
         row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
         stop = tl.minimum(length, first_row + BLOCK_M) if CAUSAL else length
-        for start in range(0, stop, BLOCK_N):
-            keys = start + tl.arange(0, BLOCK_N)
-            masked = start + BLOCK_N > length  # a block past the end, or one some row may not see whole
-            if CAUSAL:
-                masked = masked | (start + BLOCK_N - 1 > first_row)
-            scores = _scores(q, source, start, keys, keys < length, rows, dims, in_head, masked, BLOCK_N, HEAD_DIM,
-                             CAUSAL, DOT_PRECISION, False, TMA)
-            new_max = tl.maximum(row_max, tl.max(scores, 1) * scale_log2)
-            p = tl.exp2(scores * scale_log2 - new_max[:, None])
-            rescale = tl.exp2(row_max - new_max)
-            v = _values(source, start, keys, keys < length, dims, in_head, masked, BLOCK_N, HEAD_DIM, TMA)
-            acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-            row_sum = row_sum * rescale + tl.sum(p, 1)
-            row_max = new_max
+        whole = length // BLOCK_N * BLOCK_N  # the key blocks every row sees whole need no mask
+        if CAUSAL:
+            whole = tl.minimum(whole, (first_row + 1) // BLOCK_N * BLOCK_N)
+        if TMA:  # as the fused kernel: whole blocks in a loop compiled without a mask, then the rest
+            for start in range(0, whole, BLOCK_N):
+                row_max, row_sum, acc = _plain_block(q, source, start, length, rows, dims, in_head, scale_log2, False,
+                                                     row_max, row_sum, acc, BLOCK_N, HEAD_DIM, CAUSAL, DOT_PRECISION, TMA)
+            for start in range(whole, stop, BLOCK_N):
+                row_max, row_sum, acc = _plain_block(q, source, start, length, rows, dims, in_head, scale_log2, True,
+                                                     row_max, row_sum, acc, BLOCK_N, HEAD_DIM, CAUSAL, DOT_PRECISION, TMA)
+        else:  # one loop, the mask behind a branch
+            for start in range(0, stop, BLOCK_N):
+                row_max, row_sum, acc = _plain_block(q, source, start, length, rows, dims, in_head, scale_log2,
+                                                     start >= whole, row_max, row_sum, acc, BLOCK_N, HEAD_DIM, CAUSAL,
+                                                     DOT_PRECISION, TMA)
         out = acc / row_sum[:, None]
         tl.store(Out + seq * stride_on + head * stride_oh + rows[:, None] * stride_ol + dims[None, :],
                  out.to(Out.dtype.element_ty), mask=rows[:, None] < length)

@@ -1,6 +1,6 @@
 """The fused kernel builds for the GPUs it is meant for, on a machine without one: every kernel the package can
 launch compiles to a Hopper (sm_90) and an Ampere (sm_80) binary, fits the GPU's shared memory, and in half precision
-keeps its registers unspilled at the supported architectures' head sizes (``kernel_build.py`` beside this file)."""
+keeps its registers unspilled at the supported architectures' head sizes (``benchmarks/gpu/kernel_build.py``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ SHARED_LIMIT = {90: 232_448, 80: 166_912}
 def builds() -> list[dict]:
     pytest.importorskip("triton.backends.nvidia.compiler", reason="this Triton has no NVIDIA backend")
     environment = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}  # compiled, not interpreted
-    script = Path(__file__).with_name("kernel_build.py")
+    script = Path(__file__).parents[2] / "benchmarks" / "gpu" / "kernel_build.py"
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     return [json.loads(line) for line in run.stdout.splitlines()]
@@ -54,3 +54,37 @@ def test_the_setting_that_reads_blocks_through_tensor_descriptors_builds_for_hop
 def test_in_half_precision_no_build_spills_registers_at_the_supported_head_sizes(builds):
     half = [b for b in builds if b["dtype"] != "fp32" and b["head"] <= 128 and not b.get("tma")]
     assert len(half) == 2 * (2 * 3 + 2) + 2 * 3 * 2 + 2 * 3 * 2 and [b for b in half if b["spills"]] == []
+
+
+@pytest.fixture(scope="module")
+def loops() -> dict[tuple[str, str], dict]:
+    """(setting, kernel) -> what ``benchmarks/gpu/kernel_loop.py`` reads of one pass of the kernel's main loop, for the
+    fused kernel and the plain Triton loop, at every setting ``bench_kernels.py --tune`` times."""
+    pytest.importorskip("triton.backends.nvidia.compiler", reason="this Triton has no NVIDIA backend")
+    environment = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    script = Path(__file__).parents[2] / "benchmarks" / "gpu" / "kernel_loop.py"
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environment, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {(row["setting"], row["kernel"]): row for row in rows}
+
+
+def test_calibration_adds_no_matrix_product_to_a_pass_of_the_loop(loops):
+    """In the Hopper binary a pass of the fused kernel's loop runs the plain loop's tensor-core instructions, no more:
+    calibration costs it instructions on the CUDA cores only (the basket's output and the running sums)."""
+    settings = {setting for setting, _ in loops}
+    assert "default" in settings and len(settings) > 10
+    for setting in settings:
+        fused, plain = loops[setting, "fused"], loops[setting, "plain"]
+        assert fused["tensor"] == plain["tensor"] > 0, setting
+        assert fused["floating"] > plain["floating"] and fused["MUFU"] >= plain["MUFU"] >= 32, setting
+
+
+def test_a_whole_key_block_skips_the_mask_and_through_descriptors_stays_in_shared_memory(loops):
+    """The default's loop selects scores only behind a branch a block every row sees whole does not take; read through
+    tensor descriptors, such blocks run in a loop compiled without a mask (values zeroed past a basket would pass
+    through registers), which takes fewer instructions than masked loads do, without spills."""
+    default = loops["default", "fused"]
+    assert default["instructions"] < default["most"] and default["spills"] == 0
+    descriptors = loops["64x128 w4 s3 tma", "fused"]  # the default's tiles, read through descriptors
+    assert descriptors["instructions"] == descriptors["most"] < default["instructions"] and descriptors["spills"] == 0

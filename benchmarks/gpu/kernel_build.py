@@ -5,9 +5,10 @@ can launch (each launch config of :data:`~mteb_fairpos.triton_attention.CONFIGS`
 ``fused_calibrated_attention`` passes) is built here for Hopper (sm_90: H100, H200) and Ampere (sm_80: A100), and
 ``ptxas -v`` reports its registers and spills. The interpreter tests check what the kernel computes; this checks
 that the compiler takes it, and that it fits the GPU's shared memory. Run without ``TRITON_INTERPRET`` (under the
-interpreter ``triton.jit`` gives no compilable function)::
+interpreter ``triton.jit`` gives no compilable function). ``tests/core/test_kernel_build.py`` runs it in CI;
+``kernel_loop.py`` beside it reads the built loop's instructions::
 
-    python tests/core/kernel_build.py            # every build, one JSON line each
+    python benchmarks/gpu/kernel_build.py        # every build, one JSON line each
 """
 
 from __future__ import annotations
@@ -61,33 +62,52 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
     """Compile one kernel for ``sm_<arch>`` (with ``config``, default the one the package launches, reading key and
     value blocks through tensor descriptors where ``tma``); which loop it runs, its tensor copies (TMA), shared memory,
     registers and spill bytes (from ``ptxas -v``)."""
+    compiled, config, constants = compile_fused(arch, dtype, head, pooled, causal, basket, tma, config)
+    registers, spills = register_use(compiled, arch)
+    return {"tma": config.tma, "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
+            "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": registers,
+            "spills": spills, "block_m": config.block_m, "block_n": config.block_n}
+
+
+def compile_fused(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False,
+                  config: triton_attention.LaunchConfig | None = None):
+    """The fused kernel compiled for ``sm_<arch>`` as :func:`build` describes; with its launch setting and compile-time
+    arguments."""
     kernel = triton_attention._calibrated_attention_kernel
     config = config or dataclasses.replace(triton_attention.launch_config(dtype, head, pooled, arch), tma=tma)
     pointer = f"*{DTYPES[dtype]}"
     block = f"tensordesc<{DTYPES[dtype]}[1,1,{config.block_n},{triton_attention._block_d(head)}]>" if config.tma else pointer
     types = {"Q": pointer, "K": pointer, "V": pointer, "KD": block, "VD": block, "Out": pointer, "Sequences": "*i32",
              "scale_log2": "fp32", "strength": "fp32", "fixed_0": "fp32", "fixed_1": "fp32"}
-    # as a launch on (N, H, L, D) views with contiguous heads specializes them: the head dimension's strides are 1
-    # (compile-time constants), the pointers and the other strides multiples of 16
-    unit = {f"stride_{t}d": 1 for t in "qkvo"}
+    constants = triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES, basket)
+    aligned = ("Q", "K", "V", "Out", "Sequences") + (() if config.tma else ("KD", "VD"))
+    return compile_kernel(kernel, arch, types, constants, aligned, config), config, constants
+
+
+def compile_kernel(kernel, arch: int, types: dict[str, str], constants: dict, aligned: tuple[str, ...],
+                   config: triton_attention.LaunchConfig):
+    """``triton.compile`` of a jitted kernel for ``sm_<arch>``, specialized as a launch on (N, H, L, D) views with
+    contiguous heads specializes it: the head dimension's strides (``stride_?d``) are 1, compile-time constants; the
+    ``aligned`` pointers and every other stride are multiples of 16. ``types``: the non-integer arguments' types
+    (the others are i32)."""
+    unit = {p.name: 1 for p in kernel.params if p.name in {f"stride_{t}d" for t in "qkvo"}}
     signature = {p.name: "constexpr" if p.is_constexpr or p.name in unit else types.get(p.name, "i32") for p in kernel.params}
-    constants = {**triton_attention.kernel_constants(dtype, head, config, pooled, causal, SHARES, basket), **unit}
-    aligned = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(kernel.params)
-               if p.name in ("Q", "K", "V", "Out", "Sequences") or (p.name in ("KD", "VD") and not config.tma)
-               or (p.name.startswith("stride_") and p.name not in unit)}
-    compiled = triton.compile(ASTSource(kernel, signature, constants, aligned), target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+    divisible = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(kernel.params)
+                 if p.name in aligned or (p.name.startswith("stride_") and p.name not in unit)}
+    return triton.compile(ASTSource(kernel, signature, {**constants, **unit}, divisible), target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+
+
+def register_use(compiled, arch: int) -> tuple[int | None, int]:
+    """(registers per thread, spilled bytes) of a compiled kernel, as ``ptxas -v`` reports them."""
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "kernel.ptx"
         source.write_text(compiled.asm["ptx"])
-        report = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm_arch_from_capability(arch)}", str(source), "-o", str(Path(folder) / "k.cubin")],
-                                check=True, capture_output=True, text=True).stderr
+        report = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={sm_arch_from_capability(arch)}", str(source),
+                                 "-o", str(Path(folder) / "kernel.cubin")], check=True, capture_output=True, text=True).stderr
     registers = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
-    return {"tma": config.tma, "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
-            "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared,
-            "registers": int(registers.group(1)) if registers else None, "spills": int(spills.group(1)) if spills else 0,
-            "block_m": config.block_m, "block_n": config.block_n}
+    return int(registers.group(1)) if registers else None, int(spills.group(1)) if spills else 0
 
 
 def main() -> int:

@@ -1,0 +1,154 @@
+"""What calibration costs inside the fused kernel's loop, read in the Hopper binary: no GPU needed.
+
+For each launch setting (the default of :data:`~mteb_fairpos.triton_attention.CONFIGS` and those ``bench_kernels.py
+--tune`` times; bf16, 12 heads of 64, every row of mean pooling in baskets of 128, as gte-mean-2048) this builds two
+kernels for sm_90 (H100, H200) with Triton's own compiler: the fused calibrated kernel and the plain flash-attention
+loop of ``bench_kernels.py`` (``plain_triton_attention``: same setting, same reads of key and value blocks, no
+calibration). It disassembles each (``nvdisasm``, in Triton's wheel), finds the loop that runs the tensor-core
+instructions (``HGMMA``), and counts its instructions by kind, one pass of the loop per thread, both sides of its
+branches. The fused/plain ratios say how much more work a key block costs the fused kernel than the loop it cannot
+beat, the figure a GPU run's ``fused x plain loop`` column times. Also: registers and spills (``ptxas -v``), shared
+memory, and the waits for the tensor cores inside the loop (``WARPGROUP.DEPBAR``): a wait right after each matrix
+product means the softmax does not overlap the tensor cores, as it does in hand-written Hopper kernels.
+
+    python benchmarks/gpu/kernel_loop.py                 # every setting: a table, then one JSON line per kernel
+    python benchmarks/gpu/kernel_loop.py --settings default
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from bench_kernels import TUNING, _plain_attention_kernel  # neighbours: run as a script, this folder is on the path
+from kernel_build import compile_fused, compile_kernel, register_use
+from triton.backends.nvidia.compiler import get_ptxas
+
+from mteb_fairpos import triton_attention
+
+FLOATING = ("FFMA", "FADD", "FMUL", "FMNMX", "FSEL", "FSETP", "MUFU", "F2FP")
+"""Floating-point instructions on the CUDA cores (MUFU: exp2; F2FP: packing fp32 to bf16)."""
+HEAD, BASKET = 64, 128
+
+
+def loop_passes(cubin: bytes) -> tuple[list[str], list[str]]:
+    """The instructions (without predicates) one thread runs in a pass of the binary's main loop (the first one that
+    holds tensor-core instructions, ``HGMMA`` on Hopper, ``HMMA`` before: where the kernel runs its whole key blocks
+    in a loop of their own, that one), along its fewest and its most instructions: a pass takes one side of each
+    branch inside (a key block with or without its mask; a basket closed or not). A branch out of the loop that
+    comes back (a retried wait on a barrier) counts as not taken."""
+    nvdisasm = Path(get_ptxas(90).path).with_name("nvdisasm")
+    with tempfile.TemporaryDirectory() as folder:
+        binary = Path(folder) / "kernel.cubin"
+        binary.write_bytes(cubin)
+        listing = subprocess.run([str(nvdisasm), "-c", str(binary)], check=True, capture_output=True, text=True).stdout
+    code: list[str] = []
+    predicated: list[bool] = []
+    labels: dict[str, int] = {}
+    for line in listing.splitlines():
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(code)
+        instruction = re.match(r"\s*/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?(.*?)\s*;", line)
+        if instruction:
+            predicated.append(instruction.group(1) is not None)
+            code.append(instruction.group(2))
+    # a branch: "@P0 BRA `(.L_x_3)" or, on Hopper, "BRA P0, `(.L_x_3)" (conditional), "BRA `(.L_x_3)" (not)
+    branches = [re.match(r"BRA(?:\.\w+)*\s+(!?U?P[0-6T],\s*)?`\((\.L_x_\d+)\)", text) for text in code]
+    target = [labels.get(m.group(2)) if m else None for m in branches]
+    predicated = [before or bool(m and m.group(1) and m.group(1).strip(", ") != "PT") for before, m in zip(predicated, branches)]
+    loops = [(target[end], end) for end in range(len(code)) if target[end] is not None and target[end] <= end
+             and any(text.startswith(("HGMMA", "HMMA")) for text in code[target[end]:end])]
+    if not loops:
+        raise ValueError("no loop with tensor-core instructions in the binary")
+    first, last = min(loops)
+    # every path from the loop's first instruction to its backward branch: branches inside go forward
+    paths: dict[int, tuple[list[str], list[str]]] = {first: ([], [])}
+    for at in range(first, last + 1):
+        if at not in paths:
+            continue
+        fewest, most = (path + [code[at]] for path in paths.pop(at))
+        if at == last:
+            return fewest, most
+        jump = target[at]
+        onward = ([at + 1] if predicated[at] or jump is None or not first < jump <= last else []) + \
+                 ([jump] if jump is not None and at < jump <= last else [])
+        for step in onward or [at + 1]:
+            known = paths.get(step)
+            paths[step] = (fewest if known is None or len(fewest) < len(known[0]) else known[0],
+                           most if known is None or len(most) > len(known[1]) else known[1])
+    raise ValueError("the loop's backward branch is not reached from its first instruction")
+
+
+def measure(name: str, compiled) -> dict:
+    """One kernel's row: the instructions of a pass of its loop (fewest and most, by kind along the fewest),
+    registers, spills, shared memory."""
+    fewest, most = loop_passes(compiled.asm["cubin"])
+    ops = collections.Counter(text.split()[0].split(".")[0] for text in fewest)
+    registers, spills = register_use(compiled, 90)
+    return {"kernel": name, "instructions": len(fewest), "most": len(most), "floating": sum(ops[op] for op in FLOATING),
+            **{op: ops[op] for op in FLOATING}, "tensor": ops["HGMMA"] + ops["HMMA"],
+            "tensor_waits": sum(text.startswith("WARPGROUP.DEPBAR") for text in fewest),
+            "registers": registers, "spills": spills, "shared": compiled.metadata.shared}
+
+
+def compile_plain(config) -> object:
+    """``bench_kernels.py``'s plain Triton loop, compiled for sm_90 as the fused kernel is (bf16, head 64)."""
+    block = f"tensordesc<bf16[1,1,{config.block_n},{HEAD}]>" if config.tma else "*bf16"
+    types = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "KD": block, "VD": block, "Out": "*bf16", "scale_log2": "fp32"}
+    constants = dict(HEAD_DIM=HEAD, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=False,
+                     DOT_PRECISION="tf32", TMA=config.tma)
+    aligned = ("Q", "K", "V", "Out") + (() if config.tma else ("KD", "VD"))
+    return compile_kernel(_plain_attention_kernel(), 90, types, constants, aligned, config)
+
+
+def settings(which: str) -> dict[str, object]:
+    """Name -> launch setting: ``default`` (CONFIGS' for this shape on Hopper), ``tuning`` (bench_kernels.TUNING), or
+    both (``all``)."""
+    found = {}
+    if which in ("default", "all"):
+        found["default"] = triton_attention.launch_config(torch.bfloat16, HEAD, False, 90)
+    if which in ("tuning", "all"):
+        for setting in TUNING:
+            config = triton_attention.LaunchConfig(*setting)
+            found["x".join(map(str, setting[:2])) + f" w{config.num_warps} s{config.num_stages}" + (" tma" if config.tma else "")] = config
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--settings", choices=("default", "tuning", "all"), default="all")
+    args = parser.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        parser.error("unset TRITON_INTERPRET: the interpreter gives no compilable kernel")
+    rows = []
+    for name, config in settings(args.settings).items():
+        fused = measure("fused", compile_fused(90, torch.bfloat16, HEAD, False, False, BASKET, config=config)[0])
+        plain = measure("plain", compile_plain(config))
+        rows.append((name, fused, plain))
+    print("Instructions per thread in one pass of the loop, fused / plain (the fewest; the most, where a block is masked "
+          "or a basket closed); by kind along the fewest\n")
+    print("| setting | instructions | the most | floating point | exp2 (MUFU) | tensor (HGMMA) | waits for the tensor "
+          "cores | registers | spills |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, fused, plain in rows:
+        cells = [f"{fused[key]} / {plain[key]}" + (f" = {fused[key] / plain[key]:.2f}" if key in ("instructions", "most", "floating") else "")
+                 for key in ("instructions", "most", "floating", "MUFU", "tensor", "tensor_waits", "registers", "spills")]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, fused, plain in rows:
+        for row in (fused, plain):
+            print(json.dumps({"setting": name, **row}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
