@@ -530,64 +530,38 @@ if triton is not None:
 
         keys_stop = tl.minimum(content_stop, last_row + 1) if CAUSAL else content_stop  # later keys: no row sees them
         n_seen = tl.cdiv(keys_stop - content_start, basket_size)  # the baskets any row of the block sees
-        if ONE_BLOCK:
-            # every basket fits one key block (the layout's basket size is at most BLOCK_N): a block's softmax is its
-            # basket's, so the basket needs no running rescale and every step closes one (docs/method.md#s1-5). The
-            # leading baskets that fill a whole block every row sees need no mask.
-            whole = 0
-            if basket_size == BLOCK_N:
-                whole = (keys_stop - content_start) // BLOCK_N
-                if CAUSAL:  # a block is seen whole where its last key is at or before the block's first row
-                    whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
-            if TMA:
-                # whole blocks in a loop of their own, compiled without a mask: a masked block's values pass through
-                # registers to be zeroed past the basket, and that would cost every block the trip; the rest follow
-                for basket in range(0, whole):
-                    row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
-                        q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
-                        dims, in_head, scale_log2, floor, False, row_max, row_sum, row_acc, basket_outputs, filled,
-                        BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
-                for basket in range(whole, n_seen):
-                    row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
-                        q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
-                        dims, in_head, scale_log2, floor, True, row_max, row_sum, row_acc, basket_outputs, filled,
-                        BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
-            else:
-                # one loop, the mask behind a branch every row of a block takes alike (a second loop, as above, costs
-                # masked loads registers: the builds spill)
-                for basket in range(0, n_seen):
-                    row_max, row_sum, row_acc, basket_outputs, filled = _basket_block(
-                        q, source, content_start + basket * basket_size, basket_size, keys_stop, position,
-                        dims, in_head, scale_log2, floor, basket >= whole, row_max, row_sum, row_acc, basket_outputs,
-                        filled, BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
+        # Basket b takes the key blocks b * per_basket .. (b + 1) * per_basket - 1, each from the basket's own offset (a
+        # block never holds keys of two baskets; a short last basket leaves its last blocks empty). Where every basket
+        # fits one block (ONE_BLOCK: the layout's basket size is at most BLOCK_N), a block's softmax is its basket's,
+        # so the basket needs no running rescale and every step closes one (docs/method.md#s1-5).
+        per_basket = 1 if ONE_BLOCK else tl.cdiv(basket_size, BLOCK_N)
+        # the leading blocks every row sees whole (where baskets fill their blocks exactly) need no mask
+        whole = 0
+        if basket_size % BLOCK_N == 0:
+            whole = (keys_stop - content_start) // BLOCK_N
+            if CAUSAL:  # a block is seen whole where its last key is at or before the block's first row
+                whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
+        state = (row_max, row_sum, row_acc, basket_outputs, filled)
+        if not ONE_BLOCK:  # and the running basket's max, sum and accumulator
+            state = state + (tl.full([BLOCK_M], floor, dtype=tl.float32), tl.zeros([BLOCK_M], dtype=tl.float32),
+                             tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32))
+        layout = (content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor)
+        if TMA:
+            # whole blocks in a loop of their own, compiled without a mask: a masked block's values pass through
+            # registers to be zeroed past the basket, and in one loop every block would take the trip
+            for block in range(0, whole):
+                state = _key_block(q, source, layout, block, False, state,
+                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
+            for block in range(whole, n_seen * per_basket):
+                state = _key_block(q, source, layout, block, True, state,
+                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
         else:
-            # One loop over key blocks, so the compiler pipelines loads across baskets: basket b takes the blocks
-            # b * per_basket .. (b + 1) * per_basket - 1, each starting at the basket's own offset (a block never
-            # holds keys of two baskets; a short last basket leaves its last blocks empty).
-            per_basket = tl.cdiv(basket_size, BLOCK_N)
-            basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
-            basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-            basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+            # one loop (so the compiler pipelines loads across baskets), the mask behind a branch every row of a block
+            # takes alike (two loops, as above, cost masked loads registers: the builds spill)
             for block in range(0, n_seen * per_basket):
-                basket_start = content_start + block // per_basket * basket_size
-                first_key = basket_start + block % per_basket * BLOCK_N
-                keys = first_key + tl.arange(0, BLOCK_N)
-                in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
-                scores = _scores(q, source, first_key, keys, in_basket, position, dims, in_head, True,
-                                 BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
-                new_max = tl.maximum(basket_max, tl.max(scores, 1) * scale_log2)
-                rescale = tl.exp2(basket_max - new_max)
-                p = tl.exp2(scores * scale_log2 - new_max[:, None])  # one fused multiply-add per score
-                v = _values(source, first_key, keys, in_basket, dims, in_head, True, BLOCK_N, BLOCK_D, TMA)
-                basket_sum = basket_sum * rescale + tl.sum(p, 1)
-                basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
-                basket_max = new_max
-                if block % per_basket == per_basket - 1:
-                    row_max, row_sum, row_acc, basket_outputs, filled = _close_basket(
-                        row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc)
-                    basket_max = tl.full([BLOCK_M], floor, dtype=tl.float32)
-                    basket_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
-                    basket_acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+                state = _key_block(q, source, layout, block, block >= whole, state,
+                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
+        row_max, row_sum, row_acc, basket_outputs, filled = state[0], state[1], state[2], state[3], state[4]
 
         # the isolated tokens join the softmax: each row's total, and their original probabilities
         final_max = tl.maximum(row_max, tl.maximum(score_0, score_1))
@@ -681,20 +655,42 @@ if triton is not None:
                        mask=in_basket[:, None] & in_head[None, :], other=0.0)
 
     @triton.jit
-    def _basket_block(q, source, basket_start, basket_size, keys_stop, position, dims, in_head, scale_log2, floor,
-                      masked, row_max, row_sum, row_acc, basket_outputs, filled,
-                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                      EXACT_OPERANDS: tl.constexpr, TMA: tl.constexpr):
-        """One basket that fits one key block: its softmax, its output, and its close (:func:`_close_basket`)."""
-        keys = basket_start + tl.arange(0, BLOCK_N)
+    def _key_block(q, source, layout, block, masked, state, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                   CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr, TMA: tl.constexpr,
+                   ONE_BLOCK: tl.constexpr):
+        """One step of the loop: key block ``block`` of the content, scored, its softmax and product with V taken into
+        the basket's running state (the last three of ``state``), and where it ends its basket, the basket closed
+        (:func:`_close_basket`); with ``ONE_BLOCK`` a block is a basket, with no running state."""
+        content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor = layout
+        row_max, row_sum, row_acc, basket_outputs, filled = state[0], state[1], state[2], state[3], state[4]
+        basket_start = content_start + block // per_basket * basket_size
+        first_key = basket_start + block % per_basket * BLOCK_N
+        keys = first_key + tl.arange(0, BLOCK_N)
         in_basket = keys < tl.minimum(basket_start + basket_size, keys_stop)
-        scores = _scores(q, source, basket_start, keys, in_basket, position, dims, in_head, masked,
+        scores = _scores(q, source, first_key, keys, in_basket, position, dims, in_head, masked,
                          BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA)
-        basket_max = tl.maximum(tl.max(scores, 1) * scale_log2, floor)
-        p = tl.exp2(scores * scale_log2 - basket_max[:, None])  # one fused multiply-add per score
-        v = _values(source, basket_start, keys, in_basket, dims, in_head, masked, BLOCK_N, BLOCK_D, TMA)
-        basket_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
-        return _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, tl.sum(p, 1), basket_acc)
+        if ONE_BLOCK:
+            block_max = tl.maximum(tl.max(scores, 1) * scale_log2, floor)
+            p = tl.exp2(scores * scale_log2 - block_max[:, None])  # one fused multiply-add per score
+            v = _values(source, first_key, keys, in_basket, dims, in_head, masked, BLOCK_N, BLOCK_D, TMA)
+            block_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)  # before the sum: fewer live registers
+            return _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, block_max, tl.sum(p, 1), block_acc)
+        else:
+            basket_max, basket_sum, basket_acc = state[5], state[6], state[7]
+            new_max = tl.maximum(basket_max, tl.max(scores, 1) * scale_log2)
+            rescale = tl.exp2(basket_max - new_max)
+            p = tl.exp2(scores * scale_log2 - new_max[:, None])  # one fused multiply-add per score
+            v = _values(source, first_key, keys, in_basket, dims, in_head, masked, BLOCK_N, BLOCK_D, TMA)
+            basket_sum = basket_sum * rescale + tl.sum(p, 1)
+            basket_acc = basket_acc * rescale[:, None] + _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)
+            basket_max = new_max
+            if block % per_basket == per_basket - 1:
+                row_max, row_sum, row_acc, basket_outputs, filled = _close_basket(
+                    row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc)
+                basket_max = tl.zeros_like(basket_max) + floor
+                basket_sum = tl.zeros_like(basket_sum)
+                basket_acc = tl.zeros_like(basket_acc)
+            return row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc
 
     @triton.jit
     def _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc):

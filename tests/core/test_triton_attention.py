@@ -123,23 +123,26 @@ POOLED_CASES = {
 }
 
 
+@pytest.mark.parametrize("blocks", [1, 2], ids=["one block a basket", "two blocks a basket"])
 @pytest.mark.parametrize("pooling, causal, dtype", [("mean", False, torch.float32), ("mean", True, torch.float32),
                                                    ("last", True, torch.float32), ("cls", False, torch.float32),
                                                    ("mean", False, torch.bfloat16)])
-def test_baskets_of_one_whole_key_block(device, pooling, causal, dtype):
-    """Baskets exactly one key block long: the leading ones that every row of a block sees whole run without a mask
-    (with causality, those wholly at or before the block's first row), the rest with it; padding on both sides and a
-    short last basket in one batch. One token of left padding puts a basket's last key just after a row block's first
-    row (that row must not see it), and a sequence shorter than one basket has baskets narrower than the block."""
-    _whole_blocks(device, dtype, pooling, causal)
+def test_baskets_of_whole_key_blocks(device, pooling, causal, dtype, blocks):
+    """Baskets exactly one or two key blocks long: the leading blocks that every row of a block sees whole run
+    without a mask (with causality, those wholly at or before the block's first row), the rest with it; padding on
+    both sides and a short last basket in one batch. One token of left padding puts a block's last key just after a
+    row block's first row (that row must not see it), and a sequence shorter than one basket has baskets narrower
+    than the block."""
+    _whole_blocks(device, dtype, pooling, causal, blocks=blocks)
 
 
-def _whole_blocks(device, dtype, pooling, causal, config=None):
+def _whole_blocks(device, dtype, pooling, causal, config=None, blocks=1):
     dim = 16
     block = (config or launch_config(dtype, dim, pooling != "mean", device_arch(torch.device(device)))).block_n
-    length = 3 * block + 5
-    return _check(device, dtype, pooling=pooling, basket=block, isolated=(("bos", "original"), ("eos", "equal")),
-                  causal=causal, spans=[(0, length), (0, 2 * block + 3), (block // 2, length), (1, length), (0, block // 2)],
+    basket = blocks * block
+    length = 2 * basket + block + 5
+    return _check(device, dtype, pooling=pooling, basket=basket, isolated=(("bos", "original"), ("eos", "equal")),
+                  causal=causal, spans=[(0, length), (0, 2 * basket + 3), (block // 2, length), (1, length), (0, block // 2)],
                   dim=dim, config=config)
 
 
@@ -151,13 +154,15 @@ def _descriptor_config(device):
 ALL_CASES = {**{name: dict(pooling="mean", **case) for name, case in MEAN_CASES.items()}, **POOLED_CASES}
 
 
-@pytest.mark.parametrize("case", [*ALL_CASES, "whole blocks, mean", "whole blocks, mean, causal bf16"])
+@pytest.mark.parametrize("case", [*ALL_CASES, "whole blocks, mean", "whole blocks, mean, causal bf16",
+                                  "two whole blocks, mean, causal", "two whole blocks, last, causal"])
 def test_key_and_value_blocks_read_through_tensor_descriptors_give_the_same_rows(device, case):
     """The setting that reads whole key and value blocks through tensor descriptors computes what the masked loads
     do, in every layout: a block reads keys past its basket and past the sequence, which the mask keeps out."""
     config = _descriptor_config(device)
-    if case.startswith("whole blocks"):
-        _whole_blocks(device, torch.bfloat16 if "bf16" in case else torch.float32, "mean", "causal" in case, config)
+    if "whole blocks" in case:
+        _whole_blocks(device, torch.bfloat16 if "bf16" in case else torch.float32, "last" if "last" in case else "mean",
+                      "causal" in case, config, blocks=2 if case.startswith("two") else 1)
     else:
         _check(device, torch.float32, config=config, **ALL_CASES[case])
 
@@ -183,8 +188,8 @@ def test_a_call_whose_keys_and_values_take_no_descriptor_reads_them_by_masked_lo
 
 
 @pytest.mark.parametrize("tma", [False, True])
-@pytest.mark.parametrize("blocks", [0.375, 1.0, 1.5], ids=["baskets within a block", "baskets of a whole block",
-                                                           "baskets spanning blocks"])
+@pytest.mark.parametrize("blocks", [0.375, 1.0, 1.5, 2.0], ids=["baskets within a block", "baskets of a whole block",
+                                                                "baskets spanning blocks", "baskets of two whole blocks"])
 def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma, blocks):
     """NaN in K and V at padded positions (as a causal model's fully masked padded rows can leave in the next layer's
     keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors,
