@@ -40,12 +40,14 @@ FLOATING = ("FFMA", "FADD", "FMUL", "FMNMX", "FSEL", "FSETP", "MUFU", "F2FP")
 HEAD, BASKET = 64, 128
 
 
-def loop_passes(cubin: bytes) -> tuple[list[str], list[str]]:
-    """The instructions (without predicates) one thread runs in a pass of the binary's main loop (the first one that
-    holds tensor-core instructions, ``HGMMA`` on Hopper, ``HMMA`` before: where the kernel runs its whole key blocks
-    in a loop of their own, that one), along its fewest and its most instructions: a pass takes one side of each
-    branch inside (a key block with or without its mask; a basket closed or not). A branch out of the loop that
-    comes back (a retried wait on a barrier) counts as not taken."""
+def loop_passes(cubin: bytes, which: int = 0) -> tuple[list[str], list[str]] | None:
+    """The instructions (without predicates) one thread runs in a pass of one of the binary's main loops, those that
+    hold tensor-core instructions (``HGMMA`` on Hopper, ``HMMA`` before), in the order of the code: ``which`` 0, the
+    first (where the kernel runs its whole key blocks in a loop of their own, that one), 1 the next (then the masked
+    blocks' loop), ``None`` where there is no such loop. Along its fewest and its most instructions: a pass takes
+    one side of each branch inside (a key block with or without its mask; a basket closed or not). A branch out of
+    the loop that comes back (a retried wait on a barrier) counts as not taken, and the unconditional jump back from
+    such a wait closes no loop."""
     nvdisasm = Path(get_ptxas(90).path).with_name("nvdisasm")
     with tempfile.TemporaryDirectory() as folder:
         binary = Path(folder) / "kernel.cubin"
@@ -66,11 +68,13 @@ def loop_passes(cubin: bytes) -> tuple[list[str], list[str]]:
     branches = [re.match(r"BRA(?:\.\w+)*\s+(!?U?P[0-6T],\s*)?`\((\.L_x_\d+)\)", text) for text in code]
     target = [labels.get(m.group(2)) if m else None for m in branches]
     predicated = [before or bool(m and m.group(1) and m.group(1).strip(", ") != "PT") for before, m in zip(predicated, branches)]
-    loops = [(target[end], end) for end in range(len(code)) if target[end] is not None and target[end] <= end
-             and any(text.startswith(("HGMMA", "HMMA")) for text in code[target[end]:end])]
-    if not loops:
+    loops = sorted((target[end], end) for end in range(len(code)) if target[end] is not None and target[end] <= end
+                   and predicated[end] and any(text.startswith(("HGMMA", "HMMA")) for text in code[target[end]:end]))
+    if which == 0 and not loops:
         raise ValueError("no loop with tensor-core instructions in the binary")
-    first, last = min(loops)
+    if which >= len(loops):
+        return None
+    first, last = loops[which]
     # every path from the loop's first instruction to its backward branch: branches inside go forward
     paths: dict[int, tuple[list[str], list[str]]] = {first: ([], [])}
     for at in range(first, last + 1):
@@ -90,15 +94,17 @@ def loop_passes(cubin: bytes) -> tuple[list[str], list[str]]:
 
 
 def measure(name: str, compiled) -> dict:
-    """One kernel's row: the instructions of a pass of its loop (fewest and most, by kind along the fewest),
-    registers, spills, shared memory."""
+    """One kernel's row: the instructions of a pass of its loop (fewest and most, by kind along the fewest; where the
+    masked blocks run in a loop of their own, its pass too), registers, spills, shared memory."""
     fewest, most = loop_passes(compiled.asm["cubin"])
+    masked_loop = loop_passes(compiled.asm["cubin"], 1)
     ops = collections.Counter(text.split()[0].split(".")[0] for text in fewest)
     registers, spills = register_use(compiled, 90)
     return {"kernel": name, "instructions": len(fewest), "most": len(most), "floating": sum(ops[op] for op in FLOATING),
             **{op: ops[op] for op in FLOATING}, "tensor": ops["HGMMA"] + ops["HMMA"],
             "tensor_waits": sum(text.startswith("WARPGROUP.DEPBAR") for text in fewest),
-            "registers": registers, "spills": spills, "shared": compiled.metadata.shared}
+            "registers": registers, "spills": spills, "shared": compiled.metadata.shared,
+            "masked_loop": [len(path) for path in masked_loop] if masked_loop else None}
 
 
 def compile_plain(config) -> object:
@@ -144,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         cells = [f"{fused[key]} / {plain[key]}" + (f" = {fused[key] / plain[key]:.2f}" if key in ("instructions", "most", "floating") else "")
                  for key in ("instructions", "most", "floating", "MUFU", "tensor", "tensor_waits", "registers", "spills")]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print("\nThrough descriptors, a pass of the masked blocks' own loop (fewest; most), fused / plain\n")
+    for name, fused, plain in rows:
+        if fused["masked_loop"]:
+            print(f"- {name}: " + "; ".join(f"{f} / {p}" for f, p in zip(fused["masked_loop"], plain["masked_loop"])))
     for name, fused, plain in rows:
         for row in (fused, plain):
             print(json.dumps({"setting": name, **row}))

@@ -88,3 +88,21 @@ def test_a_whole_key_block_skips_the_mask_and_through_descriptors_stays_in_share
     assert default["instructions"] < default["most"] and default["spills"] == 0
     descriptors = loops["64x128 w4 s3 tma", "fused"]  # the default's tiles, read through descriptors
     assert descriptors["instructions"] == descriptors["most"] < default["instructions"] and descriptors["spills"] == 0
+    assert default["masked_loop"] is None and descriptors["masked_loop"][0] > descriptors["instructions"]
+
+
+def test_through_descriptors_the_masked_blocks_loop_is_read_and_a_retried_wait_closes_no_loop(loops):
+    """Each setting that reads blocks through descriptors has a second loop, the masked blocks' (a pass of it
+    costs more than one of the whole blocks', whose values need no zeroing); the plain loop's has one as well, and no
+    branch inside (a retried barrier wait jumps out and back, an unconditional jump that is no loop of its own)."""
+    tma = {setting for setting, _ in loops if setting.endswith("tma")}
+    assert len(tma) == 4
+    for setting, kernel in loops:
+        row = loops[setting, kernel]
+        if setting not in tma:
+            assert row["masked_loop"] is None, (setting, kernel)
+            continue
+        fewest, most = row["masked_loop"]
+        assert row["instructions"] < fewest <= most, (setting, kernel)
+        if kernel == "plain":
+            assert fewest == most, setting
