@@ -538,7 +538,7 @@ if triton is not None:
         # the leading blocks every row sees whole (where baskets fill their blocks exactly) need no mask
         whole = 0
         if basket_size % BLOCK_N == 0:
-            whole = (keys_stop - content_start) // BLOCK_N
+            whole = tl.maximum(keys_stop - content_start, 0) // BLOCK_N  # no steps for rows all in left padding
             if CAUSAL:  # a block is seen whole where its last key is at or before the block's first row
                 whole = tl.minimum(whole, tl.maximum(first_row + 1 - content_start, 0) // BLOCK_N)
         state = (row_max, row_sum, row_acc, basket_outputs, filled)
