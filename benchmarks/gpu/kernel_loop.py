@@ -5,8 +5,8 @@ For each launch setting (the default of :data:`~mteb_fairpos.triton_attention.CO
 kernels for sm_90 (H100, H200) with Triton's own compiler: the fused calibrated kernel and the plain flash-attention
 loop of ``bench_kernels.py`` (``plain_triton_attention``: same setting, same reads of key and value blocks, no
 calibration). It disassembles each (``nvdisasm``, in Triton's wheel), finds the loop that runs the tensor-core
-instructions (``HGMMA``), and counts its instructions by kind, one pass of the loop per thread, both sides of its
-branches. The fused/plain ratios say how much more work a key block costs the fused kernel than the loop it cannot
+instructions (``HGMMA``), and counts the instructions one thread runs in a pass of it (one key block), along the
+pass with the fewest and the one with the most, by kind along the fewest. The fused/plain ratios say how much more work a key block costs the fused kernel than the loop it cannot
 beat, the figure a GPU run's ``fused x plain loop`` column times. Also: registers and spills (``ptxas -v``), shared
 memory, and the waits for the tensor cores inside the loop (``WARPGROUP.DEPBAR``): a wait right after each matrix
 product means the softmax does not overlap the tensor cores, as it does in hand-written Hopper kernels.
