@@ -79,8 +79,8 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, range, LaunchConfig], .
     # (dtypes, largest head size, pooling rows only, compute capabilities, config): the first entry that matches is
     # used. Three (block_m x head) fp32 accumulators live in registers (plain, basket, sum of baskets). Every entry
     # compiles with Triton 3.6 for sm_90 (H100, H200) and sm_80 (A100), and ptxas -v reports no register spills in half
-    # precision at head sizes 32, 64 and 128 (benchmarks/gpu/kernel_build.py builds every entry without a GPU, aligned as at
-    # a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
+    # precision at head sizes 32, 64 and 128 (benchmarks/gpu/kernel_build.py builds every entry without a GPU, aligned
+    # as at a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
     # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
     # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
     # hold a default basket whole); on Ampere it spills, so the setting before the tuning stays (and later GPUs, with
@@ -545,21 +545,22 @@ if triton is not None:
         if not ONE_BLOCK:  # and the running basket's max, sum and accumulator
             state = state + (tl.full([BLOCK_M], floor, dtype=tl.float32), tl.zeros([BLOCK_M], dtype=tl.float32),
                              tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32))
-        layout = (content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor)
+        # what every step reads
+        steps = (content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor)
         if TMA:
             # whole blocks in a loop of their own, compiled without a mask: a masked block's values pass through
             # registers to be zeroed past the basket, and in one loop every block would take the trip
             for block in range(0, whole):
-                state = _key_block(q, source, layout, block, False, state,
+                state = _key_block(q, source, steps, block, False, state,
                                    BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
             for block in range(whole, n_seen * per_basket):
-                state = _key_block(q, source, layout, block, True, state,
+                state = _key_block(q, source, steps, block, True, state,
                                    BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
         else:
             # one loop (so the compiler pipelines loads across baskets), the mask behind a branch every row of a block
             # takes alike (two loops, as above, cost masked loads registers: the builds spill)
             for block in range(0, n_seen * per_basket):
-                state = _key_block(q, source, layout, block, block >= whole, state,
+                state = _key_block(q, source, steps, block, block >= whole, state,
                                    BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
         row_max, row_sum, row_acc, basket_outputs, filled = state[0], state[1], state[2], state[3], state[4]
 
@@ -655,13 +656,13 @@ if triton is not None:
                        mask=in_basket[:, None] & in_head[None, :], other=0.0)
 
     @triton.jit
-    def _key_block(q, source, layout, block, masked, state, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    def _key_block(q, source, steps, block, masked, state, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr, TMA: tl.constexpr,
                    ONE_BLOCK: tl.constexpr):
         """One step of the loop: key block ``block`` of the content, scored, its softmax and product with V taken into
         the basket's running state (the last three of ``state``), and where it ends its basket, the basket closed
         (:func:`_close_basket`); with ``ONE_BLOCK`` a block is a basket, with no running state."""
-        content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor = layout
+        content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor = steps
         row_max, row_sum, row_acc, basket_outputs, filled = state[0], state[1], state[2], state[3], state[4]
         basket_start = content_start + block // per_basket * basket_size
         first_key = basket_start + block % per_basket * BLOCK_N

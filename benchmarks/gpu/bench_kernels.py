@@ -39,6 +39,7 @@ from torch.nn.functional import scaled_dot_product_attention
 from torch.utils.benchmark import Timer
 
 from mteb_fairpos.lse_kernels import CANDIDATES, LSE_KERNELS, explicit_with_lse, reproduces_explicit
+from mteb_fairpos.sweep import one_line
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 HEADS, HEAD_DIM, BASKET = 12, 64, 128
@@ -270,7 +271,7 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
         try:
             plain_loop = plain_triton_attention(q, k, v, shape.causal, scale)
         except Exception as err:  # a compiler or launch error of the baseline: the kernel's row stands without it
-            row["plain_triton_why"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+            row["plain_triton_why"] = one_line(err)[:200]
             return row
         row["plain_triton_max_abs_vs_sdpa"] = (plain_loop.float() - expected.float()).abs().max().item()
         row["plain_triton_ms"] = _median_ms(lambda: plain_triton_attention(q, k, v, shape.causal, scale), min_run_time)
@@ -320,7 +321,7 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
             row["max_abs_vs_default"] = (call().float() - expected.float()).abs().max().item()
             row["ms"] = _median_ms(call, min_run_time)
         except Exception as err:  # out of shared memory or registers for this setting: skipped, with the reason
-            row["why"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+            row["why"] = one_line(err)[:200]
         rows.append(row)
     base = rows[0].get("ms")
     for row in rows:
@@ -336,7 +337,7 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
             fastest["plain_triton_ms"] = _median_ms(lambda: plain_triton_attention(q, k, v, shape.causal, scale, setting),
                                                     min_run_time)
         except Exception as err:  # the baseline's compile or launch error: the pick stands without it
-            fastest["plain_triton_why"] = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+            fastest["plain_triton_why"] = one_line(err)[:200]
     return rows
 
 

@@ -28,6 +28,7 @@ from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
 from triton.compiler import ASTSource
 
 from mteb_fairpos import triton_attention
+from mteb_fairpos.sweep import one_line
 
 HEADS = (32, 64, 128, 256)
 """The head sizes of the supported architectures (MiniLM 32, gte and bge 64, Qwen3 128) and the largest CONFIGS takes."""
@@ -115,7 +116,7 @@ def main() -> int:
         try:
             found = build(**case)
         except Exception as err:  # noqa: BLE001 - a compiler error is the finding, reported per build
-            found = {"error": f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"}
+            found = {"error": one_line(err)}
         print(json.dumps({**case, "dtype": DTYPES[case["dtype"]], **found}), flush=True)
     return 0
 

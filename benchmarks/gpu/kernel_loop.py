@@ -6,8 +6,9 @@ kernels for sm_90 (H100, H200) with Triton's own compiler: the fused calibrated 
 loop of ``bench_kernels.py`` (``plain_triton_attention``: same setting, same reads of key and value blocks, no
 calibration). It disassembles each (``nvdisasm``, in Triton's wheel), finds the loop that runs the tensor-core
 instructions (``HGMMA``), and counts the instructions one thread runs in a pass of it (one key block), along the
-pass with the fewest and the one with the most, by kind along the fewest. The fused/plain ratios say how much more work a key block costs the fused kernel than the loop it cannot
-beat, the figure a GPU run's ``fused x plain loop`` column times. Also: registers and spills (``ptxas -v``), shared
+pass with the fewest and the one with the most, by kind along the fewest. The fused/plain ratios say how much more
+work a key block costs the fused kernel than the loop it cannot beat, the figure a GPU run's ``fused x plain loop``
+column times. Also: registers and spills (``ptxas -v``), shared
 memory, and the waits for the tensor cores inside the loop (``WARPGROUP.DEPBAR``): a wait right after each matrix
 product means the softmax does not overlap the tensor cores, as it does in hand-written Hopper kernels.
 
@@ -126,7 +127,8 @@ def settings(which: str) -> dict[str, object]:
     if which in ("tuning", "all"):
         for setting in TUNING:
             config = triton_attention.LaunchConfig(*setting)
-            found["x".join(map(str, setting[:2])) + f" w{config.num_warps} s{config.num_stages}" + (" tma" if config.tma else "")] = config
+            name = f"{config.block_m}x{config.block_n} w{config.num_warps} s{config.num_stages}"
+            found[name + (" tma" if config.tma else "")] = config
     return found
 
 
@@ -147,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
           "cores | registers | spills |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, fused, plain in rows:
-        cells = [f"{fused[key]} / {plain[key]}" + (f" = {fused[key] / plain[key]:.2f}" if key in ("instructions", "most", "floating") else "")
+        ratio = ("instructions", "most", "floating")
+        cells = [f"{fused[key]} / {plain[key]}" + (f" = {fused[key] / plain[key]:.2f}" if key in ratio else "")
                  for key in ("instructions", "most", "floating", "MUFU", "tensor", "tensor_waits", "registers", "spills")]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\nThrough descriptors, a pass of the masked blocks' own loop (fewest; most), fused / plain\n")
