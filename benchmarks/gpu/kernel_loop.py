@@ -1,7 +1,8 @@
 """What calibration costs inside the fused kernel's loop, read in the Hopper binary: no GPU needed.
 
 For each launch setting (the default of :data:`~mteb_fairpos.triton_attention.CONFIGS` and those ``bench_kernels.py
---tune`` times; bf16, 12 heads of 64, every row of mean pooling in baskets of 128, as gte-mean-2048) this builds two
+--tune`` times; bf16, heads of 64 as gte-mean-2048's or with ``--head 128`` Qwen3's, every row of mean pooling in
+baskets of 128) this builds two
 kernels for sm_90 (H100, H200) with Triton's own compiler: the fused calibrated kernel and the plain flash-attention
 loop of ``bench_kernels.py`` (``plain_triton_attention``: same setting, same reads of key and value blocks, no
 calibration). It disassembles each (``nvdisasm``, in Triton's wheel), finds the loop that runs the tensor-core
@@ -14,6 +15,7 @@ product means the softmax does not overlap the tensor cores, as it does in hand-
 
     python benchmarks/gpu/kernel_loop.py                 # every setting: a table, then one JSON line per kernel
     python benchmarks/gpu/kernel_loop.py --settings default
+    python benchmarks/gpu/kernel_loop.py --head 128 --settings tuning
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from mteb_fairpos import triton_attention
 
 FLOATING = ("FFMA", "FADD", "FMUL", "FMNMX", "FSEL", "FSETP", "MUFU", "F2FP")
 """Floating-point instructions on the CUDA cores (MUFU: exp2; F2FP: packing fp32 to bf16)."""
-HEAD, BASKET = 64, 128
+BASKET = 128
 
 
 def loop_passes(cubin: bytes, which: int = 0) -> tuple[list[str], list[str]] | None:
@@ -108,40 +110,47 @@ def measure(name: str, compiled) -> dict:
             "masked_loop": [len(path) for path in masked_loop] if masked_loop else None}
 
 
-def compile_plain(config) -> object:
-    """``bench_kernels.py``'s plain Triton loop, compiled for sm_90 as the fused kernel is (bf16, head 64)."""
-    block = f"tensordesc<bf16[1,1,{config.block_n},{HEAD}]>" if config.tma else "*bf16"
+def compile_plain(config, head: int) -> object:
+    """``bench_kernels.py``'s plain Triton loop, compiled for sm_90 as the fused kernel is (bf16, head size ``head``)."""
+    block = f"tensordesc<bf16[1,1,{config.block_n},{head}]>" if config.tma else "*bf16"
     types = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "KD": block, "VD": block, "Out": "*bf16", "scale_log2": "fp32"}
-    constants = dict(HEAD_DIM=HEAD, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=False,
+    constants = dict(HEAD_DIM=head, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=False,
                      DOT_PRECISION="tf32", TMA=config.tma)
     aligned = ("Q", "K", "V", "Out") + (() if config.tma else ("KD", "VD"))
     return compile_kernel(_plain_attention_kernel(), 90, types, constants, aligned, config)
 
 
-def settings(which: str) -> dict[str, object]:
+def settings(which: str, head: int) -> dict[str, object]:
     """Name -> launch setting: ``default`` (CONFIGS' for this shape on Hopper), ``tuning`` (bench_kernels.TUNING), or
     both (``all``)."""
     found = {}
     if which in ("default", "all"):
-        found["default"] = triton_attention.launch_config(torch.bfloat16, HEAD, False, 90)
+        found["default"] = triton_attention.launch_config(torch.bfloat16, head, False, 90)
     if which in ("tuning", "all"):
         for setting in TUNING:
             config = triton_attention.LaunchConfig(*setting)
-            name = f"{config.block_m}x{config.block_n} w{config.num_warps} s{config.num_stages}"
-            found[name + (" tma" if config.tma else "")] = config
+            found[setting_name(config)] = config
     return found
+
+
+def setting_name(config) -> str:
+    """``64x128 w4 s3``, with `` tma`` and `` in place`` where the setting says so."""
+    return f"{config.block_m}x{config.block_n} w{config.num_warps} s{config.num_stages}" + \
+        " tma" * config.tma + " in place" * config.in_place
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", choices=("default", "tuning", "all"), default="all")
+    parser.add_argument("--head", type=int, choices=(64, 128), default=64,
+                        help="head size: gte's 64 (the default) or Qwen3's 128")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET") == "1":
         parser.error("unset TRITON_INTERPRET: the interpreter gives no compilable kernel")
     rows = []
-    for name, config in settings(args.settings).items():
-        fused = measure("fused", compile_fused(90, torch.bfloat16, HEAD, False, False, BASKET, config=config)[0])
-        plain = measure("plain", compile_plain(config))
+    for name, config in settings(args.settings, args.head).items():
+        fused = measure("fused", compile_fused(90, torch.bfloat16, args.head, False, False, BASKET, config=config)[0])
+        plain = measure("plain", compile_plain(config, args.head))
         rows.append((name, fused, plain))
     print("Instructions per thread in one pass of the loop, fused / plain (the fewest; the most, where a block is masked "
           "or a basket closed); by kind along the fewest\n")
