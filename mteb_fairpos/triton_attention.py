@@ -66,7 +66,8 @@ class LaunchConfig:
     block holds a whole basket, the block's probabilities meet V twice, each product accumulating in place (into the
     row's accumulator, and scaled by 1 / the basket's sum into the sum of the baskets' outputs): two accumulators live
     instead of three, for a second product with V per block (docs/method.md#s1-5); baskets spanning blocks are computed
-    as without."""
+    as without. In fp16 a key far below its row's maximum keeps fewer digits than without (its scaled probability is
+    rounded among fp16's subnormals, as in flash attention)."""
 
     block_m: int
     block_n: int

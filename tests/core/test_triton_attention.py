@@ -222,18 +222,45 @@ def test_the_products_in_place_give_the_same_rows(device, case):
     block seen whole or masked, mean and pooling rows, causal, in fp32 and half precision."""
     config = _setting(device, in_place=True)
     if "whole blocks" in case:
+        assert _takes_products_in_place(config, config.block_n)
         dtype = torch.bfloat16 if "bf16" in case else torch.float16 if "fp16" in case else torch.float32
         _whole_blocks(device, dtype, "last" if "last" in case else "mean", "causal" in case, config)
     else:
-        assert ALL_CASES[case]["basket"] <= config.block_n
+        assert _takes_products_in_place(config, ALL_CASES[case]["basket"])
         _check(device, torch.float32, config=config, **ALL_CASES[case])
+
+
+def _takes_products_in_place(config, basket):
+    """Whether the kernel compiled for baskets of ``basket`` keys under ``config`` runs the in-place branch (so the
+    rows compared are that branch's, not the default's)."""
+    return triton_attention.kernel_constants(torch.float32, 16, config, False, False, (), basket)["IN_PLACE"]
+
+
+def test_the_products_in_place_round_a_key_far_below_its_rows_maximum_within_fp16s_subnormal_step(device):
+    """One key 17 nats above the other 255 of the pooling row: their probabilities, scaled before they are rounded to
+    fp16, fall among its subnormals, where a step is 2^-24; each weight is then off by at most half a step, and the
+    output (their share of values of 1, about 1e-5) by at most that per key and its own rounding."""
+    length, dim = 256, 16
+    q = torch.zeros(1, 1, length, dim, device=device)
+    q[..., 0] = 1.0
+    k = torch.zeros_like(q)
+    k[0, 0, 0, 0] = 17.0
+    v = torch.ones_like(q)
+    v[0, 0, 0] = 0.0
+    layout = basket_layout(_mask(length, [(0, length)], device), "last", 16, ())
+    config = _setting(device, in_place=True)
+    assert _takes_products_in_place(config, 16)
+    out = fused_calibrated_attention(q.half(), k.half(), v.half(), layout, 0.0, False, 1.0, config=config)
+    expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.0, False, 1.0)
+    assert 1e-5 < expected.max().item() < 1.2e-5
+    assert (out.double() - expected).abs().max().item() <= (length - 1) * 2.0 ** -25 + 2.0 ** -25
 
 
 def test_the_products_in_place_leave_baskets_spanning_blocks_as_they_are(device):
     """Where a basket spans key blocks, the setting changes nothing: the same kernel, the same rows."""
     case = MEAN_CASES["long baskets, causal"]
     config = _setting(device, in_place=True)
-    assert case["basket"] > config.block_n
+    assert case["basket"] > config.block_n and not _takes_products_in_place(config, case["basket"])
     out, _, _ = _check(device, torch.float32, pooling="mean", config=config, **case)
     default, _, _ = _check(device, torch.float32, pooling="mean", config=dataclasses.replace(config, in_place=False), **case)
     assert torch.equal(out, default)
