@@ -139,11 +139,13 @@ def build_pool(corpus: ComparableCorpus, languages: Sequence[str], tokenizer: An
                 raise CorpusError(
                     f"all {counts['too_long']} '{lang}' texts exceed the segment window [{low}, {high}] tokens "
                     f"(the shortest has {pool.shortest.get(lang)} tokens with this model's tokenizer). Pass a wider "
-                    "segment_window, a larger max_document_tokens (or model max length), or segment_mode='lead'."
+                    "segment_window (--window LOW HIGH), a larger max_document_tokens or model max length "
+                    "(--max-length), or segment_mode='lead' (--mode lead)."
                 )
             raise CorpusError(
                 f"no '{lang}' text fits the segment window [{low}, {high}] tokens "
-                f"({dict(counts)}); pass a different segment_window or segment_mode='lead'."
+                f"({dict(counts)}); pass a different segment_window "
+                "(--window LOW HIGH) or segment_mode='lead' (--mode lead)."
             )
     return pool
 

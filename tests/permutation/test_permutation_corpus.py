@@ -181,8 +181,11 @@ def test_window_scales_with_the_model():
 
 
 def test_all_texts_exceeding_the_window_is_an_error(tokenizer):
-    with pytest.raises(CorpusError, match="exceed the segment window"):
+    with pytest.raises(CorpusError, match="exceed the segment window") as raised:
         build_pool(sample_corpus(), ["de"], tokenizer, SelectionSettings(), 256)
+    # the probe command reports this message as it is: it names the options as well as the keywords
+    for spelling in ("segment_window (--window LOW HIGH)", "(--max-length)", "segment_mode='lead' (--mode lead)"):
+        assert spelling in str(raised.value)
 
 
 def test_length_rule_and_missing_languages_are_reported(tokenizer):
