@@ -13,7 +13,7 @@ from .data import Board, build
 from .page import write
 
 
-def publish(folders: Sequence[Path], site: Path, *, tasks: Sequence[str] | None = None,
+def publish(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[str] | None = None,
             models: Sequence[str] | None = None) -> tuple[Board, Path]:
     """Read ``folders`` and write ``site/index.html``; the board and the page's path."""
     board = build(folders, site, tasks=tasks, models=models)

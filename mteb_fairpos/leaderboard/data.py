@@ -150,9 +150,10 @@ class Board:
 
 
 # ---------------------------------------------------------------------------------- building
-def build(folders: Sequence[Path], site: Path, *, tasks: Sequence[str] | None = None,
+def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[str] | None = None,
           models: Sequence[str] | None = None) -> Board:
     """Read every results folder and lay it out for a page written to ``site``."""
+    site = Path(site)
     scores: dict[tuple[ModelKey, str], TaskScores] = {}
     sources: dict[tuple[ModelKey, str], Source] = {}
     issues: list[tuple[str, Issue]] = []

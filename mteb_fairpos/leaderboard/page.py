@@ -16,7 +16,8 @@ from .figures import task_figures
 TITLE = "Position-fairness leaderboard"
 
 
-def write(board: Board, site: Path) -> Path:
+def write(board: Board, site: str | Path) -> Path:
+    site = Path(site)
     site.mkdir(parents=True, exist_ok=True)
     path = site / "index.html"
     path.write_text(render(board), encoding="utf-8")

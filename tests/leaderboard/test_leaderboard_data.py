@@ -10,7 +10,7 @@ import pytest
 
 from conftest import COMMIT, MINILM, POSIR, PROBE, RETRIEVAL
 from results_folders import retrieval_entry, write_result
-from mteb_fairpos.leaderboard import build
+from mteb_fairpos.leaderboard import build, publish
 
 
 @pytest.fixture
@@ -82,6 +82,14 @@ def test_provenance_links_and_settings(board, results, tmp_path):
                                "seed": "42", "model_max_length": "512"}
     assert board.rows[0].cells[f"{PROBE}|main|"].source == source.href
     assert board.sources[(board.rows[3].model, RETRIEVAL)].path.parent.name == "b128_lhalf_a0.5"  # found without model_meta
+
+
+def test_folders_and_site_given_as_strings(results, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the spelling of the Python API's example: relative folder names as text
+    board, page = publish([str(results.relative_to(tmp_path))], "site")
+    assert page == Path("site") / "index.html" and page.is_file()
+    twin = board.rows[0].model
+    assert (tmp_path / "site" / board.sources[(twin, PROBE)].href).resolve() == board.sources[(twin, PROBE)].path.resolve()
 
 
 def test_several_folders_and_experiments(results, tmp_path):
