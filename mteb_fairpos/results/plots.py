@@ -61,18 +61,19 @@ def readable_limits(set_limits: Any, values: list[float], span: float = 0.05) ->
     set_limits(middle - half, middle + half)
 
 
-def write_plots(found: Collection, out: Path) -> list[Path]:
+def write_plots(found: Collection, out: str | Path) -> list[Path]:
     """Every figure of ``found`` in ``out``: the profiles per task and, where PSI exists, the scatter."""
     if not found.scores:
         return []
-    out.mkdir(parents=True, exist_ok=True)
+    out = _folder(out)
     scatter = plot_psi_scatter(found, out)
     return plot_profiles(found, out) + ([] if scatter is None else [scatter])
 
 
-def plot_profiles(found: Collection, out: Path) -> list[Path]:
+def plot_profiles(found: Collection, out: str | Path) -> list[Path]:
     """One PNG per task: a panel per profile (the pooled one, or one per subset of the probe), a line
     per model, and a band for each 95 % confidence interval the results carry."""
+    out = _folder(out)
     plt = _pyplot()
     styles = style(found)
     written = []
@@ -115,11 +116,12 @@ def plot_profiles(found: Collection, out: Path) -> list[Path]:
     return written
 
 
-def plot_psi_scatter(found: Collection, out: Path) -> Path | None:
+def plot_psi_scatter(found: Collection, out: str | Path) -> Path | None:
     """Effectiveness vs PSI, one panel per retrieval task (or any task with a PSI when types are unknown)."""
     tasks = [t for t in found.tasks if _scatter_task(found, t)]
     if not tasks:
         return None
+    out = _folder(out)
     plt = _pyplot()
     styles = style(found)
     columns = min(3, len(tasks))
@@ -159,6 +161,13 @@ def _scatter_task(found: Collection, task: str) -> bool:
         return False
     types = {s.task_type for s in scores if s.task_type}
     return not types or any("Retrieval" in t or "Reranking" in t for t in types)
+
+
+def _folder(out: str | Path) -> Path:
+    """The figures' folder, created: each plot function is public and may be called on its own."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _safe(text: str) -> str:

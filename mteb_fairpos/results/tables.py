@@ -54,8 +54,9 @@ def changes_table(found: Collection) -> str:
     return "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict |", "|---|---|---|---|---|---|", *lines])
 
 
-def write_tables(found: Collection, out: Path) -> list[Path]:
+def write_tables(found: Collection, out: str | Path) -> list[Path]:
     """``main_scores.md`` (with the issues), ``main_scores.csv``, ``profiles.md``, ``profiles.csv`` in ``out``."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     main_md, profiles_md = out / "main_scores.md", out / "profiles.md"
     main_md.write_text(f"## Main scores\n\n{main_table(found)}\n\n## Issues\n\n{issues_text(found)}\n", encoding="utf-8")
@@ -200,7 +201,8 @@ def issues_text(found: Collection) -> str:
     return text + ("\n\nNotes:\n" + "\n".join(f"- {issue}" for issue in notes) if notes else "")
 
 
-def write_csv(rows: list[dict[str, Any]], path: Path, columns: Sequence[str]) -> Path:
+def write_csv(rows: list[dict[str, Any]], path: str | Path, columns: Sequence[str]) -> Path:
+    path = Path(path)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()

@@ -206,3 +206,17 @@ def test_probe_subsets_are_profiled_apart_with_their_intervals(tmp_path):
     assert "| 0.9167 | 0.8400 |" in table and "not averaged" in table
     (tmp_path / "out").mkdir()
     assert plot_profiles(found, tmp_path / "out")[0].read_bytes()[:8] == PNG
+
+
+def test_tables_and_plots_take_folder_names_as_text(results, tmp_path, monkeypatch):
+    """The Python example of docs/results.md: folders named by strings, the figures' folder not made yet."""
+    from mteb_fairpos.results.plots import plot_profiles, plot_psi_scatter, write_plots
+    from mteb_fairpos.results.tables import write_tables
+
+    monkeypatch.chdir(tmp_path)
+    found = collect(str(results.relative_to(tmp_path)))
+    [profile] = plot_profiles(found, "figures")
+    assert profile == Path("figures") / f"profile_{TASK}.png" and profile.read_bytes()[:8] == PNG
+    assert plot_psi_scatter(found, "scatter").read_bytes()[:8] == PNG
+    assert {p.name for p in write_plots(found, "all")} == {f"profile_{TASK}.png", "psi_vs_score.png"}
+    assert {p.name for p in write_tables(found, "tables")} == {"main_scores.md", "main_scores.csv", "profiles.md", "profiles.csv"}
