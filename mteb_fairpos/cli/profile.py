@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
                            title=f"{Path(name).name}: pooling-query attention ({profile.pooling}, B={profile.basket_size})")
     print(f"wrote {written}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(profile.to_dict(), indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
     return 0

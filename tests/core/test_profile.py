@@ -99,7 +99,7 @@ def test_cli_prints_table_and_writes_png(tmp_path, capsys, minilm):
     listed = tmp_path / "texts.jsonl"
     listed.write_text("\n".join(json.dumps({"text": t}) for t in TEXTS[1:]))
     output = tmp_path / "out" / "profile.png"
-    dumped = tmp_path / "profile.json"
+    dumped = tmp_path / "data" / "profile.json"  # both written into folders that do not exist yet
     code = main(["profile", "--text", TEXTS[0], "--file", str(listed), "--basket-size", "16", "--layers", "last_half",
                  "--output", str(output), "--json", str(dumped)])
     out = capsys.readouterr().out
