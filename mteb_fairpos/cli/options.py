@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,19 @@ def output_folder(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"{text!r} is a file; give the path of a folder")
     _check_writable_from(text, path)
     return path
+
+
+@contextmanager
+def removed_if_left_empty(folder: Path) -> Iterator[None]:
+    """Run the command's work; if it fails and leaves ``folder`` empty where it did not exist before (mteb's
+    result cache creates it when the run starts), remove it: a failed run leaves no trace."""
+    created = not os.path.lexists(folder)
+    try:
+        yield
+    except BaseException:
+        if created and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
 
 
 def output_location(text: str) -> str:

@@ -40,6 +40,7 @@ from .options import (
     add_quiet,
     non_negative_int,
     positive_int,
+    removed_if_left_empty,
 )
 
 DEFAULT_SUBSETS = ["n3_en", "n3_de", "n3_en-de"]
@@ -128,10 +129,9 @@ def run(args: argparse.Namespace) -> int:
           f"configs: {', '.join(str(c) if c else 'none' for c in calibrations)}")
 
     runs: dict[str, dict[str, dict[str, Any]]] = {}
-    args.out.mkdir(parents=True, exist_ok=True)
-    cache = ResultCache(args.out)
     baseline: dict[str, Any] = {}  # the uncalibrated run's observations: each calibrated config is paired with them
-    with once_per_run(logging.getLogger(DATA_WARNINGS)):  # every config meets the same data
+    with removed_if_left_empty(args.out), once_per_run(logging.getLogger(DATA_WARNINGS)):  # every config meets the same data
+        cache = ResultCache(args.out)
         for calibration in calibrations:
             name = "uncalibrated" if calibration is None else f"calibrated ({calibration})"
             task = task_class(**settings, baseline=baseline)

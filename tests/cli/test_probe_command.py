@@ -74,6 +74,20 @@ def test_probe_refuses_what_the_corpus_cannot_build(tmp_path, capsys):
     assert "write 'zh-CN'" in capsys.readouterr().err
 
 
+def test_a_run_that_fails_on_the_data_names_the_options_and_leaves_no_output_folder(tmp_path, capsys):
+    corpus = _corpus(tmp_path)  # its texts are longer than the window the default mode (filter) keeps at 256 tokens
+    out = tmp_path / "o"
+    assert main(["probe", "--corpus", str(corpus), "--subsets", "n3_en", "--sets", "2", "--calibration", "none",
+                 "--output", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "exceed the segment window" in err and "--window LOW HIGH" in err and "--mode lead" in err
+    assert not out.exists()
+    out.mkdir()  # a folder that was there before the run stays
+    assert main(["probe", "--corpus", str(corpus), "--subsets", "n3_en", "--sets", "2", "--calibration", "none",
+                 "--output", str(out), "--quiet"]) == 2
+    assert out.is_dir()
+
+
 def test_a_hub_corpus_id_goes_to_the_hub_and_says_so_when_offline(tmp_path, capsys, monkeypatch):
     """The hub cannot be reached here (HF offline): the command must end with the loader's clear message."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
