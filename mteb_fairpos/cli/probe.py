@@ -77,7 +77,7 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
     parser.add_argument("--calibration", nargs="+", default=calibrations, metavar="CONFIG",
                         help="calibration configs to compare, in text form ('none' = uncalibrated), e.g. none b128_lhalf_a0.5 "
                         f"b64_lhalf_a1 (default: {' '.join(calibrations)})")
-    parser.add_argument("--window", nargs=2, type=int, default=None, metavar=("LOW", "HIGH"),
+    parser.add_argument("--window", nargs=2, type=positive_int, default=None, metavar=("LOW", "HIGH"),
                         help="segment length window in tokens (default: the paper's 1,000-2,000 of 8,192 scaled to the max length)")
     parser.add_argument("--mode", choices=["filter", "lead"], default=None,
                         help="texts outside the window: drop them (filter, the paper) or keep their leading sentences (lead); "

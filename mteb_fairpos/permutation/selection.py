@@ -50,7 +50,8 @@ class SelectionSettings:
         if self.segment_window is not None:
             low, high = self.segment_window
             if not (isinstance(low, int) and isinstance(high, int) and 0 < low <= high):
-                raise ValueError(f"segment_window must be (low, high) with 0 < low <= high tokens, got {self.segment_window!r}.")
+                raise ValueError(f"segment_window (--window LOW HIGH) must be (low, high) with 0 < low <= high tokens, "
+                                 f"got {self.segment_window!r}.")
         if self.max_document_tokens is not None and self.max_document_tokens <= 0:
             raise ValueError(f"max_document_tokens must be positive, got {self.max_document_tokens}.")
         if not 0 < self.length_tolerance:

@@ -72,6 +72,10 @@ def test_probe_refuses_what_the_corpus_cannot_build(tmp_path, capsys):
     assert "no such file or folder" in capsys.readouterr().err
     assert main(["probe", "--subsets", "n3_zh-cn", "--output", str(tmp_path / "o")]) == 2
     assert "write 'zh-CN'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # at parsing, before the model is loaded
+        main(["probe", "--window", "0", "40", "--output", str(tmp_path / "o")])
+    assert stop.value.code == 2
+    assert "argument --window: expected a positive integer, got 0" in capsys.readouterr().err
 
 
 def test_a_run_that_fails_on_the_data_names_the_options_and_leaves_no_output_folder(tmp_path, capsys):

@@ -176,7 +176,7 @@ def test_window_scales_with_the_model():
     assert SelectionSettings().resolve(512) == ((62, 125), 512)
     assert SelectionSettings(max_document_tokens=1024).resolve(512) == ((125, 250), 1024)
     assert SelectionSettings(segment_window=(10, 20)).resolve(512) == ((10, 20), 512)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"segment_window \(--window LOW HIGH\) must be"):  # probe shows it as it is
         SelectionSettings(segment_window=(20, 10))
 
 
