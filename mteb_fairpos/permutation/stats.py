@@ -14,13 +14,16 @@ Every function takes the observations' ``clusters`` (segment sets) and, optional
 where a topic occurs in more than one set the errors are two-way cluster-robust (statsmodels'
 ``V_set + V_topic - V_set&topic``), otherwise clustered by set. Inference uses t distributions with
 ``G - 1`` degrees of freedom for ``G`` clusters (the smaller factor's count when two-way; statsmodels
-``use_t=True``), honest for the few clusters of small runs.
+``use_t=True``), honest for the few clusters of small runs. With few clusters the two-way subtraction can
+leave a coefficient a negative variance (statsmodels then gives no standard error); that coefficient takes
+the larger one-way variance instead, as the fairness bootstrap does (`intervals`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,17 +63,44 @@ def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int
     return np.column_stack([codes, cluster_codes(topics)])
 
 
-def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray):
+@dataclass(frozen=True)
+class _Fit:
+    """A clustered OLS fit, with the one-way variances that stand in for a negative two-way one."""
+
+    fit: Any
+    """statsmodels' results."""
+    floor: np.ndarray | None
+    """Per coefficient, the larger one-way variance where the two-way one is negative, else NaN; ``None`` when no
+    coefficient needs it."""
+
+
+def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray) -> _Fit:
     import statsmodels.api as sm  # here, not at import: `import mteb` loads this module via the task
 
-    return sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True)
+    def fitted(groups: np.ndarray):
+        return sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+
+    fit = fitted(codes)
+    variances = np.diag(fit.cov_params())
+    if codes.ndim == 1 or not (variances < 0).any():
+        return _Fit(fit, None)
+    one_way = np.maximum(*(np.diag(fitted(codes[:, k]).cov_params()) for k in (0, 1)))
+    return _Fit(fit, np.where(variances < 0, one_way, np.nan))
 
 
-def _coefficients(fit, index: int) -> Coefficient:
+def _coefficients(fitted: _Fit, index: int) -> Coefficient:
+    fit = fitted.fit
+    estimate = float(fit.params[index])
+    if fitted.floor is not None and np.isfinite(fitted.floor[index]):
+        from scipy.stats import t as student_t
+
+        se = float(fitted.floor[index]) ** 0.5
+        half = float(student_t.ppf(0.975, fit.df_resid_inference)) * se
+        pvalue = float(2 * student_t.sf(abs(estimate) / se, fit.df_resid_inference)) if se > 0 else float("nan")
+        return Coefficient(estimate, se, pvalue, estimate - half, estimate + half)
     with np.errstate(invalid="ignore", divide="ignore"):  # a perfect fit has zero (or -0 rounded) variance
         ci = np.asarray(fit.conf_int(alpha=0.05))
-        return Coefficient(float(fit.params[index]), float(fit.bse[index]), float(fit.pvalues[index]),
-                           float(ci[index, 0]), float(ci[index, 1]))
+        return Coefficient(estimate, float(fit.bse[index]), float(fit.pvalues[index]), float(ci[index, 0]), float(ci[index, 1]))
 
 
 def position_model(values, positions, clusters, n: int, topics=None) -> dict[int, Coefficient]:
