@@ -26,7 +26,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="the collection the points are meant for (their ids are made for this name)")
     add_model(parser)
     parser.add_argument("--calibration", default=None,
-                        help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default b128_lhalf_a0.5)")
+                        help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default: the model's own where it was "
+                        "saved with one, else b128_lhalf_a0.5)")
     add_max_length(parser)
     add_device(parser, note="on Ray each actor's own GPU or CPU")
     parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_false",
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 
-    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration or ModelLoader.calibration, args.max_length,
+    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration, args.max_length,
                          args.device)
     report = encode_to_parts(
         args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,

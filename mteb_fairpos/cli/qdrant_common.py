@@ -15,7 +15,6 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..config import CalibrationConfig
 from ..offline import MINILM_HUB_ID
 from .options import DEFAULT_STORE
 
@@ -101,19 +100,20 @@ def _missing_folders(path: Path) -> list[Path]:
 
 
 def load_model(name: str, calibration: str | None, device: str | None = None):
-    """A FairSentenceTransformer for ``name`` (offline MiniLM for its Hub id) with ``calibration`` text."""
+    """A FairSentenceTransformer for ``name`` (offline MiniLM for its Hub id) with ``calibration`` text (``None``: the
+    model's own, `ModelLoader`)."""
     from ..integrations.qdrant.encoding import ModelLoader
 
-    return ModelLoader(name, calibration or "none", device=device)()
+    return ModelLoader(name, calibration, device=device)()
 
 
 def model_for_collection(args: argparse.Namespace, opened, *, calibrated: bool):
     """The model named by ``--model`` or, by default, the one stored with the collection; with its name."""
     spec = _store().read_spec(opened, args.collection)
     name = args.model or (spec.model if spec else MINILM_HUB_ID)
-    calibration = None
-    if calibrated:
-        calibration = args.calibration or (spec.calibration if spec else str(CalibrationConfig()))
+    calibration = "none"  # a query is encoded plain
+    if calibrated:  # documents: as asked, else as the collection was built, else the model's own
+        calibration = args.calibration or (spec.calibration if spec else None)
     model = load_model(name, calibration, getattr(args, "device", None))
     if getattr(args, "max_length", None):
         model.max_seq_length = args.max_length

@@ -29,8 +29,8 @@ def reuse_model(model, monkeypatch):
     asked = []
 
     def load(name, calibration, device=None):
-        asked.append((name, calibration))
-        assert name == MINILM_HUB_ID and calibration in (None, "b8_lhalf_a0.5")
+        asked.append((name, calibration))  # "none": plain (queries); None: the model's own (a new collection)
+        assert name == MINILM_HUB_ID and calibration in ("none", None, "b8_lhalf_a0.5")
         return model
 
     monkeypatch.setattr(_cli, "load_model", load)
@@ -62,7 +62,7 @@ def test_index_search_discoverability(tmp_path, docs_file, reuse_model, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[-3:] == ["page2", "(2", "segments)"]
     assert "layout 1:en[0:42], 2:en[43:94]" in out
-    assert reuse_model[-1] == (MINILM_HUB_ID, None)  # queries are never calibrated
+    assert reuse_model[-1] == (MINILM_HUB_ID, "none")  # queries are never calibrated
 
     assert main(["search", "snow", "-c", "pages", "--path", store, "--language", "de", "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -124,6 +124,29 @@ def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys, minilm_
     finally:
         client.close()
     assert (spec.model, spec.calibration, spec.vectors) == (MINILM_HUB_ID, "b8_lhalf_a0.5", ("calibrated",))
+
+
+def test_a_model_folder_saved_with_a_calibration_indexes_with_it(tmp_path, docs_file, capsys, minilm_dir):
+    """As ``FairSentenceTransformer(folder)`` loads it: a new collection built from a folder saved with a calibration
+    takes that calibration unless --calibration says otherwise; a model saved without one gets the default."""
+    from mteb_fairpos.integrations.qdrant import open_store
+    from mteb_fairpos.integrations.qdrant.encoding import ModelLoader, calibration_text
+    from mteb_fairpos.integrations.qdrant.store import read_spec
+
+    folder = str(tmp_path / "saved")
+    FairSentenceTransformer(str(minilm_dir), CalibrationConfig.parse("b8_lhalf_a1")).save(folder)
+    store = str(tmp_path / "qdrant")
+    for collection, extra in (("saved", []), ("asked", ["--calibration", "b16_lhalf_a0.5"])):
+        assert main(["index", str(docs_file), "-c", collection, "--path", store, "--model", folder, "--no-uncalibrated",
+                     "--quiet", *extra]) == 0
+    client = open_store(store)
+    try:
+        assert [read_spec(client, c).calibration for c in ("saved", "asked")] == ["b8_lhalf_a1", "b16_lhalf_a0.5"]
+    finally:
+        client.close()
+    assert calibration_text(ModelLoader(MINILM_HUB_ID)()) == str(CalibrationConfig())  # saved without one: the default
+    assert calibration_text(ModelLoader(folder, "none")()) == "none"
+    capsys.readouterr()
 
 
 def test_held_out_bad_input_is_one_clear_line(tmp_path, docs_file, reuse_model, capsys):

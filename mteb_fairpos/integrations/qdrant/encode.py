@@ -105,7 +105,8 @@ def encode_to_parts(
     """Encode documents (JSONL/Parquet files or folders) into Parquet parts of points under ``output``.
 
     Args:
-        model: a Hub id or path (loaded with ``calibration``, default ``b128_lhalf_a0.5``), a loaded
+        model: a Hub id or path (loaded with ``calibration``; by default a folder saved with a calibration keeps
+            its own, any other model gets ``b128_lhalf_a0.5``), a loaded
             model (Ray actors get a pickled copy), or a picklable zero-argument callable returning
             the model (e.g. a :class:`ModelLoader`: each actor loads it itself).
         collection: the collection the point ids are made for (the ids the single-process
@@ -138,7 +139,7 @@ def encode_to_parts(
         raise store.QdrantIndexError(
             f"nothing to encode: all {len(scan.problems)} record(s) of the input were left out (first: {scan.problems[0]})."
             if scan.problems else "nothing to encode: the input holds no record.")
-    loader = ModelLoader(model, calibration or ModelLoader.calibration, max_length) if isinstance(model, str) else model
+    loader = ModelLoader(model, calibration, max_length) if isinstance(model, str) else model
     if isinstance(loader, SentenceTransformer):  # a loaded model: Ray actors get a pickled copy
         driver_model = loader
     elif engine == "ray" and isinstance(loader, ModelLoader):  # the driver only reads the spec: no GPU for it

@@ -108,20 +108,23 @@ class ModelLoader:
     """How a worker gets its model: a Hub id or path and a calibration; picklable, loaded once per worker."""
 
     name: str
-    calibration: str = str(CalibrationConfig())
-    """The calibration's text form (``b128_lhalf_a0.5``), or ``"none"`` for the plain model."""
+    calibration: str | None = None
+    """The calibration's text form (``b128_lhalf_a0.5``), ``"none"`` for the plain model, or ``None`` for the model's
+    own, as ``FairSentenceTransformer(name)`` loads it: a folder saved with a calibration keeps it, any other model
+    gets the default (``b128_lhalf_a0.5``)."""
     max_length: int | None = None
     device: str | None = None
 
     def __call__(self, device: str | None = None) -> SentenceTransformer:
         from ...model import FairSentenceTransformer
 
-        config = None if self.calibration == "none" else CalibrationConfig.parse(self.calibration)
         kwargs: dict[str, Any] = {}
+        if self.calibration is not None:
+            kwargs["calibration"] = None if self.calibration == "none" else CalibrationConfig.parse(self.calibration)
         if device or self.device:
             kwargs["device"] = device or self.device
         with naming_the_model(self.name):
-            model = FairSentenceTransformer(resolve_model_path(self.name), config, **kwargs)
+            model = FairSentenceTransformer(resolve_model_path(self.name), **kwargs)
         model.fairpos_model_name = self.name
         if self.max_length:
             model.max_seq_length = self.max_length
