@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID
 
-    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration, args.max_length,
-                         args.device)
+    loader = ModelLoader(args.model or MINILM_HUB_ID, args.calibration, args.max_length, args.device)
     report = encode_to_parts(
         args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
         gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,

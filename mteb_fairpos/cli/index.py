@@ -22,8 +22,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_max_length(parser)
     add_model(parser, note="for an existing collection, the model stored with it")
     parser.add_argument("--calibration", default=None,
-                        help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default: the collection's, else the model's own where it was saved with one, else "
-                        "b128_lhalf_a0.5)")
+                        help="calibration text form, e.g. b128_lhalf_a0.5, or 'none' (default: the collection's, else the "
+                        "model's own where it was saved with one, else b128_lhalf_a0.5)")
     add_device(parser)
     parser.add_argument("--no-uncalibrated", dest="uncalibrated", action="store_const", const=False, default=None,
                         help="store only the calibrated document vector (default: both, or as the collection has it)")

@@ -65,7 +65,6 @@ def write_plots(found: Collection, out: str | Path) -> list[Path]:
     """Every figure of ``found`` in ``out``: the profiles per task and, where PSI exists, the scatter."""
     if not found.scores:
         return []
-    out = _folder(out)
     scatter = plot_psi_scatter(found, out)
     return plot_profiles(found, out) + ([] if scatter is None else [scatter])
 
