@@ -3,12 +3,10 @@
 # made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
 # kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
 # calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
-# each step within its own time limit so the default steps end within 10 minutes (20 + 15 + 120 + 110 + 105 + 225 s
-# and the summary; the device allows 10 minutes per command). The fourth H200 run took 16 + 7 + 114 + 58 + 105 + 187 s;
-# since then the kernel's tests include the descriptor setting's (new kernels to compile), the tuning times 14
-# settings, not 16, then times the fastest against SDPA and the plain loop, and the model table takes 5 rounds,
-# not 3 (about 20 s more). fp32 is a step of its own (90 s), for a
-# second call. Every figure lands as JSON in the output
+# each step within its own time limit (20 + 15 + 105 + 225 s, then the tests, 120 + 150 s). The measurements come
+# first: the fourth H200 run took 16 + 7 + 114 + 58 + 105 + 187 s with 37 kernel tests, and the kernel tests are 79
+# now, so a call cut at 10 minutes loses the end of the test steps (their dots stay in log.txt), not a table.
+# fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
 # folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
@@ -75,13 +73,6 @@ if wanted install; then
     fi
 fi
 wanted environment && step environment 15 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
-wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
-    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
-# the fused kernel's tests, whole (compiled on CUDA, interpreted on a CPU), and the operations and host reads of a pass
-triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.py)  # test_kernel_build.py needs no GPU: CI runs it
-if wanted tests && [ -f "${triton_tests[0]}" ]; then
-    step "triton tests" 110 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
-fi
 wanted kernels && step kernels 105 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 # the model tables run with the launch settings the kernels step picked, where it picked any
 [ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
@@ -89,6 +80,13 @@ for dtype in bf16 fp32; do
     wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 225 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
+wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
+    tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
+# the fused kernel's tests, whole (compiled on CUDA, interpreted on a CPU), and the operations and host reads of a pass
+triton_tests=(tests/core/test_triton_attention.py tests/core/test_forward_cost.py)  # test_kernel_build.py needs no GPU: CI runs it
+if wanted tests && [ -f "${triton_tests[0]}" ]; then
+    step "triton tests" 150 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests-triton.xml" "${triton_tests[@]}"
+fi
 "$python" benchmarks/gpu/summarize.py "$out" && cat "$out/summary.md"
 echo "=== done in $SECONDS s; failed steps:${failed:- none}"
 [ -z "$failed" ]
