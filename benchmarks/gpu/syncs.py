@@ -1,0 +1,87 @@
+"""Where one ``encode_document`` call makes the host wait for the GPU, plain against calibrated.
+
+On CUDA, PyTorch's sync debug mode warns at every operation that synchronizes the host with the device (a
+read of a device value, a blocking copy); this script counts those warnings per call and names the lines of
+this package, sentence-transformers and transformers they came from. A host wait inside the pass ends the
+overlap of tokenizing the next batch with the device's work, which is what the end-to-end ratio loses where
+the forward-pass ratio does not. CUDA only: on a CPU nothing synchronizes and the counts are zero.
+
+    python benchmarks/gpu/syncs.py --device cuda --cases qwen3-last-2048,gte-cls-8192
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import traceback
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_calibration import CASES, build_random, encoders  # noqa: E402
+
+OWN = ("mteb_fairpos", "sentence_transformers", "transformers")
+
+
+def located(run, device: str) -> collections.Counter:
+    """The innermost :data:`OWN` frame of every synchronizing operation in one call of ``run``, with its line."""
+    import torch
+
+    places: collections.Counter = collections.Counter()
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        if "synchroniz" not in str(message):
+            return
+        frames = [f for f in traceback.extract_stack()[:-1] if any(f"/{name}/" in f.filename for name in OWN)]
+        frame = frames[-1] if frames else traceback.extract_stack()[-2]
+        places[f"{frame.filename.split('site-packages/')[-1]}:{frame.lineno} {frame.name}"] += 1
+
+    shown = warnings.showwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        if device.startswith("cuda"):
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            run()
+        finally:
+            if device.startswith("cuda"):
+                torch.cuda.set_sync_debug_mode("default")
+            warnings.showwarning = shown
+    return places
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
+    parser.add_argument("--cases", default="qwen3-last-2048,gte-cls-8192,gte-mean-2048")
+    parser.add_argument("--layers", type=int, default=12, help="layers of the random models (default 12)")
+    parser.add_argument("--documents", type=int, default=8)
+    parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"))
+    args = parser.parse_args(argv)
+    from mteb_fairpos.offline import minilm_path
+
+    chosen = {case.name: case for case in CASES}
+    unknown = [name for name in args.cases.split(",") if name not in chosen]
+    if unknown:
+        parser.error(f"--cases: unknown case(s) {unknown}; known: {sorted(chosen)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
+        for name in args.cases.split(","):
+            case = chosen[name]
+            runs = encoders(case, args.documents, scratch, args.device, args.dtype, references=False)
+            for mode in ("plain", "fast"):
+                runs[mode]()  # warm-up: first-use checks and compilation are not what a call costs
+                places = located(runs[mode], args.device)
+                batches = -(-args.documents // case.batch_size)
+                print(f"{name} {mode}: {sum(places.values())} host wait(s) in one call of {batches} batch(es)")
+                for place, count in places.most_common():
+                    print(f"    {count:4d}  {place}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
