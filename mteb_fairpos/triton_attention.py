@@ -62,19 +62,13 @@ class FusedAttentionRefused(ValueError):
 class LaunchConfig:
     """Tile sizes and launch settings: ``block_m`` query rows and ``block_n`` keys per step. ``tma``: key and value
     blocks are read whole through tensor descriptors (Hopper's tensor memory accelerator), not by masked loads;
-    where a call's K or V cannot have one (:func:`descriptors`), they are read as without. ``in_place``: where a key
-    block holds a whole basket, the block's probabilities meet V twice, each product accumulating in place (into the
-    row's accumulator, and scaled by 1 / the basket's sum into the sum of the baskets' outputs): two accumulators live
-    instead of three, for a second product with V per block (docs/method.md#s1-5); baskets spanning blocks are computed
-    as without. In fp16 a key far below its row's maximum keeps fewer digits than without (its scaled probability is
-    rounded among fp16's subnormals, as in flash attention)."""
+    where a call's K or V cannot have one (:func:`descriptors`), they are read as without."""
 
     block_m: int
     block_n: int
     num_warps: int = 4
     num_stages: int = 2
     tma: bool = False
-    in_place: bool = False
 
 
 HOPPER = range(90, 100)
@@ -340,7 +334,7 @@ def kernel_constants(dtype: torch.dtype, head_dim: int, config: LaunchConfig, po
                 POLICY_1=codes[1], RESCALE=any(policy != "equal" for policy in shares),
                 DOT_PRECISION="ieee" if dtype == torch.float32 else "tf32",  # fp32 without TF32 rounding
                 EXACT_OPERANDS=_interpreting() and dtype == torch.bfloat16, ONE_BLOCK=basket_size <= config.block_n,
-                TMA=config.tma, IN_PLACE=config.in_place and basket_size <= config.block_n)
+                TMA=config.tma)
 
 
 def _block_d(head_dim: int) -> int:
@@ -469,7 +463,7 @@ if triton is not None:
         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
         POOLED: tl.constexpr, CAUSAL: tl.constexpr, N_ISO: tl.constexpr, POLICY_0: tl.constexpr,
         POLICY_1: tl.constexpr, RESCALE: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr,
-        ONE_BLOCK: tl.constexpr, TMA: tl.constexpr, IN_PLACE: tl.constexpr,
+        ONE_BLOCK: tl.constexpr, TMA: tl.constexpr,
     ):
         """One block of query rows of one sequence against all of its keys (see the module docstring)."""
         group = heads // kv_heads
@@ -558,16 +552,16 @@ if triton is not None:
             # registers to be zeroed past the basket, and in one loop every block would take the trip
             for block in range(0, whole):
                 state = _key_block(q, source, steps, block, False, state,
-                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK, IN_PLACE)
+                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
             for block in range(whole, n_seen * per_basket):
                 state = _key_block(q, source, steps, block, True, state,
-                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK, IN_PLACE)
+                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
         else:
             # one loop (so the compiler pipelines loads across baskets), the mask behind a branch every row of a block
             # takes alike (two loops, as above, cost masked loads registers: the builds spill)
             for block in range(0, n_seen * per_basket):
                 state = _key_block(q, source, steps, block, block >= whole, state,
-                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK, IN_PLACE)
+                                   BLOCK_N, BLOCK_D, CAUSAL, DOT_PRECISION, EXACT_OPERANDS, TMA, ONE_BLOCK)
         row_max, row_sum, row_acc, basket_outputs, filled = state[0], state[1], state[2], state[3], state[4]
 
         # the isolated tokens join the softmax: each row's total, and their original probabilities
@@ -617,13 +611,13 @@ if triton is not None:
         tl.store(out_rows + dims[None, :] * stride_od, out.to(Out.dtype.element_ty), mask=real[:, None] & in_head[None, :])
 
     @triton.jit
-    def _dot(a, b, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr, acc=None):
-        """tl.dot, accumulating in fp32 (into ``acc`` where given). Triton 3.6's interpreter multiplies bf16 operands
-        as their raw bits, so there (EXACT_OPERANDS) they are widened to fp32 first: the products of bf16 values are
-        exact in fp32, as in a GPU's bf16 matrix units."""
+    def _dot(a, b, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr):
+        """tl.dot, accumulating in fp32. Triton 3.6's interpreter multiplies bf16 operands as their raw bits, so
+        there (EXACT_OPERANDS) they are widened to fp32 first: the products of bf16 values are exact in fp32, as
+        in a GPU's bf16 matrix units."""
         if EXACT_OPERANDS:
-            return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-        return tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        return tl.dot(a, b, input_precision=DOT_PRECISION)
 
     @triton.jit
     def _scores(q, source, first_key, keys, in_basket, position, dims, in_head, masked, BLOCK_N: tl.constexpr,
@@ -664,11 +658,10 @@ if triton is not None:
     @triton.jit
     def _key_block(q, source, steps, block, masked, state, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EXACT_OPERANDS: tl.constexpr, TMA: tl.constexpr,
-                   ONE_BLOCK: tl.constexpr, IN_PLACE: tl.constexpr):
+                   ONE_BLOCK: tl.constexpr):
         """One step of the loop: key block ``block`` of the content, scored, its softmax and product with V taken into
         the basket's running state (the last three of ``state``), and where it ends its basket, the basket closed
-        (:func:`_close_basket`); with ``ONE_BLOCK`` a block is a basket, with no running state, and with ``IN_PLACE``
-        its product with V is not kept apart: the closing factors scale the probabilities instead (LaunchConfig)."""
+        (:func:`_close_basket`); with ``ONE_BLOCK`` a block is a basket, with no running state."""
         content_start, basket_size, per_basket, keys_stop, position, dims, in_head, scale_log2, floor = steps
         row_max, row_sum, row_acc, basket_outputs, filled = state[0], state[1], state[2], state[3], state[4]
         basket_start = content_start + block // per_basket * basket_size
@@ -681,12 +674,6 @@ if triton is not None:
             block_max = tl.maximum(tl.max(scores, 1) * scale_log2, floor)
             p = tl.exp2(scores * scale_log2 - block_max[:, None])  # one fused multiply-add per score
             v = _values(source, first_key, keys, in_basket, dims, in_head, masked, BLOCK_N, BLOCK_D, TMA)
-            if IN_PLACE:
-                block_sum = tl.sum(p, 1)
-                new_max, keep, join, inverse, nonempty = _closing(row_max, block_max, block_sum)
-                row_acc = _dot((p * join[:, None]).to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS, row_acc * keep[:, None])
-                basket_outputs = _dot((p * inverse[:, None]).to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS, basket_outputs)
-                return new_max, row_sum * keep + block_sum * join, row_acc, basket_outputs, filled + nonempty
             block_acc = _dot(p.to(v.dtype), v, DOT_PRECISION, EXACT_OPERANDS)  # before the sum: fewer live registers
             return _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, block_max, tl.sum(p, 1), block_acc)
         else:
@@ -710,19 +697,14 @@ if triton is not None:
     def _close_basket(row_max, row_sum, row_acc, basket_outputs, filled, basket_max, basket_sum, basket_acc):
         """A basket ends: its own output o_ib joins the sum of the baskets' outputs (where the row saw one of its
         keys), and the basket joins the row's plain online softmax (the rescale flash attention does per block)."""
-        new_max, keep, join, inverse, nonempty = _closing(row_max, basket_max, basket_sum)
-        return new_max, row_sum * keep + basket_sum * join, row_acc * keep[:, None] + basket_acc * join[:, None], \
-            basket_outputs + basket_acc * inverse[:, None], filled + nonempty
-
-    @triton.jit
-    def _closing(row_max, basket_max, basket_sum):
-        """The factors that close a basket: the row's new running max, the rescale of what the row holds (keep) and of
-        the basket (join), 1 / the basket's sum (1 for a basket the row sees no key of: its sum and product are 0), and
-        whether the row saw one of its keys (1.0 or 0.0)."""
-        nonempty = basket_sum > 0
+        nonempty = basket_sum > 0  # a basket the row sees no key of: its sum and product are 0
         new_max = tl.maximum(row_max, basket_max)
-        return new_max, tl.exp2(row_max - new_max), tl.exp2(basket_max - new_max), \
-            1.0 / tl.where(nonempty, basket_sum, 1.0), nonempty.to(tl.float32)
+        keep = tl.exp2(row_max - new_max)
+        join = tl.exp2(basket_max - new_max)
+        inverse = 1.0 / tl.where(nonempty, basket_sum, 1.0)
+        seen = nonempty.to(tl.float32)
+        return new_max, row_sum * keep + basket_sum * join, row_acc * keep[:, None] + basket_acc * join[:, None], \
+            basket_outputs + basket_acc * inverse[:, None], filled + seen
 
     @triton.jit
     def _isolated_score(q, k_base, position_k, stride_kl, stride_kd, dims, in_head, scale_log2, seen, position,

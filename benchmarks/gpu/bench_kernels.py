@@ -282,19 +282,15 @@ def measure_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, 
 
 TUNING = ((64, 64, 4, 3), (64, 128, 4, 2), (64, 128, 4, 3), (64, 128, 8, 2), (64, 128, 8, 3), (128, 64, 8, 3),
           (128, 128, 8, 2), (128, 128, 8, 3),
-          (64, 64, 4, 3, True), (64, 128, 4, 3, True), (64, 128, 8, 2, True), (128, 128, 8, 2, True),
-          (64, 128, 4, 2, False, True), (128, 128, 8, 2, False, True))
+          (64, 64, 4, 3, True), (64, 128, 4, 3, True), (64, 128, 8, 2, True), (128, 128, 8, 2, True))
 """Launch settings ``--tune`` times (mean rows at 2,048 tokens), besides CONFIGS' default: (block_m, block_n, warps,
-stages[, tma[, in_place]]). A key block of 128 holds a whole basket of the default calibration (the kernel's
+stages[, tma]). A key block of 128 holds a whole basket of the default calibration (the kernel's
 one-basket-per-block loop); 64 splits it in two. Left out: 64-row blocks on 8 warps with 64 keys (the fourth H200 run:
 2.0-2.4x its default at head size 64, 1.0x at 128) and 128-row blocks on 4 warps (1.15-1.26x at 64, 1.45-1.74x at
 128), each at least 1.3x the fastest setting at both; and 2 stages where 3 were as fast at both head sizes (64 x 64 on 4
-warps, 128 x 64 on 8). Four read K and V through tensor descriptors (``LaunchConfig.tma``); the last two take each
-block's product with V twice, in place (``LaunchConfig.in_place``): at head size 128, where three accumulators spill
-(``kernel_loop.py --head 128``), two spill less."""
-QUICK_TUNING = ((64, 64, 4, 2), (64, 64, 4, 3, True), (64, 64, 4, 2, False, True))
-"""The dry run's settings: one that reads K and V by masked loads, one through tensor descriptors, one with the
-products in place."""
+warps, 128 x 64 on 8). The last four read K and V through tensor descriptors (``LaunchConfig.tma``)."""
+QUICK_TUNING = ((64, 64, 4, 2), (64, 64, 4, 3, True))
+"""The dry run's settings: one that reads K and V by masked loads, one through tensor descriptors."""
 TUNED_TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3}
 """How far a setting's output may lie from the default's to be picked: the dtype's rounding (outputs of about 1)."""
 

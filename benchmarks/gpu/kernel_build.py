@@ -46,8 +46,7 @@ SHORT_BASKET = 16
 def builds() -> list[dict]:
     """(arch, dtype, head size, pooled, causal, basket size) of every build: all calls on Hopper, causal ones at
     Qwen3's head size, half precision with baskets that fit a key block too, and bf16 on Ampere with both; then, on
-    Hopper at gte's and Qwen3's head sizes, the settings that read blocks through tensor descriptors, and those that
-    take the products in place (where a key block holds a basket)."""
+    Hopper at gte's and Qwen3's head sizes, the settings that read blocks through tensor descriptors."""
     hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal, basket=BASKET)
               for dtype in DTYPES for head in HEADS for pooled in (True, False)
               for causal in ((False, True) if head == 128 else (False,))]
@@ -57,30 +56,26 @@ def builds() -> list[dict]:
               for basket in (BASKET, SHORT_BASKET) for head in HEADS for pooled in (True, False)]
     descriptors = [dict(arch=90, dtype=torch.bfloat16, head=head, pooled=False, causal=causal, basket=basket, tma=True)
                    for head in (64, 128) for basket in (BASKET, 2 * BASKET) for causal in (False, True)]
-    in_place = [dict(arch=90, dtype=torch.bfloat16, head=head, pooled=pooled, causal=causal, basket=basket, in_place=True)
-                for head in (64, 128) for pooled, basket in ((False, BASKET), (True, SHORT_BASKET)) for causal in (False, True)]
-    return hopper + short + ampere + descriptors + in_place
+    return hopper + short + ampere + descriptors
 
 
-def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False,
-          in_place: bool = False) -> dict:
+def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False) -> dict:
     """Compile one kernel for ``sm_<arch>`` (with the launch setting the package takes, reading key and value blocks
-    through tensor descriptors where ``tma``, with the products in place where ``in_place``); which loop it runs, its
-    tensor copies (TMA), shared memory, registers and spill bytes (from ``ptxas -v``)."""
-    compiled, config, constants = compile_fused(arch, dtype, head, pooled, causal, basket, tma, in_place)
+    through tensor descriptors where ``tma``); which loop it runs, its tensor copies (TMA), shared memory, registers and
+    spill bytes (from ``ptxas -v``)."""
+    compiled, config, constants = compile_fused(arch, dtype, head, pooled, causal, basket, tma)
     registers, spills = register_use(compiled, arch)
-    return {"tma": config.tma, "in_place": constants["IN_PLACE"], "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
+    return {"tma": config.tma, "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
             "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": registers,
             "spills": spills, "block_m": config.block_m, "block_n": config.block_n}
 
 
 def compile_fused(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False,
-                  in_place: bool = False, config: triton_attention.LaunchConfig | None = None):
+                  config: triton_attention.LaunchConfig | None = None):
     """The fused kernel compiled for ``sm_<arch>`` as :func:`build` describes (or with launch setting ``config``); with
     its launch setting and compile-time arguments."""
     kernel = triton_attention._calibrated_attention_kernel
-    config = config or dataclasses.replace(triton_attention.launch_config(dtype, head, pooled, arch), tma=tma,
-                                           in_place=in_place)
+    config = config or dataclasses.replace(triton_attention.launch_config(dtype, head, pooled, arch), tma=tma)
     pointer = f"*{DTYPES[dtype]}"
     block = f"tensordesc<{DTYPES[dtype]}[1,1,{config.block_n},{triton_attention._block_d(head)}]>" if config.tma else pointer
     types = {"Q": pointer, "K": pointer, "V": pointer, "KD": block, "VD": block, "Out": pointer, "Sequences": "*i32",

@@ -134,9 +134,8 @@ def settings(which: str, head: int) -> dict[str, object]:
 
 
 def setting_name(config) -> str:
-    """``64x128 w4 s3``, with `` tma`` and `` in place`` where the setting says so."""
-    return f"{config.block_m}x{config.block_n} w{config.num_warps} s{config.num_stages}" + \
-        " tma" * config.tma + " in place" * config.in_place
+    """``64x128 w4 s3``, with `` tma`` where the setting reads blocks through tensor descriptors."""
+    return f"{config.block_m}x{config.block_n} w{config.num_warps} s{config.num_stages}" + " tma" * config.tma
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,12 +147,8 @@ def _whole_blocks(device, dtype, pooling, causal, config=None, blocks=1):
 
 
 def _descriptor_config(device):
-    return _setting(device, tma=True)
-
-
-def _setting(device, **change):
-    """The package's launch setting for mean rows at the tests' head sizes, changed as ``change`` says."""
-    return dataclasses.replace(launch_config(torch.float32, 32, False, device_arch(torch.device(device))), **change)
+    base = launch_config(torch.float32, 32, False, device_arch(torch.device(device)))
+    return dataclasses.replace(base, tma=True)
 
 
 ALL_CASES = {**{name: dict(pooling="mean", **case) for name, case in MEAN_CASES.items()}, **POOLED_CASES}
@@ -191,15 +187,14 @@ def test_a_call_whose_keys_and_values_take_no_descriptor_reads_them_by_masked_lo
         assert torch.equal(out, masked)
 
 
-@pytest.mark.parametrize("setting", [{}, {"tma": True}, {"in_place": True}], ids=["masked loads", "descriptors", "in place"])
+@pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("blocks", [0.375, 1.0, 1.5, 2.0], ids=["baskets within a block", "baskets of a whole block",
                                                                 "baskets spanning blocks", "baskets of two whole blocks"])
-def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, setting, blocks):
+def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma, blocks):
     """NaN in K and V at padded positions (as a causal model's fully masked padded rows can leave in the next layer's
     keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors,
-    and with the products in place, in both loops of the kernel (baskets of ``blocks`` key blocks; the last one of
-    each sequence shorter)."""
-    config = _setting(device, **setting) if setting else None
+    in both loops of the kernel (baskets of ``blocks`` key blocks; the last one of each sequence shorter)."""
+    config = _descriptor_config(device) if tma else None
     block = (config or launch_config(torch.float32, 16, False, device_arch(torch.device(device)))).block_n
     length = 2 * block + 5
     spans = [(0, length), (0, length - 15), (9, length)]
@@ -212,59 +207,6 @@ def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see
     expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.5, False, SCALE)
     valid = mask.bool()[:, None, :, None].expand_as(out)
     assert (out[valid].double() - expected[valid]).abs().max().item() <= TOLERANCE[torch.float32]
-
-
-@pytest.mark.parametrize("case", ["short baskets", "cls", "whole blocks, mean, causal", "whole blocks, last, causal bf16",
-                                  "whole blocks, mean fp16"])
-def test_the_products_in_place_give_the_same_rows(device, case):
-    """With each block's product with V taken twice in place (``LaunchConfig.in_place``: where a key block holds a
-    whole basket), every layout of baskets within a block gives the explicit rows: shorter than a block, of a whole
-    block seen whole or masked, mean and pooling rows, causal, in fp32 and half precision."""
-    config = _setting(device, in_place=True)
-    if "whole blocks" in case:
-        assert _takes_products_in_place(config, config.block_n)
-        dtype = torch.bfloat16 if "bf16" in case else torch.float16 if "fp16" in case else torch.float32
-        _whole_blocks(device, dtype, "last" if "last" in case else "mean", "causal" in case, config)
-    else:
-        assert _takes_products_in_place(config, ALL_CASES[case]["basket"])
-        _check(device, torch.float32, config=config, **ALL_CASES[case])
-
-
-def _takes_products_in_place(config, basket):
-    """Whether the kernel compiled for baskets of ``basket`` keys under ``config`` runs the in-place branch (so the
-    rows compared are that branch's, not the default's)."""
-    return triton_attention.kernel_constants(torch.float32, 16, config, False, False, (), basket)["IN_PLACE"]
-
-
-def test_the_products_in_place_round_a_key_far_below_its_rows_maximum_within_fp16s_subnormal_step(device):
-    """One key 17 nats above the other 255 of the pooling row: their probabilities, scaled before they are rounded to
-    fp16, fall among its subnormals, where a step is 2^-24; each weight is then off by at most half a step, and the
-    output (their share of values of 1, about 1e-5) by at most that per key and its own rounding."""
-    length, dim = 256, 16
-    q = torch.zeros(1, 1, length, dim, device=device)
-    q[..., 0] = 1.0
-    k = torch.zeros_like(q)
-    k[0, 0, 0, 0] = 17.0
-    v = torch.ones_like(q)
-    v[0, 0, 0] = 0.0
-    layout = basket_layout(_mask(length, [(0, length)], device), "last", 16, ())
-    config = _setting(device, in_place=True)
-    assert _takes_products_in_place(config, 16)
-    out = fused_calibrated_attention(q.half(), k.half(), v.half(), layout, 0.0, False, 1.0, config=config)
-    expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.0, False, 1.0)
-    assert 1e-5 < expected.max().item() < 1.2e-5
-    assert (out.double() - expected).abs().max().item() <= (length - 1) * 2.0 ** -25 + 2.0 ** -25
-
-
-def test_the_products_in_place_leave_baskets_spanning_blocks_as_they_are(device):
-    """Where a basket spans key blocks, the setting changes nothing: the same kernel, the same rows. Key blocks of 16
-    keys, so that the basket of 24 spans two under every device's launch setting (CUDA's fp32 one takes 32)."""
-    case = MEAN_CASES["long baskets, causal"]
-    config = _setting(device, in_place=True, block_n=16)
-    assert case["basket"] > config.block_n and not _takes_products_in_place(config, case["basket"])
-    out, _, _ = _check(device, torch.float32, pooling="mean", config=config, **case)
-    default, _, _ = _check(device, torch.float32, pooling="mean", config=dataclasses.replace(config, in_place=False), **case)
-    assert torch.equal(out, default)
 
 
 @pytest.mark.parametrize("case", POOLED_CASES)
