@@ -342,6 +342,18 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
     return rows
 
 
+def across_lengths(device: str, dtype_name: str, shapes: tuple[FusedShape, ...], tuned_on: FusedShape, found: list[dict],
+                   basket: int, min_run_time: float) -> list[dict]:
+    """The fastest setting ``tune_fused`` ``found`` on ``tuned_on``, where it is not the default, timed on the other
+    mean-row shapes of that head size against the default and SDPA there (``tune_fused``'s row of it): whether a
+    setting tuned at one length is also the faster one at the others, before it goes into ``CONFIGS`` for all."""
+    rows = []
+    for pick in [p for p in tuned(found) if p["config"] != found[0]["config"]]:
+        for shape in [s for s in shapes if s.pooling == "mean" and s.head_dim == pick["largest"] and s != tuned_on]:
+            rows += tune_fused(device, dtype_name, shape, basket, min_run_time, (tuple(pick["config"].values()),))[1:]
+    return rows
+
+
 def _print_fused(row: dict) -> None:
     size = f"{row['n']}x{row['length']}"
     if not row["exact"]:
@@ -390,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 _write(args.json, name, [], fused_rows)
     tuning: list[dict] = []
+    across: list[dict] = []
     for dtype in [d for d in ("bf16", "fp16") if args.tune and d in args.dtypes.split(",")]:
         for shape in [s for s in shapes if s.pooling == "mean" and (args.quick or s.length == 2048)]:
             found = tune_fused(args.device, dtype, shape, fused_basket, min_run_time, QUICK_TUNING if args.quick else TUNING)
@@ -403,8 +416,13 @@ def main(argv: list[str] | None = None) -> int:
                 loop = (f", the plain Triton loop under it {timed['plain_triton_ms'] / timed['sdpa_ms']:.2f} x SDPA"
                         if "plain_triton_ms" in timed else "")
                 print(f"tune {dtype} {shape.name}: its fastest {timed['ms'] / timed['sdpa_ms']:.2f} x SDPA{loop}", flush=True)
+            elsewhere = across_lengths(args.device, dtype, shapes, shape, found, fused_basket, min_run_time)
+            for row in [r for r in elsewhere if "vs_default" in r]:
+                print(f"tune {dtype} {shape.name}'s fastest on {row['case']}: {row['vs_default']:.2f} x the default"
+                      + (f", {row['ms'] / row['sdpa_ms']:.2f} x SDPA" if "sdpa_ms" in row else ""), flush=True)
+            across += elsewhere
             if args.json:
-                _write(args.json, name, [], fused_rows, tuning)
+                _write(args.json, name, [], fused_rows, tuning, across)
     if "lse" not in tables:
         return 0
     print(f"\none basket with its log-sum-exp: basket of {BASKET} keys, {HEADS} heads of {HEAD_DIM}")
@@ -418,16 +436,17 @@ def main(argv: list[str] | None = None) -> int:
                     ms = f"{row['ms']:>9.3f} {row['vs_sdpa']:>7.2f}" if "ms" in row else f"{'-':>9} {'-':>7}"
                     print(f"{dtype:<5} {mask:<8} {n}x{length:<5} {row['kernel']:<22} {str(row['exact']):>5} {ms}", flush=True)
                 if args.json:  # after each size: a run cut short keeps what it measured
-                    _write(args.json, name, rows, fused_rows, tuning)
+                    _write(args.json, name, rows, fused_rows, tuning, across)
     for key, pick in fastest(rows).items():
         print(f"fastest exact fused kernel for {key}: {pick['kernel']} ({pick['vs_sdpa']:.2f} x sdpa)")
     return 0
 
 
-def _write(path: str, device: str, rows: list[dict], fused_rows: list[dict], tuning: list[dict] | None = None) -> None:
+def _write(path: str, device: str, rows: list[dict], fused_rows: list[dict], tuning: list[dict] | None = None,
+           across: list[dict] | None = None) -> None:
     with open(path, "w") as handle:
         json.dump({"device": device, "torch": torch.__version__, "rows": rows, "picks": fastest(rows), "fused": fused_rows,
-                   "tuning": tuning or [], "launch_configs": tuned(tuning or [])}, handle, indent=1)
+                   "tuning": tuning or [], "launch_configs": tuned(tuning or []), "across": across or []}, handle, indent=1)
 
 
 def tuned(tuning: list[dict]) -> list[dict]:

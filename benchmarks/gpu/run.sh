@@ -3,7 +3,7 @@
 # made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
 # kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
 # calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
-# each step within its own time limit (20 + 15 + 105 + 225 s, then the tests, 120 + 150 s). The measurements come
+# each step within its own time limit (20 + 15 + 120 + 225 s, then the tests, 120 + 150 s). The measurements come
 # first, so a call cut at 10 minutes loses the end of the test steps (their dots stay in log.txt), not a table. The
 # sixth H200 run took 12 + 6 + 80 + 188 s, then 107 + 96 s for the tests (79 kernel tests then, 69 now): 490 s.
 # fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
@@ -73,7 +73,7 @@ if wanted install; then
     fi
 fi
 wanted environment && step environment 15 "$python" benchmarks/gpu/environment.py --device "$device" --json "$out/environment.json"
-wanted kernels && step kernels 105 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
+wanted kernels && step kernels 120 "$python" benchmarks/gpu/bench_kernels.py --device "$device" "${kernels[@]}" --json "$out/kernels.json"
 # the model tables run with the launch settings the kernels step picked, where it picked any
 [ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
 for dtype in bf16 fp32; do

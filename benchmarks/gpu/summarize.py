@@ -68,6 +68,9 @@ def fused_kernel(data: dict) -> list[str]:
             ratios.append(f"the plain Triton loop under it {pick['plain_triton_vs_sdpa']:.2f} x SDPA")
         lines.append(f"- fastest launch setting, {pick['dtype']} mean rows, head size {pick['largest']} ({pick['case']}): "
                      f"{pick['config']} ({'; '.join(ratios)})")
+    for row in [r for r in data.get("across", []) if "vs_default" in r]:  # the same setting at the other lengths
+        sdpa = f"; {row['ms'] / row['sdpa_ms']:.2f} x SDPA" if "sdpa_ms" in row else ""
+        lines.append(f"- {row['config']} on {row['case']} ({row['dtype']}): {row['vs_default']:.2f} x the default{sdpa}")
     return lines + [""]
 
 

@@ -507,11 +507,13 @@ def test_the_gpu_runs_kernel_table_compares_the_kernel_with_the_path_the_backend
 def test_the_gpu_runs_tuning_times_each_setting_and_its_fastest_against_sdpa_and_the_plain_loop():
     """bench_kernels.py --tune on its dry-run shape (masked loads and tensor descriptors): every setting runs and keeps
     the default's output, and the fastest is also timed against SDPA and against the plain Triton loop under the same
-    setting, which computes SDPA's rows whichever way it reads K and V."""
+    setting, which computes SDPA's rows whichever way it reads K and V. The fastest, where it is not the default, is
+    then timed on the other mean-row shapes of its head size, and only there."""
     from torch.nn.functional import scaled_dot_product_attention
 
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
-    from bench_kernels import QUICK_SHAPES, QUICK_TUNING, TUNED_TOLERANCE, plain_triton_attention, tune_fused
+    from bench_kernels import (QUICK_SHAPES, QUICK_TUNING, TUNED_TOLERANCE, FusedShape, across_lengths,
+                               plain_triton_attention, tune_fused)
 
     device, shape = DEVICES[0], QUICK_SHAPES[0]
     rows = tune_fused(device, "bf16", shape, 16, 0.001, QUICK_TUNING)
@@ -519,6 +521,12 @@ def test_the_gpu_runs_tuning_times_each_setting_and_its_fastest_against_sdpa_and
     assert all(row["max_abs_vs_default"] <= TUNED_TOLERANCE["bf16"] for row in rows), rows
     timed = [row for row in rows if "sdpa_ms" in row]
     assert len(timed) == 1 and timed[0]["ms"] == min(row["ms"] for row in rows) and timed[0]["plain_triton_ms"] > 0
+    longer, wider = FusedShape("toy-mean-80", 2, 80, 2, 2, 32, "mean", False), FusedShape("toy-mean-64x64", 2, 64, 2, 2, 64, "mean", False)
+    fastest = [{**row, "ms": 0.5 * min(r["ms"] for r in rows) if row is rows[-1] else row["ms"]} for row in rows]
+    elsewhere = across_lengths(device, "bf16", (*QUICK_SHAPES, longer, wider), shape, fastest, 16, 0.001)
+    assert [(row["case"], row["config"]) for row in elsewhere] == [("toy-mean-80", rows[-1]["config"])], elsewhere
+    assert elsewhere[0]["max_abs_vs_default"] <= TUNED_TOLERANCE["bf16"] and elsewhere[0]["vs_default"] > 0
+    assert across_lengths(device, "bf16", (*QUICK_SHAPES, longer), shape, rows[:1], 16, 0.001) == []  # the default won
     q, k, v = _inputs(n=2, heads=4, kv_heads=2, length=50, dim=32, device=device)  # a last key block cut short
     for setting, causal in itertools.product(QUICK_TUNING, (False, True)):
         expected = scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.25, enable_gqa=True)
