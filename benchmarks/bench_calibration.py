@@ -469,6 +469,11 @@ def use_kernel_configs(path: str) -> list[dict]:
     return picked
 
 
+def _batches(documents: int, batch_size: int, batches: int) -> int:
+    """``documents``, or ``batches`` full batches where that is more (``--batches``; 1 keeps every case as it is)."""
+    return documents if batches == 1 else max(documents, batches * batch_size)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents and one warm repetition")
@@ -486,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="tokenizer folder of the random models (default: $FAIRPOS_TOKENIZER_DIR, else the offline MiniLM's)")
     parser.add_argument("--scale", type=_at_least_one, default=1,
                         help="documents and batch size of every case times this (a GPU needs larger batches to be busy; default 1)")
+    parser.add_argument("--batches", type=_at_least_one, default=1,
+                        help="at least this many batches per call: a case's documents are raised to this many batch sizes "
+                             "where fewer (nothing overlaps the first batch's tokenization, so a call of one or two batches "
+                             "weighs it more than indexing does; default 1)")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--kernel-configs", metavar="KERNELS_JSON",
                         help="the fused kernel's launch settings picked by bench_kernels.py --tune (its --json), ahead of "
@@ -495,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gte-dir", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    by_name = {c.name: replace(c, documents=c.documents * args.scale, quick_documents=c.quick_documents * args.scale,
+    by_name = {c.name: replace(c, documents=_batches(c.documents, c.batch_size, args.batches) * args.scale,
+                               quick_documents=_batches(c.quick_documents, c.batch_size, args.batches) * args.scale,
                                batch_size=c.batch_size * args.scale) for c in CASES}
     import torch
 
@@ -543,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{'plain s: e2e':>12} {'forward':>8} {'preproc':>8}")
         speed_lines, memory_lines, stage_lines, verdicts = [], [], [], []
         report = {"device": where, "torch": torch.__version__, "dtype": args.dtype, "gte_layers": args.gte_layers,
-                  "reps": reps, "scale": args.scale, "targets": targets, "kernel_configs": kernel_configs, "cases": {}}
+                  "reps": reps, "scale": args.scale, "batches": args.batches, "targets": targets, "kernel_configs": kernel_configs, "cases": {}}
         if kernel_configs:
             print(f"fused kernel launch settings from {args.kernel_configs}: {kernel_configs}")
         for case in cases:
