@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Run THERE, on the GPU machine, from the repository root, with benchmarks/gpu/wheels carried (prepare.sh
-# made it here). Installs the carried wheels, then: the environment, the CUDA tests (the compiled Triton
-# kernel's where its test file is present), the kernel micro-benchmark with its launch settings tuned, and the
-# calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the tuned settings,
-# each step within its own time limit (20 + 15 + 120 + 270 s, then the tests, 120 + 150 s). The measurements come
-# first, so a call cut at 10 minutes loses the end of the test steps (their dots stay in log.txt), not a table. The
-# sixth H200 run took 12 + 6 + 80 + 188 s, then 107 + 96 s for the tests (79 kernel tests then, 69 now): 490 s.
-# fp32 is a step of its own (90 s), for a second call. Every figure lands as JSON in the output
-# folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix with --steps naming what to redo.
+# made it here). Installs the carried wheels, then: the environment, the kernel micro-benchmark with its launch
+# settings tuned, the calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with
+# the tuned settings, two of its cases again with 6 batches per call, and last the CUDA tests (the compiled Triton
+# kernel's where its test file is present), each step within its own time limit (20 + 15 + 120 + 225 + 100 s, then
+# 120 + 150 s). The measurements come first, and a summary follows them, so a call cut at 10 minutes loses the end
+# of the tests (their dots stay in log.txt), not a table. The sixth H200 run took 12 + 6 + 80 + 188 s, then
+# 107 + 96 s for the tests (80 kernel tests then, 69 now): 490 s. fp32 is a step of its own (90 s), for a second
+# call. Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after
+# a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
 #   benchmarks/gpu/run.sh --device cpu --quick --out DIR    # the dry run here: short sizes, no install
@@ -15,8 +16,8 @@
 #   benchmarks/gpu/run.sh --steps fp32                      # the fp32 table, in a call of its own
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16
-usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16[,fp32]]"
+device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16,batches
+usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16,batches[,fp32]]"
 while [ $# -gt 0 ]; do
     case $1 in
         --device) device=$2; shift 2 ;;
@@ -53,19 +54,23 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note its ou
 if [ "$quick" = 1 ]; then
     tests_filter="$device and (kernel or masked or first_use or half or (gte and mean and right))"
     calibration=(--quick --gte-layers 1 --cases gte-cls-512,gte-mean-512 --all-references)
+    batches=(--quick --gte-layers 1 --cases gte-cls-512 --batches 2)
     kernels=(--quick --tune)
 else
     tests_filter=$device
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
     # 5 timed rounds: in the fifth run's 3, a case's end-to-end ratio spanned up to 0.17 between rounds (qwen3-last-2048)
-    # at least 4 batches per call: with 1-2 the first batch's tokenization, which nothing overlaps, weighed on the end-to-end
-    # ratios (qwen3-last-2048 read 0.92-0.94 in the sixth run, its forward pass 0.99)
-    calibration=(--gte-layers 12 --reps 5 --scale 16 --batches 4
+    calibration=(--gte-layers 12 --reps 5 --scale 16
                  --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
+    # the same two cases with 6 batches per call, not 2: in the sixth run qwen3-last-2048's calibrated call took about 17 ms
+    # longer than plain (0.92-0.94 end to end) where its forward pass took 2 ms longer; a cost per call leaves a 6-batch
+    # call nearer plain, a cost per batch does not (gte-cls-2048, at 0.99 there, is the control)
+    batches=(--gte-layers 12 --reps 5 --scale 16 --batches 6 --cases qwen3-last-2048,gte-cls-2048)
     # bf16 only, tuned: fp32 and the one-basket table were measured on the H200 (docs/gpu.md)
     kernels=(--tables fused --dtypes bf16 --tune)
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
+batches+=(--same-process)
 
 if wanted install; then
     if [ "$device" = cpu ]; then
@@ -79,9 +84,12 @@ wanted kernels && step kernels 120 "$python" benchmarks/gpu/bench_kernels.py --d
 # the model tables run with the launch settings the kernels step picked, where it picked any
 [ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
 for dtype in bf16 fp32; do
-    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 270 || echo 90) \
+    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 225 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
+wanted batches && step "calibration bf16, 6 batches" 100 \
+    "$python" benchmarks/bench_calibration.py --device "$device" --dtype bf16 "${batches[@]}" --json "$out/calibration-bf16-batches.json"
+"$python" benchmarks/gpu/summarize.py "$out"  # a summary of the tables, should the call be cut during the tests
 wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
     tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
 # the fused kernel's tests, whole (compiled on CUDA, interpreted on a CPU), and the operations and host reads of a pass

@@ -1,6 +1,6 @@
 """Gather what run.sh wrote into one Markdown file: environment, tests, kernels, calibration.
 
-    python benchmarks/gpu/summarize.py OUT     # reads OUT/*.json and OUT/tests.xml, writes OUT/summary.md
+    python benchmarks/gpu/summarize.py OUT     # reads OUT/*.json and OUT/tests*.xml, writes OUT/summary.md
 """
 
 from __future__ import annotations
@@ -19,19 +19,20 @@ def _number(value, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def environment(out: Path) -> list[str]:
-    data = json.loads((out / "environment.json").read_text())
+def environment(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
     lines = ["## Environment", "", f"- device: {data['device']}"]
     lines += [f"- {name} {version}" for name, version in data["versions"].items()]
     lines += [f"- declared range {line}" for line in data["ranges"]]
     return lines
 
 
-def tests(out: Path) -> list[str]:
-    suite = ElementTree.parse(out / "tests.xml").getroot()
+def tests(path: Path) -> list[str]:
+    """One pytest step's counts and failures (``tests.xml``: the CUDA tests; ``tests-triton.xml``: the kernel's)."""
+    suite = ElementTree.parse(path).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
-    lines = ["## Tests", "", f"{counts['tests']} collected: {counts['tests'] - counts['failures'] - counts['errors'] - counts['skipped']} "
+    lines = [f"## Tests ({path.name})", "", f"{counts['tests']} collected: {counts['tests'] - counts['failures'] - counts['errors'] - counts['skipped']} "
              f"passed, {counts['failures']} failed, {counts['errors']} errors, {counts['skipped']} skipped", ""]
     for case in suite.iter("testcase"):
         for outcome in ("failure", "error"):
@@ -74,8 +75,8 @@ def fused_kernel(data: dict) -> list[str]:
     return lines + [""]
 
 
-def kernels(out: Path) -> list[str]:
-    data = json.loads((out / "kernels.json").read_text())
+def kernels(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
     lines = fused_kernel(data)
     if not data["rows"]:
         return lines
@@ -118,9 +119,10 @@ def calibration(path: Path) -> list[str]:
 def main(out: str) -> None:
     folder = Path(out)
     parts = [["# GPU run of the calibrated path", ""]]
-    makers = [("environment.json", environment), ("tests.xml", tests), ("kernels.json", kernels)]
+    makers = [("environment.json", environment), ("tests.xml", tests), ("tests-triton.xml", tests), ("kernels.json", kernels)]
     for name, maker in makers:
-        parts.append(maker(folder) if (folder / name).is_file() else [f"## {name}: not written (see log.txt)"])
+        path = folder / name
+        parts.append(maker(path) if path.is_file() else [f"## {name}: not written (see log.txt)"])
     parts += [calibration(path) for path in sorted(folder.glob("calibration-*.json"))]
     (folder / "summary.md").write_text("\n\n".join("\n".join(part) for part in parts) + "\n")
 

@@ -1,12 +1,13 @@
 """Where one ``encode_document`` call makes the host wait for the GPU, plain against calibrated.
 
-On CUDA, PyTorch's sync debug mode warns at every operation that synchronizes the host with the device (a
-read of a device value, a blocking copy); this script counts those warnings per call and names the lines of
-this package, sentence-transformers and transformers they came from. A host wait inside the pass ends the
-overlap of tokenizing the next batch with the device's work, which is what the end-to-end ratio loses where
-the forward-pass ratio does not. CUDA only: on a CPU nothing synchronizes and the counts are zero.
+On CUDA, PyTorch's sync debug mode warns at each synchronizing operation it checks (a read of a device value such as
+``.item()``, ``.cpu()`` or ``nonzero``, a blocking copy; not an explicit ``synchronize()``); this script counts those
+warnings per call and names the innermost line of this package, sentence-transformers or transformers they came from
+(else the innermost line outside the warnings machinery, with its thread). A host wait inside the pass ends the
+overlap of tokenizing the next batch with the device's work, which is what the end-to-end ratio loses where the
+forward-pass ratio does not. CUDA only: on a CPU nothing is checked and the counts are zero.
 
-    python benchmarks/gpu/syncs.py --device cuda --cases qwen3-last-2048,gte-cls-8192
+    python benchmarks/gpu/syncs.py --device cuda --cases qwen3-last-2048,gte-cls-8192 --scale 16
 """
 from __future__ import annotations
 
@@ -15,18 +16,22 @@ import collections
 import os
 import sys
 import tempfile
+import threading
 import traceback
 import warnings
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_calibration import CASES, build_random, encoders  # noqa: E402
+from bench_calibration import CASES, _at_least_one, build_random, encoders  # noqa: E402
 
-OWN = ("mteb_fairpos", "sentence_transformers", "transformers")
+TRACED = ("mteb_fairpos", "sentence_transformers", "transformers")
+"""The packages whose innermost line names a wait."""
 
 
-def located(run, device: str) -> collections.Counter:
-    """The innermost :data:`OWN` frame of every synchronizing operation in one call of ``run``, with its line."""
+def located(run: Callable[[], object], device: str) -> collections.Counter:
+    """The innermost :data:`TRACED` line of every synchronizing operation in one call of ``run``."""
     import torch
 
     places: collections.Counter = collections.Counter()
@@ -34,12 +39,12 @@ def located(run, device: str) -> collections.Counter:
     def record(message, category, filename, lineno, file=None, line=None):
         if "synchroniz" not in str(message):
             return
-        frames = [f for f in traceback.extract_stack()[:-1] if any(f"/{name}/" in f.filename for name in OWN)]
-        frame = frames[-1] if frames else traceback.extract_stack()[-2]
-        places[f"{frame.filename.split('site-packages/')[-1]}:{frame.lineno} {frame.name}"] += 1
+        stack = [f for f in traceback.extract_stack()[:-1] if not f.filename.endswith(("warnings.py", "threading.py"))]
+        traced = [f for f in stack if any(f"/{name}/" in f.filename for name in TRACED)]
+        frame, where = (traced[-1], "") if traced else (stack[-1], f" (thread {threading.current_thread().name})")
+        places[f"{frame.filename.split('site-packages/')[-1]}:{frame.lineno} {frame.name}{where}"] += 1
 
-    shown = warnings.showwarning
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # restores warnings.showwarning on leaving
         warnings.simplefilter("always")
         warnings.showwarning = record
         if device.startswith("cuda"):
@@ -49,7 +54,6 @@ def located(run, device: str) -> collections.Counter:
         finally:
             if device.startswith("cuda"):
                 torch.cuda.set_sync_debug_mode("default")
-            warnings.showwarning = shown
     return places
 
 
@@ -59,12 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
     parser.add_argument("--cases", default="qwen3-last-2048,gte-cls-8192,gte-mean-2048")
     parser.add_argument("--layers", type=int, default=12, help="layers of the random models (default 12)")
-    parser.add_argument("--documents", type=int, default=8)
+    parser.add_argument("--documents", type=_at_least_one, default=8)
+    parser.add_argument("--scale", type=_at_least_one, default=1, help="documents and batch size times this, as bench_calibration.py's")
     parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"))
     args = parser.parse_args(argv)
     from mteb_fairpos.offline import minilm_path
 
-    chosen = {case.name: case for case in CASES}
+    chosen = {c.name: replace(c, batch_size=c.batch_size * args.scale) for c in CASES}
     unknown = [name for name in args.cases.split(",") if name not in chosen]
     if unknown:
         parser.error(f"--cases: unknown case(s) {unknown}; known: {sorted(chosen)}")
@@ -72,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
         for name in args.cases.split(","):
             case = chosen[name]
-            runs = encoders(case, args.documents, scratch, args.device, args.dtype, references=False)
+            runs = encoders(case, args.documents * args.scale, scratch, args.device, args.dtype, references=False)
             for mode in ("plain", "fast"):
                 runs[mode]()  # warm-up: first-use checks and compilation are not what a call costs
                 places = located(runs[mode], args.device)
-                batches = -(-args.documents // case.batch_size)
+                batches = -(-(args.documents * args.scale) // case.batch_size)
                 print(f"{name} {mode}: {sum(places.values())} host wait(s) in one call of {batches} batch(es)")
                 for place, count in places.most_common():
                     print(f"    {count:4d}  {place}")
