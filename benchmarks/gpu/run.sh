@@ -87,7 +87,7 @@ for dtype in bf16 fp32; do
     wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 225 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
-wanted batches && step "calibration bf16, 6 batches" 100 \
+wanted batches && step batches 100 \
     "$python" benchmarks/bench_calibration.py --device "$device" --dtype bf16 "${batches[@]}" --json "$out/calibration-bf16-batches.json"
 "$python" benchmarks/gpu/summarize.py "$out"  # a summary of the tables, should the call be cut during the tests
 wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
