@@ -171,3 +171,27 @@ def test_host_values_made_for_a_batch_of_another_shape_are_not_used():
         assert (layout.known() is host) == made_here and len(layout.known().active) == 2
     with pytest.raises(ValueError, match="attention_mask on the CPU, not on meta"):  # a mask already on a device
         plan.host_layout(mask.to("meta"))
+
+
+def test_the_gpu_runs_wait_counter_names_each_waits_line_and_ignores_other_warnings():
+    """``benchmarks/gpu/syncs.py``'s counter, given the warning PyTorch's sync debug mode raises on CUDA (it cannot run
+    here: a CPU never synchronizes, so the test raises that warning itself): each wait counts once, at the innermost
+    line outside the warnings machinery where no package it traces is on the stack, with its thread; other warnings
+    are not waits."""
+    import warnings
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
+    from syncs import located
+
+    def wait() -> None:
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+
+    def call() -> None:
+        wait()
+        wait()
+        warnings.warn("a truncation warning, not a wait", UserWarning)
+
+    places = located(call, "cpu")
+    assert len(places) == 1 and sum(places.values()) == 2, places
+    (place,) = places
+    assert f"test_forward_cost.py:{wait.__code__.co_firstlineno + 1} wait (thread MainThread)" in place, place
