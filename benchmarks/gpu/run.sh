@@ -28,6 +28,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$out" ] || { echo "run.sh: no output folder: pass --out DIR or set OUT; $usage" >&2; exit 2; }
+for name in ${steps//,/ }; do
+    case $name in
+        install|environment|tests|kernels|bf16|batches|fp32) ;;
+        *) echo "run.sh: unknown step '$name' in --steps; $usage" >&2; exit 2 ;;
+    esac
+done
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 python=${PYTHON:-python3}

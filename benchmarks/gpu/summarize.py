@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -116,8 +117,12 @@ def calibration(path: Path) -> list[str]:
                            "tensor MB plain / fast", "max abs fast-ref", "targets met"], rows)
 
 
-def main(out: str) -> None:
-    folder = Path(out)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", help="the folder run.sh wrote (its --out, or $OUT there)")
+    folder = Path(parser.parse_args(argv).out)
+    if not folder.is_dir():
+        parser.error(f"no such folder: {folder}")
     parts = [["# GPU run of the calibrated path", ""]]
     makers = [("environment.json", environment), ("tests.xml", tests), ("tests-triton.xml", tests), ("kernels.json", kernels)]
     for name, maker in makers:
@@ -125,7 +130,8 @@ def main(out: str) -> None:
         parts.append(maker(path) if path.is_file() else [f"## {name}: not written (see log.txt)"])
     parts += [calibration(path) for path in sorted(folder.glob("calibration-*.json"))]
     (folder / "summary.md").write_text("\n\n".join("\n".join(part) for part in parts) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main())
