@@ -209,8 +209,10 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, references: bool) -> dict:
-    """The four ways to encode the case's documents (or the ``texts`` given), on one loaded model."""
+def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, references: bool,
+             launch: bool = False) -> dict:
+    """The four ways to encode the case's documents (or the ``texts`` given), on one loaded model, and their stages
+    (:func:`stages`; ``launch``: with the host's launch of the forward pass)."""
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
     from mteb_fairpos.attention import mean_kernel
     from mteb_fairpos.reference import reference_embeddings
@@ -235,7 +237,7 @@ def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, r
         return reference_embeddings(fair, texts, config, batch_size=case.batch_size)
 
     tokens = int(model.preprocess(texts[:1])["attention_mask"].sum())
-    runs = {"plain": plain, "fast": fast, "tokens": tokens, **stages(model, fair, texts, case.batch_size, device)}
+    runs = {"plain": plain, "fast": fast, "tokens": tokens, **stages(model, fair, texts, case.batch_size, device, launch)}
     if times_tiled(case, device):
         runs["tiled"] = tiled
     if case.reference or references:
@@ -249,11 +251,16 @@ def times_tiled(case: Case, device: str) -> bool:
     return case.tokens <= 512 or not device.startswith("cuda")
 
 
-def stages(model, fair, texts: list[str], batch_size: int, device: str) -> dict:
+def stages(model, fair, texts: list[str], batch_size: int, device: str, launch: bool = False) -> dict:
     """The two stages of ``plain`` and ``fast`` on their own: preprocessing alone (tokenizing the batches on the
     host) and the forward pass alone (the model on batches tokenized beforehand and already on the device).
     Where the host overlaps tokenization with the device's work, end to end takes less than their sum; a
-    host read inside the forward pass ends that overlap."""
+    host read inside the forward pass ends that overlap.
+
+    With ``launch`` also the host's own share of the forward pass (:data:`HOST_TIMED`): each batch's pass from an idle
+    device until the call returns, the device's work left running (on a CPU the host computes the pass: all of it).
+    Where preprocessing plus launching a batch takes as long as the device computes it, end to end waits on the
+    host, and every millisecond the host spends per batch counts in full."""
     batches = [texts[start:start + batch_size] for start in range(0, len(texts), batch_size)]
 
     def on_device(features: dict) -> dict:
@@ -266,15 +273,34 @@ def stages(model, fair, texts: list[str], batch_size: int, device: str) -> dict:
 
     # as encode_document tokenizes: the calibrated model's features carry the layout's host values and the batch's
     # truncation count, which its forward pass takes (the count runs once the pass is launched)
+    def launched(transformer, features: list[dict], **kwargs):
+        def run() -> float:
+            host = 0.0
+            for batch in features:
+                _synchronize(device)
+                start = time.perf_counter()
+                transformer.forward(dict(batch), **kwargs)
+                host += time.perf_counter() - start
+            _synchronize(device)
+            return host
+        return run
+
     plain_features = [on_device(model.preprocess(batch, task="document")) for batch in batches]
     fair_features = [on_device(fair.preprocess(batch, task="document")) for batch in batches]
-    return {"plain forward": forward(model, plain_features, task="document"),
+    runs = {"plain forward": forward(model, plain_features, task="document"),
             "fast forward": forward(fair, fair_features, task="document"),
             "plain preprocess": lambda: [model.preprocess(batch, task="document") for batch in batches],
-            "fast preprocess": lambda: [fair.preprocess(batch, task="document") for batch in batches]}
+            "fast preprocess": lambda: [fair.preprocess(batch, task="document") for batch in batches],
+            "batches": len(batches)}
+    if launch:
+        runs.update({"plain launch": launched(model, plain_features, task="document"),
+                     "fast launch": launched(fair, fair_features, task="document")})
+    return runs
 
 
-STAGES = ("plain forward", "fast forward", "plain preprocess", "fast preprocess")
+STAGES = ("plain forward", "fast forward", "plain preprocess", "fast preprocess", "plain launch", "fast launch")
+HOST_TIMED = ("plain launch", "fast launch")
+"""Stages whose run returns the host's seconds (timed inside), recorded instead of the call's wall time."""
 
 
 def memory_worker(case: Case, mode: str, measure: str, count: int, random_dir: str, device: str, dtype: str,
@@ -331,7 +357,7 @@ def _tensor_peak_mb(profiler) -> float:
 
 
 def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: str, dtype: str, references: bool,
-                  same_process: bool, out: str) -> None:
+                  same_process: bool, launch: bool, out: str) -> None:
     """Throughput: a warm-up round (short inputs only), then ``reps`` rounds; every round runs the timed
     modes in a rotated order, so load from other processes on the machine hits all modes alike. With
     ``same_process``, then one more call per mode for its peak tensor memory and its embeddings."""
@@ -340,7 +366,7 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: st
     from torch.profiler import ProfilerActivity, profile
 
     warnings.simplefilter("ignore")
-    runs = encoders(case, count, random_dir, device, dtype, references)
+    runs = encoders(case, count, random_dir, device, dtype, references, launch)
     modes = [m for m in ("plain", "fast", "tiled", *STAGES) if m in runs] + (
         ["reference"] if case.tokens <= 2048 and "reference" in runs else [])
     times: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -352,9 +378,9 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: st
             shift = round_ % len(modes)
             for mode in modes[shift:] + modes[:shift]:
                 start = time.perf_counter()
-                runs[mode]()
+                host = runs[mode]()
                 _synchronize(device)
-                times[mode].append(time.perf_counter() - start)
+                times[mode].append(host if mode in HOST_TIMED else time.perf_counter() - start)
         memory = {}
         for mode in [m for m in MODES if m in runs] if same_process else ():
             on_cuda = device.startswith("cuda")
@@ -370,7 +396,7 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: st
             memory[mode] = {"tensor_mb": peak, "tokens": runs["tokens"], "rss_runs": []}
             np.save(f"{out}-{mode}.npy", embeddings.float().cpu().numpy())
     with open(out + ".json", "w") as handle:
-        json.dump({"times": times, "threads": torch.get_num_threads(), "memory": memory}, handle)
+        json.dump({"times": times, "batches": runs["batches"], "threads": torch.get_num_threads(), "memory": memory}, handle)
 
 
 # ------------------------------------------------------------------------------ driver
@@ -416,6 +442,7 @@ def run_case(case: Case, count: int, reps: int, memory_runs: int, random_dir: st
         with open(out + ".json") as handle:
             timed = json.load(handle)
         result["times"] = timed["times"]
+        result["batches"] = timed["batches"]
         for mode, measured in timed["memory"].items():
             result[mode] = {**measured, "embeddings": np.load(f"{out}-{mode}.npy")}
     return result
@@ -425,6 +452,18 @@ def _ratio(times: dict[str, list[float]], mode: str, base: str = "plain") -> tup
     """Throughput of ``mode`` over ``base``: ratio of medians, and the min and max of the per-round ratios."""
     per_round = [p / m for p, m in zip(times[base], times[mode])]
     return statistics.median(times[base]) / statistics.median(times[mode]), min(per_round), max(per_round)
+
+
+def _round_median(times: dict[str, list[float]], mode: str, base: str = "plain") -> float:
+    """The median of the per-round ratios of ``base`` over ``mode``: the rounds are paired (each runs every mode),
+    so this one is not moved by a round that was slow for every mode, as the ratio of medians can be."""
+    return statistics.median(p / m for p, m in zip(times[base], times[mode]))
+
+
+def per_batch_ms(times: dict[str, list[float]], batches: int) -> dict[str, dict[str, float]]:
+    """Median milliseconds per batch of each stage timed (forward, preprocess, and with ``--launch`` launch), plain and fast."""
+    return {stage: {side: 1e3 * statistics.median(times[f"{side} {stage}"]) / batches for side in ("plain", "fast")}
+            for stage in ("forward", "preprocess", "launch") if f"plain {stage}" in times}
 
 
 def _spread(values: list[float]) -> str:
@@ -495,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="at least this many batches per call: a case's documents are raised to this many batch sizes "
                              "where fewer (nothing overlaps the first batch's tokenization, so a call of one or two batches "
                              "weighs it more than indexing does; default 1)")
+    parser.add_argument("--launch", action="store_true",
+                        help="also time the host's launch of each batch's forward pass, from an idle device until the call "
+                             "returns (on a GPU, with preprocessing, whether end to end waits on the host)")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--kernel-configs", metavar="KERNELS_JSON",
                         help="the fused kernel's launch settings picked by bench_kernels.py --tune (its --json), ahead of "
@@ -515,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         case, task = by_name[args.worker[0]], args.worker[1]
         if task == "timing":
             timing_worker(case, args.documents, args.reps, args.gte_dir, device, args.dtype, args.all_references,
-                          args.same_process, args.out)
+                          args.same_process, args.launch, args.out)
         else:
             measure, mode = task.split(":", 1)
             memory_worker(case, mode, measure, args.documents, args.gte_dir, device, args.dtype, args.all_references, args.out)
@@ -546,12 +588,14 @@ def main(argv: list[str] | None = None) -> int:
         memory_header = (f"{'case':<16} | {'tensor MB plain':>15} {'fast':>8} {'tiled':>8} | {'fast/plain':>10} "
                          f"{'tiled/plain':>11} | {'RSS +MB plain':>17} {'fast':>17} | {'fast/plain':>10}")
         options = ["--dtype", args.dtype, "--scale", str(args.scale)] + [flag for flag, on in (("--same-process", args.same_process),
-                                                                   ("--all-references", args.all_references)) if on]
+                                                                   ("--all-references", args.all_references),
+                                                                   ("--launch", args.launch)) if on]
         options += ["--kernel-configs", args.kernel_configs] if args.kernel_configs else []
         targets = TARGETS["cuda" if device.startswith("cuda") else "cpu"]
         stage_header = (f"{'case':<16} | {'end to end':>20} | {'forward alone':>20} | {'preprocessing alone':>20} | "
-                        f"{'plain s: e2e':>12} {'forward':>8} {'preproc':>8}")
-        speed_lines, memory_lines, stage_lines, verdicts = [], [], [], []
+                        f"{'e2e rounds':>10} | {'plain s: e2e':>12} {'forward':>8} {'preproc':>8}")
+        host_header = f"{'case':<16} | " + " | ".join(f"{stage + ' plain':>16} {'fast':>8}" for stage in ("preprocess", "launch", "forward"))
+        speed_lines, memory_lines, stage_lines, host_lines, verdicts = [], [], [], [], []
         report = {"device": where, "torch": torch.__version__, "dtype": args.dtype, "gte_layers": args.gte_layers,
                   "reps": reps, "scale": args.scale, "batches": args.batches, "targets": targets, "kernel_configs": kernel_configs, "cases": {}}
         if kernel_configs:
@@ -584,9 +628,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"{diff_ref} {'-' if diff_tiled is None else format(diff_tiled, '.2e'):>15}")
             stage = {name: _ratio(times, f"fast{suffix}", f"plain{suffix}")
                      for name, suffix in (("end_to_end", ""), ("forward", " forward"), ("preprocess", " preprocess"))}
+            paired = {name: _round_median(times, f"fast{suffix}", f"plain{suffix}")
+                      for name, suffix in (("end_to_end", ""), ("forward", " forward"), ("preprocess", " preprocess"))}
             stage_lines.append(f"{case.name:<16} | " + " | ".join(f"{r:>6.3f} ({lo:.3f}-{hi:.3f})" for r, lo, hi in stage.values())
-                               + " | " + " ".join(f"{statistics.median(times[m]):>{w}.3f}"
-                                                  for m, w in (("plain", 12), ("plain forward", 8), ("plain preprocess", 8))))
+                               + f" | {paired['end_to_end']:>10.3f} | " + " ".join(
+                                   f"{statistics.median(times[m]):>{w}.3f}"
+                                   for m, w in (("plain", 12), ("plain forward", 8), ("plain preprocess", 8))))
+            batch_ms = per_batch_ms(times, results["batches"])
+            if "launch" in batch_ms:
+                host_lines.append(f"{case.name:<16} | " + " | ".join(
+                    f"{batch_ms[stage]['plain']:>16.2f} {batch_ms[stage]['fast']:>8.2f}" for stage in ("preprocess", "launch", "forward")))
             mem = fast["tensor_mb"] / max(plain["tensor_mb"], 1e-9)
             mem_tiled = tiled["tensor_mb"] / max(plain["tensor_mb"], 1e-9) if tiled else float("nan")
             if args.same_process:  # RSS says nothing of GPU memory
@@ -604,9 +655,11 @@ def main(argv: list[str] | None = None) -> int:
             report["cases"][case.name] = {
                 "pooling": case.pooling, "tokens": fast["tokens"], "documents": count, "layers": case.layers,
                 "seconds": times, "plain_docs_per_s": count / statistics.median(times["plain"]),
-                "fast_over_plain": {"median": ratio, "min": low, "max": high},
+                "fast_over_plain": {"median": ratio, "min": low, "max": high, "round_median": paired["end_to_end"]},
                 "tiled_over_plain": dict(zip(("median", "min", "max"), tiled_ratio)) if tiled else None,
-                "stages_fast_over_plain": {name: dict(zip(("median", "min", "max"), r)) for name, r in stage.items()},
+                "stages_fast_over_plain": {name: {**dict(zip(("median", "min", "max"), r)), "round_median": paired[name]}
+                                           for name, r in stage.items()},
+                "batches": results["batches"], "per_batch_ms": batch_ms,
                 "reference_over_fast": (statistics.median(times["reference"]) / statistics.median(times["fast"])
                                         if "reference" in times else None),
                 "tensor_mb": {m: results[m]["tensor_mb"] for m in MODES if m in results},
@@ -623,10 +676,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(speed_lines))
         print("plain / calibrated time by stage, interleaved in the same rounds (median (min-max) over the rounds): end to end "
               "(encode_document), the forward pass alone (batches tokenized beforehand, on the device), preprocessing alone; "
-              "then plain's seconds per call:")
+              "the median of the per-round end-to-end ratios (rounds are paired); then plain's seconds per call:")
         print(stage_header)
         print("-" * len(stage_header))
         print("\n".join(stage_lines))
+        if host_lines:
+            print("milliseconds per batch, medians over the rounds: preprocessing, the host's launch of the forward pass "
+                  "(from an idle device until the call returns), the forward pass; where preprocessing plus launch reaches "
+                  "the forward pass, end to end waits on the host:")
+            print(host_header)
+            print("-" * len(host_header))
+            print("\n".join(host_lines))
         print(f"peak memory of one cold encode call (tensor: PyTorch's {device} allocator; RSS: rise of VmHWM above the loaded model after a short warm-up call, "
               f"median (min-max) of {memory_runs} cold process(es) per mode):")
         print(memory_header)
