@@ -14,6 +14,8 @@ documents with ``encode_document`` semantics:
 and, in the same interleaved rounds, ``plain`` and ``fast`` split into their stages (:func:`stages`): the
 forward pass alone, on batches tokenized beforehand and already on the device, and preprocessing
 alone. On a GPU, end to end below the sum of the two shows the host tokenizing while the device works.
+``--launch`` adds the host's own share of each batch's forward pass (from an idle device until the call returns):
+where preprocessing plus launch reaches the forward pass, end to end waits on the host.
 
 What is measured:
 
