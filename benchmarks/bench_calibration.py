@@ -14,8 +14,10 @@ documents with ``encode_document`` semantics:
 and, in the same interleaved rounds, ``plain`` and ``fast`` split into their stages (:func:`stages`): the
 forward pass alone, on batches tokenized beforehand and already on the device, and preprocessing
 alone. On a GPU, end to end below the sum of the two shows the host tokenizing while the device works.
-``--launch`` adds the host's own share of each batch's forward pass (from an idle device until the call returns):
-where preprocessing plus launch reaches the forward pass, end to end waits on the host.
+``--host`` adds the host's own share of each batch's forward pass (from an idle device until the call returns):
+where preprocessing plus launch reaches the forward pass, end to end waits on the host; and ``wrapped``, the
+calibrated model's class with calibration off, which splits what ``fast`` adds into the wrapper's part (its
+truncation count) and calibration's.
 
 What is measured:
 
@@ -212,9 +214,11 @@ def _synchronize(device: str) -> None:
 
 
 def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, references: bool,
-             launch: bool = False) -> dict:
+             host: bool = False) -> dict:
     """The four ways to encode the case's documents (or the ``texts`` given), on one loaded model, and their stages
-    (:func:`stages`; ``launch``: with the host's launch of the forward pass)."""
+    (:func:`stages`). ``host``: also the host's launch of the forward pass, and ``wrapped``: the calibrated model's
+    class with calibration off (its input checks and truncation count, no calibration), which splits what ``fast``
+    adds to ``plain`` into the wrapper's part and calibration's."""
     from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
     from mteb_fairpos.attention import mean_kernel
     from mteb_fairpos.reference import reference_embeddings
@@ -231,6 +235,10 @@ def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, r
         with mean_kernel("grouped"):
             return fair.encode_document(texts, batch_size=case.batch_size, convert_to_tensor=True)
 
+    def wrapped(texts=texts):
+        with fair.calibration_disabled():
+            return fair.encode_document(texts, batch_size=case.batch_size, convert_to_tensor=True)
+
     def tiled(texts=texts):
         with mean_kernel("tiled"):
             return fair.encode_document(texts, batch_size=case.batch_size, convert_to_tensor=True)
@@ -239,7 +247,9 @@ def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, r
         return reference_embeddings(fair, texts, config, batch_size=case.batch_size)
 
     tokens = int(model.preprocess(texts[:1])["attention_mask"].sum())
-    runs = {"plain": plain, "fast": fast, "tokens": tokens, **stages(model, fair, texts, case.batch_size, device, launch)}
+    runs = {"plain": plain, "fast": fast, "tokens": tokens, **stages(model, fair, texts, case.batch_size, device, host)}
+    if host:
+        runs["wrapped"] = wrapped
     if times_tiled(case, device):
         runs["tiled"] = tiled
     if case.reference or references:
@@ -359,7 +369,7 @@ def _tensor_peak_mb(profiler) -> float:
 
 
 def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: str, dtype: str, references: bool,
-                  same_process: bool, launch: bool, out: str) -> None:
+                  same_process: bool, host: bool, out: str) -> None:
     """Throughput: a warm-up round (short inputs only), then ``reps`` rounds; every round runs the timed
     modes in a rotated order, so load from other processes on the machine hits all modes alike. With
     ``same_process``, then one more call per mode for its peak tensor memory and its embeddings."""
@@ -368,8 +378,8 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: st
     from torch.profiler import ProfilerActivity, profile
 
     warnings.simplefilter("ignore")
-    runs = encoders(case, count, random_dir, device, dtype, references, launch)
-    modes = [m for m in ("plain", "fast", "tiled", *STAGES) if m in runs] + (
+    runs = encoders(case, count, random_dir, device, dtype, references, host)
+    modes = [m for m in ("plain", "fast", "tiled", "wrapped", *STAGES) if m in runs] + (
         ["reference"] if case.tokens <= 2048 and "reference" in runs else [])
     times: dict[str, list[float]] = {mode: [] for mode in modes}
     with torch.inference_mode():
@@ -463,7 +473,7 @@ def _round_median(times: dict[str, list[float]], mode: str, base: str = "plain")
 
 
 def per_batch_ms(times: dict[str, list[float]], batches: int) -> dict[str, dict[str, float]]:
-    """Median milliseconds per batch of each stage timed (forward, preprocess, and with ``--launch`` launch), plain and fast."""
+    """Median milliseconds per batch of each stage timed (forward, preprocess, and with ``--host`` launch), plain and fast."""
     return {stage: {side: 1e3 * statistics.median(times[f"{side} {stage}"]) / batches for side in ("plain", "fast")}
             for stage in ("forward", "preprocess", "launch") if f"plain {stage}" in times}
 
@@ -536,9 +546,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="at least this many batches per call: a case's documents are raised to this many batch sizes "
                              "where fewer (nothing overlaps the first batch's tokenization, so a call of one or two batches "
                              "weighs it more than indexing does; default 1)")
-    parser.add_argument("--launch", action="store_true",
-                        help="also time the host's launch of each batch's forward pass, from an idle device until the call "
-                             "returns (on a GPU, with preprocessing, whether end to end waits on the host)")
+    parser.add_argument("--host", action="store_true",
+                        help="also time what the host adds: each batch's forward pass from an idle device until the call "
+                             "returns (on a GPU, with preprocessing: whether end to end waits on the host), and 'wrapped', "
+                             "the calibrated model's class with calibration off (its truncation count, no calibration)")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--kernel-configs", metavar="KERNELS_JSON",
                         help="the fused kernel's launch settings picked by bench_kernels.py --tune (its --json), ahead of "
@@ -559,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         case, task = by_name[args.worker[0]], args.worker[1]
         if task == "timing":
             timing_worker(case, args.documents, args.reps, args.gte_dir, device, args.dtype, args.all_references,
-                          args.same_process, args.launch, args.out)
+                          args.same_process, args.host, args.out)
         else:
             measure, mode = task.split(":", 1)
             memory_worker(case, mode, measure, args.documents, args.gte_dir, device, args.dtype, args.all_references, args.out)
@@ -591,12 +602,13 @@ def main(argv: list[str] | None = None) -> int:
                          f"{'tiled/plain':>11} | {'RSS +MB plain':>17} {'fast':>17} | {'fast/plain':>10}")
         options = ["--dtype", args.dtype, "--scale", str(args.scale)] + [flag for flag, on in (("--same-process", args.same_process),
                                                                    ("--all-references", args.all_references),
-                                                                   ("--launch", args.launch)) if on]
+                                                                   ("--host", args.host)) if on]
         options += ["--kernel-configs", args.kernel_configs] if args.kernel_configs else []
         targets = TARGETS["cuda" if device.startswith("cuda") else "cpu"]
         stage_header = (f"{'case':<16} | {'end to end':>20} | {'forward alone':>20} | {'preprocessing alone':>20} | "
                         f"{'e2e rounds':>10} | {'plain s: e2e':>12} {'forward':>8} {'preproc':>8}")
-        host_header = f"{'case':<16} | " + " | ".join(f"{stage + ' plain':>16} {'fast':>8}" for stage in ("preprocess", "launch", "forward"))
+        host_header = (f"{'case':<16} | " + " | ".join(f"{stage + ' plain':>16} {'fast':>8}" for stage in ("preprocess", "launch", "forward"))
+                       + f" | {'wrapped/plain':>14} {'fast/wrapped':>12}")
         speed_lines, memory_lines, stage_lines, host_lines, verdicts = [], [], [], [], []
         report = {"device": where, "torch": torch.__version__, "dtype": args.dtype, "gte_layers": args.gte_layers,
                   "reps": reps, "scale": args.scale, "batches": args.batches, "targets": targets, "kernel_configs": kernel_configs, "cases": {}}
@@ -637,9 +649,13 @@ def main(argv: list[str] | None = None) -> int:
                                    f"{statistics.median(times[m]):>{w}.3f}"
                                    for m, w in (("plain", 12), ("plain forward", 8), ("plain preprocess", 8))))
             batch_ms = per_batch_ms(times, results["batches"])
+            split = {"wrapped_over_plain": _ratio(times, "wrapped")[0], "fast_over_wrapped": _ratio(times, "fast", "wrapped")[0],
+                     "wrapped_over_plain_rounds": _round_median(times, "wrapped"),
+                     "fast_over_wrapped_rounds": _round_median(times, "fast", "wrapped")} if "wrapped" in times else None
             if "launch" in batch_ms:
                 host_lines.append(f"{case.name:<16} | " + " | ".join(
-                    f"{batch_ms[stage]['plain']:>16.2f} {batch_ms[stage]['fast']:>8.2f}" for stage in ("preprocess", "launch", "forward")))
+                    f"{batch_ms[stage]['plain']:>16.2f} {batch_ms[stage]['fast']:>8.2f}" for stage in ("preprocess", "launch", "forward"))
+                    + (" | {wrapped_over_plain:>14.3f} {fast_over_wrapped:>12.3f}".format(**split) if split else ""))
             mem = fast["tensor_mb"] / max(plain["tensor_mb"], 1e-9)
             mem_tiled = tiled["tensor_mb"] / max(plain["tensor_mb"], 1e-9) if tiled else float("nan")
             if args.same_process:  # RSS says nothing of GPU memory
@@ -661,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tiled_over_plain": dict(zip(("median", "min", "max"), tiled_ratio)) if tiled else None,
                 "stages_fast_over_plain": {name: {**dict(zip(("median", "min", "max"), r)), "round_median": paired[name]}
                                            for name, r in stage.items()},
-                "batches": results["batches"], "per_batch_ms": batch_ms,
+                "batches": results["batches"], "per_batch_ms": batch_ms, "wrapped": split,
                 "reference_over_fast": (statistics.median(times["reference"]) / statistics.median(times["fast"])
                                         if "reference" in times else None),
                 "tensor_mb": {m: results[m]["tensor_mb"] for m in MODES if m in results},
@@ -685,7 +701,9 @@ def main(argv: list[str] | None = None) -> int:
         if host_lines:
             print("milliseconds per batch, medians over the rounds: preprocessing, the host's launch of the forward pass "
                   "(from an idle device until the call returns), the forward pass; where preprocessing plus launch reaches "
-                  "the forward pass, end to end waits on the host:")
+                  "the forward pass, end to end waits on the host. Then end to end, the calibrated model's class with "
+                  "calibration off ('wrapped': its truncation count, no calibration) over plain, and fast over it "
+                  "(calibration alone), ratios of medians:")
             print(host_header)
             print("-" * len(host_header))
             print("\n".join(host_lines))

@@ -125,12 +125,17 @@ def calibration(path: Path) -> list[str]:
                      "tensor MB plain / fast", "max abs fast-ref", "targets met"], rows)
     # where preprocessing plus the host's launch of a batch reaches the device's forward pass, end to end waits on the host
     hosts = [[name, *(f"{case['per_batch_ms'][stage][side]:.2f}" for stage in ("preprocess", "launch", "forward")
-                      for side in ("plain", "fast"))]
+                      for side in ("plain", "fast")),
+              *(f"{case['wrapped'][r]:.3f} ({case['wrapped'][r + '_rounds']:.3f})" if case.get("wrapped") else "-"
+                for r in ("wrapped_over_plain", "fast_over_wrapped"))]
              for name, case in data["cases"].items() if "launch" in case.get("per_batch_ms", {})]
     if hosts:
         lines += ["", "Milliseconds per batch (medians over the rounds): preprocessing, the host's launch of the forward pass "
-                  "(from an idle device until the call returns), the forward pass", ""]
-        lines += _table(["case", "preprocess plain", "fast", "launch plain", "fast", "forward plain", "fast"], hosts)
+                  "(from an idle device until the call returns), the forward pass; then end to end, the calibrated model's "
+                  "class with calibration off ('wrapped': its truncation count, no calibration) over plain, and fast over "
+                  "it (calibration alone): ratio of medians (median of round ratios)", ""]
+        lines += _table(["case", "preprocess plain", "fast", "launch plain", "fast", "forward plain", "fast",
+                         "wrapped/plain", "fast/wrapped"], hosts)
     return lines
 
 
