@@ -7,17 +7,19 @@
 # 120 + 150 s). The measurements come first, and a summary follows them, so a call cut at 10 minutes loses the end
 # of the tests (their dots stay in log.txt), not a table. The sixth H200 run took 12 + 6 + 80 + 188 s, then
 # 107 + 96 s for the tests (80 kernel tests then, 69 now): 490 s. fp32 is a step of its own (90 s), for a second
-# call. Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after
-# a fix with --steps naming what to redo.
+# call, and so is profile (90 s): device time by kernel of one forward pass, plain against calibrated (kernel_time.py).
+# Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after a fix
+# with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
 #   benchmarks/gpu/run.sh --device cpu --quick --out DIR    # the dry run here: short sizes, no install
 #   benchmarks/gpu/run.sh --steps tests,bf16                # some steps only
 #   benchmarks/gpu/run.sh --steps fp32                      # the fp32 table, in a call of its own
+#   benchmarks/gpu/run.sh --steps install,profile           # device time by kernel, in a call of its own
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16,batches
-usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16,batches[,fp32]]"
+usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16,batches[,fp32][,profile]]"
 while [ $# -gt 0 ]; do
     case $1 in
         --device) device=$2; shift 2 ;;
@@ -30,7 +32,7 @@ done
 [ -n "$out" ] || { echo "run.sh: no output folder: pass --out DIR or set OUT; $usage" >&2; exit 2; }
 for name in ${steps//,/ }; do
     case $name in
-        install|environment|tests|kernels|bf16|batches|fp32) ;;
+        install|environment|tests|kernels|bf16|batches|fp32|profile) ;;
         *) echo "run.sh: unknown step '$name' in --steps; $usage" >&2; exit 2 ;;
     esac
 done
@@ -62,6 +64,7 @@ if [ "$quick" = 1 ]; then
     calibration=(--quick --gte-layers 1 --cases gte-cls-512,gte-mean-512 --all-references)
     batches=(--quick --gte-layers 1 --cases gte-cls-512 --batches 2 --host)
     kernels=(--quick --tune)
+    profile=(--layers 1 --cases gte-cls-512)
 else
     tests_filter=$device
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
@@ -78,6 +81,8 @@ else
     batches=(--gte-layers 12 --reps 5 --scale 16 --batches 6 --host --cases qwen3-last-2048,gte-cls-2048)
     # bf16 only, tuned: fp32 and the one-basket table were measured on the H200 (docs/gpu.md)
     kernels=(--tables fused --dtypes bf16 --tune)
+    # the forward passes short of their targets in the sixth run (gte-cls-512 0.9699, gte-mean-8192 0.927) and qwen3
+    profile=(--scale 16 --cases gte-cls-512,qwen3-last-2048,gte-mean-8192)
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
 batches+=(--same-process)
@@ -99,6 +104,8 @@ for dtype in bf16 fp32; do
 done
 wanted batches && step batches 100 \
     "$python" benchmarks/bench_calibration.py --device "$device" --dtype bf16 "${batches[@]}" --json "$out/calibration-bf16-batches.json"
+# device time by kernel of one forward pass, plain against calibrated (its lines are in log.txt)
+wanted profile && step profile 90 "$python" benchmarks/gpu/kernel_time.py --device "$device" "${profile[@]}"
 "$python" benchmarks/gpu/summarize.py "$out"  # a summary of the tables, should the call be cut during the tests
 wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
     tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py

@@ -195,3 +195,27 @@ def test_the_gpu_runs_wait_counter_names_each_waits_line_and_ignores_other_warni
     assert len(places) == 1 and sum(places.values()) == 2, places
     (place,) = places
     assert f"test_forward_cost.py:{wait.__code__.co_firstlineno + 1} wait (thread MainThread)" in place, place
+
+
+def test_kernel_time_groups_what_a_pass_ran_by_name():
+    """``benchmarks/gpu/kernel_time.py`` groups what one call ran by name, with its own time (on a CPU, the ATen
+    operations; a GPU's kernels are grouped alike), and lists the calibrated pass's differences largest first."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
+    from kernel_time import device_time, differences
+
+    a = torch.randn(64, 64)
+
+    def plain() -> None:
+        a @ a
+
+    def calibrated() -> None:
+        a @ a
+        a @ a
+        a + a
+
+    found = device_time(calibrated, "cpu")
+    assert found["aten::mm"][1] == 2 and found["aten::add"][1] == 1 and found["aten::mm"][0] > 0
+    rows = {name: (extra, more) for name, extra, more in differences(device_time(plain, "cpu"), found)}
+    assert rows["aten::mm"][1] == 1 and rows["aten::add"] == (found["aten::add"][0], 1)
+    extras = [abs(extra) for _, extra, _ in differences(device_time(plain, "cpu"), found)]
+    assert extras == sorted(extras, reverse=True)

@@ -1,0 +1,95 @@
+"""Device time by kernel of one forward pass, plain against calibrated: where a calibrated pass spends its extra time.
+
+For each case, one batch of the case's size (times ``--scale``), tokenized beforehand and on the device (the forward
+pass alone of ``bench_calibration.py``): a warm-up pass each way, then one pass each under ``torch.profiler``. On a
+GPU the kernels (and copies) are grouped by name with their device time; on a CPU the ATen operations with their own
+CPU time. Printed per case: the total and the number of kernels, plain and calibrated, then the names whose time
+differs most. Where the forward-pass ratio of ``bench_calibration.py`` falls short, this says which kernels hold
+the difference (the calibrated kernel itself, the layout's small kernels, or a plain kernel that ran otherwise).
+
+    python benchmarks/gpu/kernel_time.py --device cuda --cases gte-cls-512,gte-mean-8192 --scale 16
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_calibration import CASES, _at_least_one, build_random, encoders  # noqa: E402
+
+
+def device_time(run: Callable[[], object], device: str) -> dict[str, tuple[float, int]]:
+    """Name -> (microseconds, count) of what one call of ``run`` ran: its CUDA kernels and copies with their device
+    time, or on a CPU its ATen operations with their own CPU time (an operation's time without those it calls)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    on_cuda = device.startswith("cuda")
+    with profile(activities=[ProfilerActivity.CUDA if on_cuda else ProfilerActivity.CPU]) as profiler:
+        run()
+        if on_cuda:
+            torch.cuda.synchronize(device)
+    found: dict[str, tuple[float, int]] = {}
+    for event in profiler.key_averages():
+        if on_cuda and event.device_type == torch.autograd.DeviceType.CUDA:
+            found[event.key] = (event.self_device_time_total, event.count)
+        elif not on_cuda and event.key.startswith("aten::"):
+            found[event.key] = (event.self_cpu_time_total, event.count)
+    return found
+
+
+def differences(plain: dict[str, tuple[float, int]], fast: dict[str, tuple[float, int]]) -> list[tuple[str, float, int]]:
+    """(name, calibrated minus plain microseconds, calibrated minus plain count), the largest time first."""
+    names = set(plain) | set(fast)
+    rows = [(name, fast.get(name, (0.0, 0))[0] - plain.get(name, (0.0, 0))[0],
+             fast.get(name, (0.0, 0))[1] - plain.get(name, (0.0, 0))[1]) for name in names]
+    return sorted(rows, key=lambda row: -abs(row[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
+    parser.add_argument("--cases", default="gte-cls-512,qwen3-last-2048,gte-mean-8192")
+    parser.add_argument("--layers", type=int, default=12, help="layers of the random models (default 12)")
+    parser.add_argument("--scale", type=_at_least_one, default=1, help="batch size times this, as bench_calibration.py's")
+    parser.add_argument("--top", type=_at_least_one, default=12, help="kernel names listed per case (default 12)")
+    parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"))
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    from mteb_fairpos.offline import minilm_path
+
+    chosen = {c.name: replace(c, batch_size=c.batch_size * args.scale) for c in CASES}
+    unknown = [name for name in args.cases.split(",") if name not in chosen]
+    if unknown:
+        parser.error(f"--cases: unknown case(s) {unknown}; known: {sorted(chosen)}")
+    unit, things = ("device", "kernels") if args.device.startswith("cuda") else ("CPU (own time)", "operations")
+    with tempfile.TemporaryDirectory() as scratch:
+        build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
+        for name in args.cases.split(","):
+            case = chosen[name]
+            runs = encoders(case, case.batch_size, scratch, args.device, args.dtype, references=False)
+            timed = {}
+            for mode in ("plain forward", "fast forward"):
+                runs[mode]()  # warm-up: first-use checks and compilation are not what a pass costs
+                timed[mode] = device_time(runs[mode], args.device)
+            (plain, fast) = timed.values()
+            total = {mode: sum(t for t, _ in found.values()) for mode, found in timed.items()}
+            counts = {mode: sum(c for _, c in found.values()) for mode, found in timed.items()}
+            print(f"{name}, one batch of {case.batch_size}, {unit} time: plain {total['plain forward'] / 1e3:.3f} ms in "
+                  f"{counts['plain forward']} {things}, calibrated {total['fast forward'] / 1e3:.3f} ms in "
+                  f"{counts['fast forward']} (plain/calibrated {total['plain forward'] / total['fast forward']:.3f})")
+            for kernel, extra, more in differences(plain, fast)[:args.top]:
+                print(f"    {extra / 1e3:+9.3f} ms {more:+6d}  {kernel[:140]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
