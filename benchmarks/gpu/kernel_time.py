@@ -12,7 +12,6 @@ the difference (the calibrated kernel itself, the layout's small kernels, or a p
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import sys
 import tempfile
