@@ -134,6 +134,16 @@ CASES = [
 ]
 
 
+def cases_named(names: str, scale: int = 1) -> list[Case]:
+    """The cases a comma-separated ``--cases`` value names, their batch sizes times ``scale`` (the GPU scripts beside
+    this one); a ValueError names the unknown ones."""
+    known = {case.name: replace(case, batch_size=case.batch_size * scale) for case in CASES}
+    unknown = [name for name in names.split(",") if name not in known]
+    if unknown:
+        raise ValueError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[name] for name in names.split(",")]
+
+
 # ------------------------------------------------------------------------------ memory
 WARM_UP_WORDS = 640
 """Words in the RSS measure's warm-up document: up to five baskets of 128 (as many as the case's
@@ -215,7 +225,7 @@ def _synchronize(device: str) -> None:
 
 def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, references: bool,
              host: bool = False) -> dict:
-    """The four ways to encode the case's documents (or the ``texts`` given), on one loaded model, and their stages
+    """The ways to encode the case's documents (or the ``texts`` given), on one loaded model, and their stages
     (:func:`stages`). ``host``: also the host's launch of the forward pass, and ``wrapped``: the calibrated model's
     class with calibration off (its input checks and truncation count, no calibration), which splits what ``fast``
     adds to ``plain`` into the wrapper's part and calibration's."""
@@ -263,16 +273,17 @@ def times_tiled(case: Case, device: str) -> bool:
     return case.tokens <= 512 or not device.startswith("cuda")
 
 
-def stages(model, fair, texts: list[str], batch_size: int, device: str, launch: bool = False) -> dict:
+def stages(model, fair, texts: list[str], batch_size: int, device: str, host: bool = False) -> dict:
     """The two stages of ``plain`` and ``fast`` on their own: preprocessing alone (tokenizing the batches on the
     host) and the forward pass alone (the model on batches tokenized beforehand and already on the device).
     Where the host overlaps tokenization with the device's work, end to end takes less than their sum; a
     host read inside the forward pass ends that overlap.
 
-    With ``launch`` also the host's own share of the forward pass (:data:`HOST_TIMED`): each batch's pass from an idle
-    device until the call returns, the device's work left running (on a CPU the host computes the pass: all of it).
-    Where preprocessing plus launching a batch takes as long as the device computes it, end to end waits on the
-    host, and every millisecond the host spends per batch counts in full."""
+    With ``host`` also the host's own share of the forward pass (:data:`HOST_TIMED`): each batch's pass from an idle
+    device until the call returns, the device's work left running (on a CPU the host computes the pass: all of it;
+    on a GPU a pass that reads a device value, or fills CUDA's launch queue, waits for the device inside it, and that
+    wait counts too). Where preprocessing plus launching a batch takes as long as the device computes it, end to end
+    waits on the host, and every millisecond the host spends per batch counts in full."""
     batches = [texts[start:start + batch_size] for start in range(0, len(texts), batch_size)]
 
     def on_device(features: dict) -> dict:
@@ -283,20 +294,20 @@ def stages(model, fair, texts: list[str], batch_size: int, device: str, launch: 
             return [transformer.forward(dict(batch), **kwargs)["sentence_embedding"] for batch in features][-1]
         return run
 
-    # as encode_document tokenizes: the calibrated model's features carry the layout's host values and the batch's
-    # truncation count, which its forward pass takes (the count runs once the pass is launched)
     def launched(transformer, features: list[dict], **kwargs):
         def run() -> float:
-            host = 0.0
+            seconds = 0.0
             for batch in features:
                 _synchronize(device)
                 start = time.perf_counter()
                 transformer.forward(dict(batch), **kwargs)
-                host += time.perf_counter() - start
+                seconds += time.perf_counter() - start
             _synchronize(device)
-            return host
+            return seconds
         return run
 
+    # as encode_document tokenizes: the calibrated model's features carry the layout's host values and the batch's
+    # truncation count, which its forward pass takes (the count runs once the pass is launched)
     plain_features = [on_device(model.preprocess(batch, task="document")) for batch in batches]
     fair_features = [on_device(fair.preprocess(batch, task="document")) for batch in batches]
     runs = {"plain forward": forward(model, plain_features, task="document"),
@@ -304,7 +315,7 @@ def stages(model, fair, texts: list[str], batch_size: int, device: str, launch: 
             "plain preprocess": lambda: [model.preprocess(batch, task="document") for batch in batches],
             "fast preprocess": lambda: [fair.preprocess(batch, task="document") for batch in batches],
             "batches": len(batches)}
-    if launch:
+    if host:
         runs.update({"plain launch": launched(model, plain_features, task="document"),
                      "fast launch": launched(fair, fair_features, task="document")})
     return runs
@@ -390,9 +401,9 @@ def timing_worker(case: Case, count: int, reps: int, random_dir: str, device: st
             shift = round_ % len(modes)
             for mode in modes[shift:] + modes[:shift]:
                 start = time.perf_counter()
-                host = runs[mode]()
+                returned = runs[mode]()
                 _synchronize(device)
-                times[mode].append(host if mode in HOST_TIMED else time.perf_counter() - start)
+                times[mode].append(returned if mode in HOST_TIMED else time.perf_counter() - start)
         memory = {}
         for mode in [m for m in MODES if m in runs] if same_process else ():
             on_cuda = device.startswith("cuda")
@@ -454,7 +465,7 @@ def run_case(case: Case, count: int, reps: int, memory_runs: int, random_dir: st
         with open(out + ".json") as handle:
             timed = json.load(handle)
         result["times"] = timed["times"]
-        result["batches"] = timed["batches"]
+        result["batches_per_call"] = timed["batches"]
         for mode, measured in timed["memory"].items():
             result[mode] = {**measured, "embeddings": np.load(f"{out}-{mode}.npy")}
     return result
@@ -462,14 +473,19 @@ def run_case(case: Case, count: int, reps: int, memory_runs: int, random_dir: st
 
 def _ratio(times: dict[str, list[float]], mode: str, base: str = "plain") -> tuple[float, float, float]:
     """Throughput of ``mode`` over ``base``: ratio of medians, and the min and max of the per-round ratios."""
-    per_round = [p / m for p, m in zip(times[base], times[mode])]
+    per_round = _per_round(times, mode, base)
     return statistics.median(times[base]) / statistics.median(times[mode]), min(per_round), max(per_round)
+
+
+def _per_round(times: dict[str, list[float]], mode: str, base: str = "plain") -> list[float]:
+    """Each round's time of ``base`` over ``mode``'s (every round runs every mode)."""
+    return [p / m for p, m in zip(times[base], times[mode])]
 
 
 def _round_median(times: dict[str, list[float]], mode: str, base: str = "plain") -> float:
     """The median of the per-round ratios of ``base`` over ``mode``: the rounds are paired (each runs every mode),
     so this one is not moved by a round that was slow for every mode, as the ratio of medians can be."""
-    return statistics.median(p / m for p, m in zip(times[base], times[mode]))
+    return statistics.median(_per_round(times, mode, base))
 
 
 def per_batch_ms(times: dict[str, list[float]], batches: int) -> dict[str, dict[str, float]]:
@@ -648,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
                                + f" | {paired['end_to_end']:>10.3f} | " + " ".join(
                                    f"{statistics.median(times[m]):>{w}.3f}"
                                    for m, w in (("plain", 12), ("plain forward", 8), ("plain preprocess", 8))))
-            batch_ms = per_batch_ms(times, results["batches"])
+            batch_ms = per_batch_ms(times, results["batches_per_call"])
             split = {"wrapped_over_plain": _ratio(times, "wrapped")[0], "fast_over_wrapped": _ratio(times, "fast", "wrapped")[0],
                      "wrapped_over_plain_rounds": _round_median(times, "wrapped"),
                      "fast_over_wrapped_rounds": _round_median(times, "fast", "wrapped")} if "wrapped" in times else None
@@ -677,7 +693,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tiled_over_plain": dict(zip(("median", "min", "max"), tiled_ratio)) if tiled else None,
                 "stages_fast_over_plain": {name: {**dict(zip(("median", "min", "max"), r)), "round_median": paired[name]}
                                            for name, r in stage.items()},
-                "batches": results["batches"], "per_batch_ms": batch_ms, "wrapped": split,
+                "batches_per_call": results["batches_per_call"], "per_batch_ms": batch_ms, "wrapped": split,
                 "reference_over_fast": (statistics.median(times["reference"]) / statistics.median(times["fast"])
                                         if "reference" in times else None),
                 "tensor_mb": {m: results[m]["tensor_mb"] for m in MODES if m in results},

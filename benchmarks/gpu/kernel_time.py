@@ -17,11 +17,10 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_calibration import CASES, _at_least_one, build_random, encoders  # noqa: E402
+from bench_calibration import _at_least_one, build_random, cases_named, encoders  # noqa: E402
 
 
 def device_time(run: Callable[[], object], device: str) -> dict[str, tuple[float, int]]:
@@ -65,15 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     from mteb_fairpos.offline import minilm_path
 
-    chosen = {c.name: replace(c, batch_size=c.batch_size * args.scale) for c in CASES}
-    unknown = [name for name in args.cases.split(",") if name not in chosen]
-    if unknown:
-        parser.error(f"--cases: unknown case(s) {unknown}; known: {sorted(chosen)}")
-    unit, things = ("device", "kernels") if args.device.startswith("cuda") else ("CPU (own time)", "operations")
+    try:
+        cases = cases_named(args.cases, args.scale)
+    except ValueError as err:
+        parser.error(f"--cases: {err}")
+    measured = "device time" if args.device.startswith("cuda") else "CPU time (operations' own)"
+    things = "kernels" if args.device.startswith("cuda") else "operations"
     with tempfile.TemporaryDirectory() as scratch:
         build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
-        for name in args.cases.split(","):
-            case = chosen[name]
+        for case in cases:
             runs = encoders(case, case.batch_size, scratch, args.device, args.dtype, references=False)
             timed = {}
             for mode in ("plain forward", "fast forward"):
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             (plain, fast) = timed.values()
             total = {mode: sum(t for t, _ in found.values()) for mode, found in timed.items()}
             counts = {mode: sum(c for _, c in found.values()) for mode, found in timed.items()}
-            print(f"{name}, one batch of {case.batch_size}, {unit} time: plain {total['plain forward'] / 1e3:.3f} ms in "
+            print(f"{case.name}, one batch of {case.batch_size}, {measured}: plain {total['plain forward'] / 1e3:.3f} ms in "
                   f"{counts['plain forward']} {things}, calibrated {total['fast forward'] / 1e3:.3f} ms in "
                   f"{counts['fast forward']} (plain/calibrated {total['plain forward'] / total['fast forward']:.3f})")
             for kernel, extra, more in differences(plain, fast)[:args.top]:

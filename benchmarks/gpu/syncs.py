@@ -20,11 +20,10 @@ import threading
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_calibration import CASES, _at_least_one, build_random, encoders  # noqa: E402
+from bench_calibration import _at_least_one, build_random, cases_named, encoders  # noqa: E402
 
 TRACED = ("mteb_fairpos", "sentence_transformers", "transformers")
 """The packages whose innermost line names a wait."""
@@ -69,20 +68,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from mteb_fairpos.offline import minilm_path
 
-    chosen = {c.name: replace(c, batch_size=c.batch_size * args.scale) for c in CASES}
-    unknown = [name for name in args.cases.split(",") if name not in chosen]
-    if unknown:
-        parser.error(f"--cases: unknown case(s) {unknown}; known: {sorted(chosen)}")
+    try:
+        cases = cases_named(args.cases, args.scale)
+    except ValueError as err:
+        parser.error(f"--cases: {err}")
     with tempfile.TemporaryDirectory() as scratch:
         build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
-        for name in args.cases.split(","):
-            case = chosen[name]
+        for case in cases:
             runs = encoders(case, args.documents * args.scale, scratch, args.device, args.dtype, references=False)
             for mode in ("plain", "fast"):
                 runs[mode]()  # warm-up: first-use checks and compilation are not what a call costs
                 places = located(runs[mode], args.device)
                 batches = -(-(args.documents * args.scale) // case.batch_size)
-                print(f"{name} {mode}: {sum(places.values())} host wait(s) in one call of {batches} batch(es)")
+                print(f"{case.name} {mode}: {sum(places.values())} host wait(s) in one call of {batches} batch(es)")
                 for place, count in places.most_common():
                     print(f"    {count:4d}  {place}")
     return 0
