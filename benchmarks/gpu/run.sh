@@ -2,25 +2,25 @@
 # Run THERE, on the GPU machine, from the repository root, with benchmarks/gpu/wheels carried (prepare.sh made it
 # here). Installs the carried wheels, then: the environment, the kernel micro-benchmark with its launch settings
 # tuned, the calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the
-# tuned settings, two of its cases again with 6 batches per call, and last the CUDA tests (the compiled Triton
-# kernel's where its test file is present), each step within its own time limit (20 + 15 + 120 + 225 + 130 s, then
-# 120 + 150 s). The measurements come first, and a summary follows them, so a call cut at 10 minutes loses the end of
-# the tests (their dots stay in log.txt), not a table. The sixth H200 run took 12 + 6 + 80 + 188 s, then 107 + 96 s
-# for the tests (80 kernel tests then, 69 now): 490 s; the batches step, new since, is estimated at about 90 s, so
-# about 580 s in all (where the tests are cut, rerun them: --steps install,tests). fp32 is a step of its own (90 s),
-# for a second call, and so is profile (90 s): device time by kernel of one forward pass, plain against calibrated
-# (kernel_time.py). Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt.
-# Rerun after a fix with --steps naming what to redo.
+# tuned settings, and last the CUDA tests (the compiled Triton kernel's where its test file is present), each step
+# within its own time limit (20 + 15 + 120 + 225 s, then 120 + 150 s). The measurements come first, and a summary
+# follows them, so a call cut at 10 minutes loses the end of the tests (their dots stay in log.txt), not a table. The
+# sixth H200 run took 12 + 6 + 80 + 188 s, then 107 + 96 s for the tests (80 kernel tests then, 69 now): 490 s, within
+# the 9 minutes one call may take. Three steps are for a second call: batches (130 s, about 90 estimated): two cases
+# again with 6 batches per call, the host's launch of each batch and the calibrated class with calibration off
+# (--host); profile (90 s): device time by kernel of one forward pass, plain against calibrated (kernel_time.py); fp32
+# (90 s). Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after
+# a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
 #   benchmarks/gpu/run.sh --device cpu --quick --out DIR    # the dry run here: short sizes, no install
 #   benchmarks/gpu/run.sh --steps tests,bf16                # some steps only
 #   benchmarks/gpu/run.sh --steps fp32                      # the fp32 table, in a call of its own
-#   benchmarks/gpu/run.sh --steps install,profile           # device time by kernel, in a call of its own
+#   benchmarks/gpu/run.sh --steps install,batches,profile   # where the host's and the kernels' time goes: a second call
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16,batches
-usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16,batches[,fp32][,profile]]"
+device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16
+usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16[,batches][,fp32][,profile]]"
 while [ $# -gt 0 ]; do
     case $1 in
         --device) device=$2; shift 2 ;;
