@@ -69,7 +69,8 @@ def fused_kernel(data: dict) -> list[str]:
             ratios.append(f"{pick['vs_sdpa']:.2f} x SDPA")
         if "plain_triton_vs_sdpa" in pick:
             ratios.append(f"the plain Triton loop under it {pick['plain_triton_vs_sdpa']:.2f} x SDPA")
-        lines.append(f"- fastest launch setting, {pick['dtype']} mean rows, head size {pick['largest']} ({pick['case']}): "
+        shape = f" ({pick['case']})" if "case" in pick else ""  # files of the first tuned run do not name it
+        lines.append(f"- fastest launch setting, {pick['dtype']} mean rows, head size {pick['largest']}{shape}: "
                      f"{pick['config']} ({'; '.join(ratios)})")
     for row in [r for r in data.get("across", []) if "vs_default" in r]:  # the same setting at the other lengths
         sdpa = f"; {row['ms'] / row['sdpa_ms']:.2f} x SDPA" if "sdpa_ms" in row else ""
