@@ -80,6 +80,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -134,14 +135,33 @@ CASES = [
 ]
 
 
-def cases_named(names: str, scale: int = 1) -> list[Case]:
-    """The cases a comma-separated ``--cases`` value names, their batch sizes times ``scale`` (the GPU scripts beside
-    this one); a ValueError names the unknown ones."""
-    known = {case.name: replace(case, batch_size=case.batch_size * scale) for case in CASES}
-    unknown = [name for name in names.split(",") if name not in known]
+def diagnostic_parser(description: str, cases: str) -> argparse.ArgumentParser:
+    """The options the GPU diagnostics beside this script share (``benchmarks/gpu/syncs.py``, ``kernel_time.py``):
+    device, dtype, cases (default ``cases``), layers of the random models, their tokenizer, and ``--scale``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
+    parser.add_argument("--cases", default=cases)
+    parser.add_argument("--layers", type=int, default=12, help="layers of the random models (default 12)")
+    parser.add_argument("--scale", type=_at_least_one, default=1,
+                        help="batch size times this, as bench_calibration.py's (default 1)")
+    parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"))
+    return parser
+
+
+@contextlib.contextmanager
+def diagnostic_cases(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Iterator[tuple[list[Case], str]]:
+    """The cases ``args.cases`` names (batch sizes times ``args.scale``; an unknown name is the parser's error), and a
+    scratch folder holding the random models they load, for the duration of the block."""
+    from mteb_fairpos.offline import minilm_path
+
+    known = {case.name: replace(case, batch_size=case.batch_size * args.scale) for case in CASES}
+    unknown = [name for name in args.cases.split(",") if name not in known]
     if unknown:
-        raise ValueError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    return [known[name] for name in names.split(",")]
+        parser.error(f"--cases: unknown case(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    with tempfile.TemporaryDirectory(prefix="fairpos-diagnostic-") as scratch:
+        build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
+        yield [known[name] for name in args.cases.split(",")], scratch
 
 
 # ------------------------------------------------------------------------------ memory

@@ -11,16 +11,13 @@ the difference (the calibrated kernel itself, the layout's small kernels, or a p
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_calibration import _at_least_one, build_random, cases_named, encoders  # noqa: E402
+from bench_calibration import _at_least_one, diagnostic_cases, diagnostic_parser, encoders  # noqa: E402
 
 
 def device_time(run: Callable[[], object], device: str) -> dict[str, tuple[float, int]]:
@@ -52,26 +49,13 @@ def differences(plain: dict[str, tuple[float, int]], fast: dict[str, tuple[float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
-    parser.add_argument("--cases", default="gte-cls-512,qwen3-last-2048,gte-mean-8192")
-    parser.add_argument("--layers", type=int, default=12, help="layers of the random models (default 12)")
-    parser.add_argument("--scale", type=_at_least_one, default=1, help="batch size times this, as bench_calibration.py's")
+    parser = diagnostic_parser(__doc__.split("\n\n")[0], "gte-cls-512,qwen3-last-2048,gte-mean-8192")
     parser.add_argument("--top", type=_at_least_one, default=12, help="kernel names listed per case (default 12)")
-    parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"))
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
-    from mteb_fairpos.offline import minilm_path
-
-    try:
-        cases = cases_named(args.cases, args.scale)
-    except ValueError as err:
-        parser.error(f"--cases: {err}")
     measured = "device time" if args.device.startswith("cuda") else "CPU time (operations' own)"
     things = "kernels" if args.device.startswith("cuda") else "operations"
-    with tempfile.TemporaryDirectory() as scratch:
-        build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
+    with diagnostic_cases(parser, args) as (cases, scratch):
         for case in cases:
             runs = encoders(case, case.batch_size, scratch, args.device, args.dtype, references=False)
             timed = {}

@@ -11,11 +11,8 @@ forward-pass ratio does not. CUDA only: on a CPU nothing is checked and the coun
 """
 from __future__ import annotations
 
-import argparse
 import collections
-import os
 import sys
-import tempfile
 import threading
 import traceback
 import warnings
@@ -23,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_calibration import _at_least_one, build_random, cases_named, encoders  # noqa: E402
+from bench_calibration import _at_least_one, diagnostic_cases, diagnostic_parser, encoders  # noqa: E402
 
 TRACED = ("mteb_fairpos", "sentence_transformers", "transformers")
 """The packages whose innermost line names a wait."""
@@ -57,23 +54,10 @@ def located(run: Callable[[], object], device: str) -> collections.Counter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp32"))
-    parser.add_argument("--cases", default="qwen3-last-2048,gte-cls-8192,gte-mean-2048")
-    parser.add_argument("--layers", type=int, default=12, help="layers of the random models (default 12)")
-    parser.add_argument("--documents", type=_at_least_one, default=8)
-    parser.add_argument("--scale", type=_at_least_one, default=1, help="documents and batch size times this, as bench_calibration.py's")
-    parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"))
+    parser = diagnostic_parser(__doc__.split("\n\n")[0], "qwen3-last-2048,gte-cls-8192,gte-mean-2048")
+    parser.add_argument("--documents", type=_at_least_one, default=8, help="documents per call, times --scale (default 8)")
     args = parser.parse_args(argv)
-    from mteb_fairpos.offline import minilm_path
-
-    try:
-        cases = cases_named(args.cases, args.scale)
-    except ValueError as err:
-        parser.error(f"--cases: {err}")
-    with tempfile.TemporaryDirectory() as scratch:
-        build_random(Path(scratch), args.layers, args.tokenizer or minilm_path())
+    with diagnostic_cases(parser, args) as (cases, scratch):
         for case in cases:
             runs = encoders(case, args.documents * args.scale, scratch, args.device, args.dtype, references=False)
             for mode in ("plain", "fast"):
