@@ -2,8 +2,9 @@
 
 Triton compiles a kernel to a GPU binary without a GPU: its wheel brings ``ptxas``. So every kernel the package
 can launch (each launch config of :data:`~mteb_fairpos.triton_attention.CONFIGS`, with the compile-time arguments
-``fused_calibrated_attention`` passes) is built here for Hopper (sm_90: H100, H200) and Ampere (sm_80: A100), and
-``ptxas -v`` reports its registers and spills. The interpreter tests check what the kernel computes; this checks
+``fused_calibrated_attention`` passes) is built here for Hopper (sm_90: H100, H200) and Ampere (sm_80: A100), the
+common half-precision calls also for Ada (sm_89: L4, L40S, RTX 4090) and Blackwell (sm_100: B200; sm_120: RTX 50
+series), and ``ptxas -v`` reports its registers and spills. The interpreter tests check what the kernel computes; this checks
 that the compiler takes it, and that it fits the GPU's shared memory. Run without ``TRITON_INTERPRET`` (under the
 interpreter ``triton.jit`` gives no compilable function). ``tests/core/test_kernel_build.py`` runs it in CI;
 ``kernel_loop.py`` beside it reads the built loop's instructions::
@@ -43,10 +44,16 @@ SHORT_BASKET = 16
 """A basket within every config's key block: the kernel's other loop, one basket closed per block."""
 
 
+OTHER_ARCHS = (89, 100, 120)
+"""GPUs the launch settings were not tuned on (they take :data:`~mteb_fairpos.triton_attention.CONFIGS`' untimed entries),
+built in bf16 at gte's and Qwen3's head sizes: Ada (L4, L40S, RTX 4090), Blackwell (B200) and consumer Blackwell."""
+
+
 def builds() -> list[dict]:
     """(arch, dtype, head size, pooled, causal, basket size) of every build: all calls on Hopper, causal ones at
     Qwen3's head size, half precision with baskets that fit a key block too, and bf16 on Ampere with both; then, on
-    Hopper at gte's and Qwen3's head sizes, the settings that read blocks through tensor descriptors."""
+    Hopper at gte's and Qwen3's head sizes, the settings that read blocks through tensor descriptors; then bf16 on
+    the :data:`OTHER_ARCHS`."""
     hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal, basket=BASKET)
               for dtype in DTYPES for head in HEADS for pooled in (True, False)
               for causal in ((False, True) if head == 128 else (False,))]
@@ -56,7 +63,9 @@ def builds() -> list[dict]:
               for basket in (BASKET, SHORT_BASKET) for head in HEADS for pooled in (True, False)]
     descriptors = [dict(arch=90, dtype=torch.bfloat16, head=head, pooled=False, causal=causal, basket=basket, tma=True)
                    for head in (64, 128) for basket in (BASKET, 2 * BASKET) for causal in (False, True)]
-    return hopper + short + ampere + descriptors
+    others = [dict(arch=arch, dtype=torch.bfloat16, head=head, pooled=pooled, causal=False, basket=BASKET)
+              for arch in OTHER_ARCHS for head in (64, 128) for pooled in (True, False)]
+    return hopper + short + ampere + descriptors + others
 
 
 def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False) -> dict:

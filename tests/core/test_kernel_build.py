@@ -1,6 +1,7 @@
 """The fused kernel builds for the GPUs it is meant for, on a machine without one: every kernel the package can
 launch compiles to a Hopper (sm_90) and an Ampere (sm_80) binary, fits the GPU's shared memory, and in half precision
-keeps its registers unspilled at the supported architectures' head sizes (``benchmarks/gpu/kernel_build.py``)."""
+keeps its registers unspilled at the supported architectures' head sizes; the common bf16 calls compile for Ada and
+Blackwell too (``benchmarks/gpu/kernel_build.py``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from mteb_fairpos import triton_attention
 
 pytestmark = pytest.mark.skipif(triton_attention.triton is None, reason="triton is not installed (pip install -e '.[test]')")
 
-SHARED_LIMIT = {90: 232_448, 80: 166_912}
-"""The most shared memory one block may take (227 KB on sm_90, 163 KB on sm_80)."""
+SHARED_LIMIT = {90: 232_448, 80: 166_912, 89: 101_376, 100: 232_448, 120: 101_376}
+"""The most shared memory one block may take (227 KB on sm_90 and sm_100, 163 KB on sm_80, 99 KB on sm_89 and
+sm_120)."""
+TUNED_ARCHS = (80, 90)
+"""Where the launch settings were chosen with the spill check (the other architectures take untimed ones)."""
 
 
 def _script(name: str) -> list[dict]:
@@ -36,11 +40,13 @@ def builds() -> list[dict]:
 
 
 def test_every_kernel_the_package_launches_builds_for_hopper_and_ampere(builds):
-    assert {(b["arch"], b["dtype"]) for b in builds} == {(90, "bf16"), (90, "fp16"), (90, "fp32"), (80, "bf16")}
+    assert {(b["arch"], b["dtype"]) for b in builds} == {(90, "bf16"), (90, "fp16"), (90, "fp32"), (80, "bf16"),
+                                                          (89, "bf16"), (100, "bf16"), (120, "bf16")}
     assert {(b["head"], b["pooled"]) for b in builds} == {(h, p) for h in (32, 64, 128, 256) for p in (True, False)}
     # both loops on both architectures: one basket closed per key block where the basket fits one, else baskets
     # spanning blocks
-    assert {(b["arch"], b["one_block"]) for b in builds if b["dtype"] != "fp32"} == {(a, o) for a in (90, 80) for o in (True, False)}
+    assert {(b["arch"], b["one_block"]) for b in builds if b["dtype"] != "fp32" and b["arch"] in TUNED_ARCHS} == {
+        (a, o) for a in (90, 80) for o in (True, False)}
     assert [b for b in builds if "error" in b] == []
     assert all(0 < b["shared"] <= SHARED_LIMIT[b["arch"]] for b in builds)
 
@@ -57,8 +63,19 @@ def test_the_setting_that_reads_blocks_through_tensor_descriptors_builds_for_hop
 
 
 def test_in_half_precision_no_build_spills_registers_at_the_supported_head_sizes(builds):
-    half = [b for b in builds if b["dtype"] != "fp32" and b["head"] <= 128 and not b.get("tma")]
+    half = [b for b in builds if b["dtype"] != "fp32" and b["head"] <= 128 and not b.get("tma") and b["arch"] in TUNED_ARCHS]
     assert len(half) == 2 * (2 * 3 + 2) + 2 * 3 * 2 + 2 * 3 * 2 and [b for b in half if b["spills"]] == []
+
+
+def test_the_common_calls_build_for_ada_and_blackwell(builds):
+    """bf16 at gte's and Qwen3's head sizes, pooling rows and every row, on the GPUs people index on besides Hopper
+    and Ampere (L4, L40S, RTX 4090; B200; RTX 50 series): they compile and fit the block's shared memory (the first
+    test), and the pooling rows and head size 64 keep their registers unspilled with the untimed settings."""
+    others = [b for b in builds if b["arch"] not in TUNED_ARCHS]
+    assert {(b["arch"], b["head"], b["pooled"]) for b in others} == {
+        (a, h, p) for a in (89, 100, 120) for h in (64, 128) for p in (True, False)}
+    assert [b for b in others if "error" in b] == []
+    assert [b for b in others if b["spills"] and (b["pooled"] or b["head"] == 64)] == []
 
 
 @pytest.fixture(scope="module")
