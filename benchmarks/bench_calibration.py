@@ -288,7 +288,7 @@ def encoders(case: Case, count: int, random_dir: str, device: str, dtype: str, r
 
 
 def times_tiled(case: Case, device: str) -> bool:
-    """Whether the case times the tiled path: on a GPU only up to 512 tokens. On an H200 it ran at 0.12x plain
+    """Whether the case times the tiled path: on a GPU only up to 512 tokens. On an H200 it ran at 0.11-0.12x plain
     there and 0.03x at 2,048 tokens (docs/gpu.md); at 8,192 it alone would outlast the GPU run's step."""
     return case.tokens <= 512 or not device.startswith("cuda")
 
