@@ -7,19 +7,28 @@ for one; work after the pass is launched overlaps the device's. The documents ar
 in ``bench_calibration.py``, so every one is truncated and counted for the truncation warning; ``--fitting``
 makes a share of them 64 words shorter than the limit instead (the count costs only the truncated ones).
 
+``--loop B`` also times the host's side of ``encode``'s loop over B batches back to back, three ways: plain
+tokenization; the calibrated model's, each batch counted before the next is tokenized (as its forward pass does
+today); and counted on a helper thread while the next batch is tokenized (the tokenizer's Rust part releases the
+GIL). On 2 cores the helper thread hid nothing: the tokenizer's own threads fill them. A GPU's host has more
+(``benchmarks/gpu/run.sh --steps install,host`` runs this there).
+
     python benchmarks/bench_preprocess.py                 # 512 and 2,048 tokens, 7 interleaved rounds
     python benchmarks/bench_preprocess.py --documents 256 --rounds 11
     python benchmarks/bench_preprocess.py --documents 32 --fitting 0.5
+    python benchmarks/bench_preprocess.py --documents 32 --loop 6
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -33,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=bench._at_least_one, default=7, help="interleaved timed rounds (default 7)")
     parser.add_argument("--fitting", type=_share, default=0.0,
                         help="the share of documents within the limit, the rest longer (default 0: every one truncated)")
+    parser.add_argument("--loop", type=bench._at_least_one, default=None, metavar="B",
+                        help="also time B batches back to back: plain, counted inline, counted on a helper thread")
+    parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"),
+                        help="tokenizer folder (default: $FAIRPOS_TOKENIZER_DIR, else the offline MiniLM's)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     from sentence_transformers import SentenceTransformer
@@ -42,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     from mteb_fairpos.offline import minilm_path
 
     cases = {case.name: case for case in bench.CASES}
+    loops: list[tuple[int, dict[str, list[float]]]] = []
     with tempfile.TemporaryDirectory(prefix="fairpos-preprocess-") as scratch:
-        bench.build_random(Path(scratch), 1, minilm_path())  # tokenization needs no depth
+        bench.build_random(Path(scratch), 1, args.tokenizer or minilm_path())  # tokenization needs no depth
         plain = SentenceTransformer(str(Path(scratch) / "gte" / "cls"), device="cpu")
         print(f"{'tokens':>6} {'docs':>5} {'fitting':>7} | {'plain ms':>9} {'fair ms':>8} {'count ms':>9} | "
               f"{'plain/fair (min-max)':>22} | {'plain/(fair + count)':>22}")
@@ -71,7 +85,43 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{case.tokens:>6} {args.documents:>5} {fitting:>7} | "
                   + " ".join(f"{statistics.median(times[k]) * 1e3:>{w}.1f}" for k, w in (("plain", 9), ("fair", 8), ("count", 9)))
                   + " | " + " | ".join(f"{statistics.median(r):>8.2f} ({min(r):.2f}-{max(r):.2f})" for r in (before, host)))
+            if args.loop:
+                loops.append((case.tokens, _loop(plain, fair, texts, args.loop, args.rounds)))
+        for tokens, per_batch in loops:
+            ratios = {way: [p / t for p, t in zip(per_batch["plain"], per_batch[way])] for way in ("inline", "thread")}
+            print(f"{tokens} tokens, {args.loop} batches of {args.documents} back to back, ms per batch: "
+                  + ", ".join(f"{way} {statistics.median(values) * 1e3:.1f}" for way, values in per_batch.items())
+                  + "; plain/inline " + " | plain/thread ".join(
+                      f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" for r in ratios.values()))
     return 0
+
+
+def _loop(plain, fair, texts: list[str], batches: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds per batch of ``batches`` batches tokenized back to back, per round: ``plain``; ``inline``, the calibrated
+    model's, each batch's truncation count run before the next batch is tokenized; ``thread``, the count run on a
+    helper thread meanwhile, all of them awaited at the end (as ``encode`` would before its warning)."""
+    from mteb_fairpos.model import TRUNCATION
+
+    def run(way: str, pool: ThreadPoolExecutor) -> float:
+        start, pending = time.perf_counter(), []
+        for _ in range(batches):
+            features = (plain if way == "plain" else fair).preprocess(texts, task="document")
+            count = features.get(TRUNCATION)
+            if count is not None and way == "inline":
+                count()
+            elif count is not None and way == "thread":
+                pending.append(pool.submit(count))
+        sum(future.result() for future in pending)
+        return (time.perf_counter() - start) / batches
+
+    times: dict[str, list[float]] = {"plain": [], "inline": [], "thread": []}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for round_ in range(rounds + 1):  # the first round warms up
+            for way in list(times)[:: 1 if round_ % 2 else -1]:
+                seconds = run(way, pool)
+                if round_:
+                    times[way].append(seconds)
+    return times
 
 
 def _share(text: str) -> float:

@@ -6,21 +6,22 @@
 # within its own time limit (20 + 15 + 120 + 225 s, then 120 + 150 s). The measurements come first, and a summary
 # follows them, so a call cut at 10 minutes loses the end of the tests (their dots stay in log.txt), not a table. The
 # sixth H200 run took 12 + 6 + 80 + 188 s, then 107 + 96 s for the tests (80 kernel tests then, 69 now): 490 s, within
-# the 9 minutes one call may take. Three steps are for a second call: batches (130 s, about 90 estimated): two cases
+# the 9 minutes one call may take. Four steps are for a second call: batches (130 s, about 90 estimated): two cases
 # again with 6 batches per call, the host's launch of each batch and the calibrated class with calibration off
-# (--host); profile (90 s): device time by kernel of one forward pass, plain against calibrated (kernel_time.py); fp32
-# (90 s). Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after
+# (--host); profile (90 s): device time by kernel of one forward pass, plain against calibrated (kernel_time.py); host
+# (60 s): the host's side of encode's loop, the truncation count inline against on a helper thread, on the GPU
+# machine's cores (bench_preprocess.py --loop); fp32 (90 s). Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after
 # a fix with --steps naming what to redo.
 #
 #   benchmarks/gpu/run.sh                                   # on the GPU machine: output to $OUT
 #   benchmarks/gpu/run.sh --device cpu --quick --out DIR    # the dry run here: short sizes, no install
 #   benchmarks/gpu/run.sh --steps tests,bf16                # some steps only
 #   benchmarks/gpu/run.sh --steps fp32                      # the fp32 table, in a call of its own
-#   benchmarks/gpu/run.sh --steps install,batches,profile   # where the host's and the kernels' time goes: a second call
+#   benchmarks/gpu/run.sh --steps install,batches,profile,host   # where the host's and the kernels' time goes: a second call
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 device=cuda quick=0 out=${OUT:-} steps=install,environment,tests,kernels,bf16
-usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16[,batches][,fp32][,profile]]"
+usage="usage: run.sh [--device cuda|cpu] [--quick] [--out DIR] [--steps install,environment,tests,kernels,bf16[,batches][,fp32][,profile][,host]]"
 while [ $# -gt 0 ]; do
     case $1 in
         --device) device=$2; shift 2 ;;
@@ -33,7 +34,7 @@ done
 [ -n "$out" ] || { echo "run.sh: no output folder: pass --out DIR or set OUT; $usage" >&2; exit 2; }
 for name in ${steps//,/ }; do
     case $name in
-        install|environment|tests|kernels|bf16|batches|fp32|profile) ;;
+        install|environment|tests|kernels|bf16|batches|fp32|profile|host) ;;
         *) echo "run.sh: unknown step '$name' in --steps; $usage" >&2; exit 2 ;;
     esac
 done
@@ -66,6 +67,7 @@ if [ "$quick" = 1 ]; then
     batches=(--quick --gte-layers 1 --cases gte-cls-512 --batches 2 --host)
     kernels=(--quick --tune)
     profile=(--layers 1 --cases gte-cls-512)
+    host=(--documents 8 --rounds 2 --loop 2)
 else
     tests_filter=$device
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
@@ -84,6 +86,9 @@ else
     kernels=(--tables fused --dtypes bf16 --tune)
     # gte-cls-512 (forward 0.9699 in the sixth run, short of 0.97), gte-mean-8192 (0.927, the lowest forward ratio), qwen3
     profile=(--scale 16 --cases gte-cls-512,qwen3-last-2048,gte-mean-8192)
+    # the truncation count costs about 3 ms per batch of 32 truncated documents at 2,048 tokens on a 2-core CPU, where a
+    # helper thread hid none of it (the tokenizer's threads fill both cores); this machine's host has 16
+    host=(--documents 32 --rounds 15 --loop 6)
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
 batches+=(--same-process)
@@ -107,6 +112,8 @@ wanted batches && step batches 130 \
     "$python" benchmarks/bench_calibration.py --device "$device" --dtype bf16 "${batches[@]}" --json "$out/calibration-bf16-batches.json"
 # device time by kernel of one forward pass, plain against calibrated (its lines are in log.txt)
 wanted profile && step profile 90 "$python" benchmarks/gpu/kernel_time.py --device "$device" "${profile[@]}"
+# the host's side of encode's loop, plain against the truncation count inline and on a helper thread (lines in log.txt)
+wanted host && step host 60 "$python" benchmarks/bench_preprocess.py "${host[@]}"
 "$python" benchmarks/gpu/summarize.py "$out"  # a summary of the tables, should the call be cut during the tests
 wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \
     tests/core/test_equivalence.py tests/core/test_fused_mean.py tests/core/test_row_math.py
