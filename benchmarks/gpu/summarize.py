@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_calibration import _round_median  # noqa: E402  (the median of the per-round ratios, as the benchmark takes it)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -93,19 +95,12 @@ def kernels(path: Path) -> list[str]:
     return lines + [f"- {name} set aside: {reason}" for name, reason in why.items()]
 
 
-def _round_median(case: dict) -> float:
-    """The median of the per-round plain/fast time ratios (files from before bench_calibration.py wrote it keep the
-    rounds' seconds, from which it is the same)."""
-    seconds = case["seconds"]
-    return statistics.median(p / f for p, f in zip(seconds["plain"], seconds["fast"]))
-
-
 def calibration(path: Path) -> list[str]:
     data = json.loads(path.read_text())
     lines = [f"## Calibration, {data['dtype']} ({path.name})", "",
              f"{data['device']}, torch {data['torch']}; random models of {data['gte_layers']} layers; {data['reps']} timed rounds; "
              f"targets {data['targets']}", ""]
-    rows = []
+    rows = []  # the round medians from the rounds' seconds: files from before the benchmark wrote them have those
     for name, case in data["cases"].items():
         if "errors" in case:
             rows.append([name, "failed: " + "; ".join(f"{k}: {v}" for k, v in case["errors"].items())[:300]] + [""] * 10)
@@ -114,7 +109,7 @@ def calibration(path: Path) -> list[str]:
         mb = case["tensor_mb"]
         stages = case.get("stages_fast_over_plain", {})
         rows.append([name, str(case["tokens"]), _number(case["plain_docs_per_s"], 2),
-                     f"{fast['median']:.3f} ({fast['min']:.3f}-{fast['max']:.3f})", _number(_round_median(case), 3),
+                     f"{fast['median']:.3f} ({fast['min']:.3f}-{fast['max']:.3f})", _number(_round_median(case["seconds"], "fast"), 3),
                      *(f"{stages[s]['median']:.3f}" if s in stages else "-" for s in ("forward", "preprocess")),
                      f"{tiled['median']:.3f} ({tiled['min']:.3f}-{tiled['max']:.3f})" if tiled else "-",
                      _number(case["reference_over_fast"], 2),
