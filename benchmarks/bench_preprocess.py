@@ -2,16 +2,14 @@
 plain model's on the same documents, and the truncation count its forward pass runs once the pass is launched.
 
 On a GPU the forward pass is fast enough that tokenization, done on the host, is a large share of an
-``encode`` call, so host work the calibrated model adds before a pass shows up in its throughput almost one
-for one; work after the pass is launched overlaps the device's. The documents are longer than the limit, as
-in ``bench_calibration.py``, so every one is truncated and counted for the truncation warning; ``--fitting``
-makes a share of them 64 words shorter than the limit instead (the count costs only the truncated ones).
+``encode`` call, so host work the calibrated model adds shows up in its throughput almost one for one, unless
+the host waits on the device anyway. The documents are longer than the limit, as in ``bench_calibration.py``,
+so every one is truncated and counted for the truncation warning; ``--fitting`` makes a share of them 64 words
+shorter than the limit instead (only the documents that fill the limit are looked at).
 
-``--loop B`` also times the host's side of ``encode``'s loop over B batches back to back, three ways: plain
-tokenization; the calibrated model's, each batch counted before the next is tokenized (as its forward pass does
-today); and counted on a helper thread while the next batch is tokenized (the tokenizer's Rust part releases the
-GIL). On 2 cores the helper thread hid nothing: the tokenizer's own threads fill them. A GPU's host has more
-(``benchmarks/gpu/run.sh --steps install,host`` runs this there).
+``--loop B`` also times the host's side of ``encode``'s loop over B batches back to back: plain tokenization
+against the calibrated model's with each batch's count, as its forward pass runs it
+(``benchmarks/gpu/run.sh --steps install,host`` runs this on a GPU machine's host).
 
     python benchmarks/bench_preprocess.py                 # 512 and 2,048 tokens, 7 interleaved rounds
     python benchmarks/bench_preprocess.py --documents 256 --rounds 11
@@ -28,7 +26,6 @@ import sys
 import tempfile
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -43,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fitting", type=_share, default=0.0,
                         help="the share of documents within the limit, the rest longer (default 0: every one truncated)")
     parser.add_argument("--loop", type=bench._at_least_one, default=None, metavar="B",
-                        help="also time B batches back to back: plain, counted inline, counted on a helper thread")
+                        help="also time B batches back to back: plain against calibrated with the count")
     parser.add_argument("--tokenizer", default=os.environ.get("FAIRPOS_TOKENIZER_DIR"),
                         help="tokenizer folder (default: $FAIRPOS_TOKENIZER_DIR, else the offline MiniLM's)")
     args = parser.parse_args(argv)
@@ -88,40 +85,32 @@ def main(argv: list[str] | None = None) -> int:
             if args.loop:
                 loops.append((case.tokens, _loop(plain, fair, texts, args.loop, args.rounds)))
         for tokens, per_batch in loops:
-            ratios = {way: [p / t for p, t in zip(per_batch["plain"], per_batch[way])] for way in ("inline", "thread")}
+            ratios = [p / f for p, f in zip(per_batch["plain"], per_batch["fair"])]
             print(f"{tokens} tokens, {args.loop} batches of {args.documents} back to back, ms per batch: "
                   + ", ".join(f"{way} {statistics.median(values) * 1e3:.1f}" for way, values in per_batch.items())
-                  + "; plain/inline " + " | plain/thread ".join(
-                      f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" for r in ratios.values()))
+                  + f"; plain/fair {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
     return 0
 
 
 def _loop(plain, fair, texts: list[str], batches: int, rounds: int) -> dict[str, list[float]]:
-    """Seconds per batch of ``batches`` batches tokenized back to back, per round: ``plain``; ``inline``, the calibrated
-    model's, each batch's truncation count run before the next batch is tokenized; ``thread``, the count run on a
-    helper thread meanwhile, all of them awaited at the end (as ``encode`` would before its warning)."""
+    """Seconds per batch of ``batches`` batches tokenized back to back, per round: ``plain``, and ``fair``, the
+    calibrated model's with each batch's truncation count run before the next batch is tokenized."""
     from mteb_fairpos.model import TRUNCATION
 
-    def run(way: str, pool: ThreadPoolExecutor) -> float:
-        start, pending = time.perf_counter(), []
+    def run(model) -> float:
+        start = time.perf_counter()
         for _ in range(batches):
-            features = (plain if way == "plain" else fair).preprocess(texts, task="document")
-            count = features.get(TRUNCATION)
-            if count is not None and way == "inline":
+            count = model.preprocess(texts, task="document").get(TRUNCATION)
+            if count is not None:
                 count()
-            elif count is not None and way == "thread":
-                pending.append(pool.submit(count))
-        for future in pending:  # every count done (and any error raised), as encode needs them for its warning
-            future.result()
         return (time.perf_counter() - start) / batches
 
-    times: dict[str, list[float]] = {"plain": [], "inline": [], "thread": []}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        for round_ in range(rounds + 1):  # the first round warms up
-            for way in list(times)[:: 1 if round_ % 2 else -1]:
-                seconds = run(way, pool)
-                if round_:
-                    times[way].append(seconds)
+    times: dict[str, list[float]] = {"plain": [], "fair": []}
+    for round_ in range(rounds + 1):  # the first round warms up
+        for way in list(times)[:: 1 if round_ % 2 else -1]:
+            seconds = run(plain if way == "plain" else fair)
+            if round_:
+                times[way].append(seconds)
     return times
 
 

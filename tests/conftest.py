@@ -1,5 +1,6 @@
-"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session); and,
-without a GPU, Triton's interpreter for the fused kernel's tests."""
+"""Shared fixtures: the offline all-MiniLM-L6-v2 weights (their folder, and the model loaded once per session), small
+fast tokenizers of other families trained in memory; and, without a GPU, Triton's interpreter for the fused kernel's
+tests."""
 
 from __future__ import annotations
 
@@ -51,3 +52,33 @@ def minilm(minilm_dir):
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(minilm_dir, device="cpu")
+
+
+def _trained_tokenizer(kind: str, corpus: list[str], unknown: bool = True):
+    """A small fast tokenizer trained in memory on ``corpus``: byte-level BPE (GPT-2 style) or metaspace BPE
+    (SentencePiece style); ``unknown=False`` gives the latter no unknown token, so it drops characters it never saw."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>" if unknown else None))
+    if kind == "bytelevel":
+        # offsets keep the leading space of each word (trim_offsets=False): the case whitespace handling must survive
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+        alphabet = []
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>", "<unk>", "<pad>"], initial_alphabet=alphabet)
+    tok.train_from_iterator(corpus * 3, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 1)])
+    if kind == "bytelevel":
+        tok.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=False), tok.post_processor])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+
+
+@pytest.fixture(scope="session")
+def trained_tokenizer():
+    """``trained_tokenizer(kind, corpus, unknown=True)``: see ``_trained_tokenizer``."""
+    return _trained_tokenizer

@@ -9,7 +9,7 @@
 # the 9 minutes one call may take. Four steps are for a second call: batches (130 s, about 90 estimated): two cases
 # again with 6 batches per call, the host's launch of each batch and the calibrated class with calibration off
 # (--host); profile (90 s): device time by kernel of one forward pass, plain against calibrated (kernel_time.py); host
-# (60 s): the host's side of encode's loop, the truncation count inline against on a helper thread, on the GPU
+# (60 s): the host's side of encode's loop, plain against calibrated with its truncation count, on the GPU
 # machine's cores (bench_preprocess.py --loop); fp32 (90 s). Every figure lands as JSON in the output folder, with summary.md (Markdown tables) and log.txt. Rerun after
 # a fix with --steps naming what to redo.
 #
@@ -86,8 +86,8 @@ else
     kernels=(--tables fused --dtypes bf16 --tune)
     # gte-cls-512 (forward 0.9699 in the sixth run, short of 0.97), gte-mean-8192 (0.927, the lowest forward ratio), qwen3
     profile=(--scale 16 --cases gte-cls-512,qwen3-last-2048,gte-mean-8192)
-    # the truncation count costs about 3 ms per batch of 32 truncated documents at 2,048 tokens on a 2-core CPU, where a
-    # helper thread hid none of it (the tokenizer's threads fill both cores); this machine's host has 16
+    # on a 2-core CPU the calibrated host loop reads as plain's (the truncation count: 0.2-0.3 ms per batch of 32
+    # truncated documents at 2,048 tokens); this machine's host has 16 cores
     host=(--documents 32 --rounds 15 --loop 6)
 fi
 calibration+=(--same-process)  # one process per case; on a CPU the profiler gives the tensor peaks
@@ -112,7 +112,7 @@ wanted batches && step batches 130 \
     "$python" benchmarks/bench_calibration.py --device "$device" --dtype bf16 "${batches[@]}" --json "$out/calibration-bf16-batches.json"
 # device time by kernel of one forward pass, plain against calibrated (its lines are in log.txt)
 wanted profile && step profile 90 "$python" benchmarks/gpu/kernel_time.py --device "$device" "${profile[@]}"
-# the host's side of encode's loop, plain against the truncation count inline and on a helper thread (lines in log.txt)
+# the host's side of encode's loop, plain against calibrated with its truncation count (lines in log.txt)
 wanted host && step host 60 "$python" benchmarks/bench_preprocess.py "${host[@]}"
 "$python" benchmarks/gpu/summarize.py "$out"  # a summary of the tables, should the call be cut during the tests
 wanted tests && step tests 120 "$python" -m pytest -q -p no:cacheprovider -k "$tests_filter" --junitxml="$out/tests.xml" \

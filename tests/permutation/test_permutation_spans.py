@@ -25,32 +25,9 @@ def wordpiece(minilm_dir):
     return AutoTokenizer.from_pretrained(minilm_dir)
 
 
-def _trained(kind: str):
-    """A small fast tokenizer trained in memory: byte-level BPE (GPT-2 style) or metaspace BPE (SentencePiece style)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    if kind == "bytelevel":
-        # offsets keep the leading space of each word (trim_offsets=False): the case whitespace handling must survive
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        alphabet = pre_tokenizers.ByteLevel.alphabet()
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Metaspace()
-        tok.decoder = decoders.Metaspace()
-        alphabet = []
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>", "<unk>", "<pad>"], initial_alphabet=alphabet)
-    tok.train_from_iterator(CORPUS * 3, trainer)
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 1)])
-    if kind == "bytelevel":
-        tok.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=False), tok.post_processor])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
-
-
 @pytest.fixture(scope="module", params=["wordpiece", "bytelevel", "metaspace"])
-def tokenizer(request, wordpiece):
-    return wordpiece if request.param == "wordpiece" else _trained(request.param)
+def tokenizer(request, wordpiece, trained_tokenizer):
+    return wordpiece if request.param == "wordpiece" else trained_tokenizer(request.param, CORPUS)
 
 
 def _standalone_ids(tokenizer, text):
