@@ -141,6 +141,10 @@ def test_truncation_count_at_the_limit(minilm_dir, backend):
         "2 input(s) exceeded the model's maximum of 16 tokens and were truncated; "
         "their embeddings cover only the first tokens."]
     assert len(reported([at_limit], prompt="a a ")) == 1
+    # whitespace around a text that fits, with and without a prompt: the character offsets index the prompt and the
+    # text exactly as given (a text stripped before tokenizing would shift them onto a kept letter)
+    assert reported(["   " + at_limit.strip(), "\n" + at_limit]) == []
+    assert reported(["  " + "a " * 12], prompt="a a ") == []
 
 
 # what follows the kept tokens: nothing, words, or characters that some tokenizers drop or keep only as punctuation
