@@ -19,7 +19,6 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -29,11 +28,13 @@ from typing import Any
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
+from sentence_transformers.base.modules import Transformer
 from sentence_transformers.base.modules.module import Module
 
 from .attention import HOST_LAYOUT, CalibrationPlan, attach
 from .config import CalibrationConfig, ConfigError
 from .segmented import TruncationWarning, model_pooling
+from .truncation import cut_count, provable
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +274,12 @@ class FairSentenceTransformer(SentenceTransformer):
                 features.get("modality", "text") == "text")
         return features
 
+    def _provable_backend(self) -> Any | None:
+        """The ``tokenizers.Tokenizer`` that made this model's encodings, where the text can prove a cut for it
+        (`truncation.provable`: some 50 µs per batch); else ``None``. A router's routes tokenize apart."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None) if isinstance(self[0], Transformer) else None
+        return backend if backend is not None and provable(backend) else None
+
     def _truncated_count(self, inputs: Any, encodings: list | None, mask: torch.Tensor, limit: int,
                          prompt: str | None, text: bool) -> int:
         """How many of a batch's inputs tokenization cut off at ``limit`` tokens (for the truncation warning). Only
@@ -281,58 +288,10 @@ class FairSentenceTransformer(SentenceTransformer):
         if not full:
             return 0
         if encodings:  # a fast tokenizer keeps what truncation cut off: no second pass over the texts
-            backend = self.tokenizer.backend_tokenizer
-            proving = text and _tokens_every_character(backend)
-            return sum(proving and _proven_cut(encodings[i], inputs[i], prompt or "", backend)
-                       or bool(encodings[i].overflowing) for i in full)
+            return cut_count(encodings, full, inputs if text else None, prompt or "", self._provable_backend())
         lengths = self.tokenizer([inputs[i] for i in full], truncation=False, verbose=False)["input_ids"]
         extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
         return sum(len(ids) + extra > limit for ids in lengths)
-
-
-_LETTER = re.compile(r"[^\W_]")  # a letter or a digit (what str.isalnum accepts)
-
-
-def _proven_cut(encoding: Any, text: Any, prompt: str, backend: Any) -> bool:
-    """Whether the text proves that truncation cut tokens off the row of a fast tokenizer's ``encoding``, which
-    fills the limit: a letter or digit past the last kept token's characters (offsets index ``prompt + text``)
-    that normalizing and pre-tokenizing keep, where the model has a token for every character
-    (:func:`_tokens_every_character`). ``False`` proves nothing: then the encoding's ``overflowing`` answers, which
-    copies every overflow row padded to the batch's width (about 70 µs per cut document at 2,048 tokens, host time
-    a GPU may wait on); this takes microseconds."""
-    if not isinstance(text, str) or encoding.n_sequences != 1:
-        return False
-    last = len(encoding) - 1
-    while last >= 0 and encoding.token_to_sequence(last) is None:  # the closing special tokens
-        last -= 1
-    chars = encoding.token_to_chars(last) if last >= 0 else None
-    if chars is None or chars[1] < len(prompt):
-        return False
-    letter = _LETTER.search(text, chars[1] - len(prompt))
-    if letter is None:
-        return False
-    kept = backend.normalizer.normalize_str(letter.group()) if backend.normalizer else letter.group()
-    if backend.pre_tokenizer and kept:
-        kept = "".join(piece for piece, _ in backend.pre_tokenizer.pre_tokenize_str(kept))
-    return bool(kept)
-
-
-def _tokens_every_character(backend: Any) -> bool:
-    """Whether a fast tokenizer's model turns every character that reaches it into a token, an unknown one if need
-    be: WordPiece, Unigram and WordLevel do (or refuse the text); BPE does with an unknown token, byte fallback or
-    byte-level pieces, and silently drops characters it never saw otherwise."""
-    from tokenizers import models, pre_tokenizers
-
-    model = backend.model
-    if isinstance(model, (models.WordPiece, models.Unigram, models.WordLevel)):
-        return True
-    if not isinstance(model, models.BPE):
-        return False
-    if model.unk_token is not None or model.byte_fallback:
-        return True
-    pre = backend.pre_tokenizer
-    steps = list(pre) if isinstance(pre, pre_tokenizers.Sequence) else [pre]
-    return any(isinstance(step, pre_tokenizers.ByteLevel) for step in steps)
 
 
 def _saved_config(saved: Calibration) -> CalibrationConfig | None:

@@ -55,22 +55,34 @@ def minilm(minilm_dir):
 
 
 def _trained_tokenizer(kind: str, corpus: list[str], unknown: bool = True):
-    """A small fast tokenizer trained in memory on ``corpus``: byte-level BPE (GPT-2 style) or metaspace BPE
-    (SentencePiece style); ``unknown=False`` gives the latter no unknown token, so it drops characters it never saw."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    """A small fast tokenizer trained in memory on ``corpus``, of one family: ``bytelevel`` (GPT-2 style BPE),
+    ``metaspace`` (SentencePiece style BPE), ``unigram`` (SentencePiece style, NFKC) or ``wordlevel`` (whole words).
+    ``unknown=False`` gives a BPE no unknown token, nor a byte-level one all 256 byte pieces, so it drops
+    characters it never saw."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>" if unknown else None))
+    specials = ["<s>", "</s>", "<unk>", "<pad>"]
+    if kind == "unigram":
+        tok = Tokenizer(models.Unigram())
+        tok.normalizer = normalizers.NFKC()
+        trainer = trainers.UnigramTrainer(vocab_size=120, special_tokens=specials, unk_token="<unk>")
+    elif kind == "wordlevel":
+        tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+        trainer = trainers.WordLevelTrainer(special_tokens=specials)
+    else:
+        tok = Tokenizer(models.BPE(unk_token="<unk>" if unknown else None))
+        alphabet = pre_tokenizers.ByteLevel.alphabet() if kind == "bytelevel" and unknown else []
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=alphabet)
     if kind == "bytelevel":
         # offsets keep the leading space of each word (trim_offsets=False): the case whitespace handling must survive
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    elif kind == "wordlevel":
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
         tok.decoder = decoders.Metaspace()
-        alphabet = []
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>", "<unk>", "<pad>"], initial_alphabet=alphabet)
     tok.train_from_iterator(corpus * 3, trainer)
     tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 1)])
     if kind == "bytelevel":

@@ -86,7 +86,7 @@ else
     kernels=(--tables fused --dtypes bf16 --tune)
     # gte-cls-512 (forward 0.9699 in the sixth run, short of 0.97), gte-mean-8192 (0.927, the lowest forward ratio), qwen3
     profile=(--scale 16 --cases gte-cls-512,qwen3-last-2048,gte-mean-8192)
-    # on a 2-core CPU the calibrated host loop reads as plain's (the truncation count: 0.2-0.3 ms per batch of 32
+    # on a 2-core CPU the calibrated host loop reads as plain's (the truncation count: 0.2-0.4 ms per batch of 32
     # truncated documents at 2,048 tokens); this machine's host has 16 cores
     host=(--documents 32 --rounds 15 --loop 6)
 fi
