@@ -53,7 +53,7 @@ def provable(backend: Any) -> bool:
     """Whether a letter or digit past the kept tokens always becomes a token for this ``tokenizers.Tokenizer``:
     its model has a token for every character, and its normalizer and pre-tokenizer keep letters. Reads the
     vocabulary for a few hundred pieces at most."""
-    from tokenizers import models
+    from tokenizers import models, pre_tokenizers
 
     if not all(_keeps(step, kind) for kind in KEEPING for step in _steps(getattr(backend, kind))):
         return False
@@ -66,17 +66,20 @@ def provable(backend: Any) -> bool:
         return True
     if model.byte_fallback and all(backend.token_to_id(f"<0x{byte:02X}>") is not None for byte in range(256)):
         return True
-    from tokenizers import pre_tokenizers
-
     return (any(step["type"] == "ByteLevel" for step in _steps(backend.pre_tokenizer))
             and all(backend.token_to_id(piece) is not None for piece in pre_tokenizers.ByteLevel.alphabet()))
 
 
 def _steps(component: Any) -> list[dict]:
-    """A normalizer's or pre-tokenizer's steps as their saved JSON (a ``Sequence`` flattened; none for ``None``)."""
+    """A normalizer's or pre-tokenizer's steps as their saved JSON (a ``Sequence`` flattened; none for ``None``;
+    one of type ``custom`` where it holds a Python step)."""
     if component is None:
         return []
-    found, pending = [], [json.loads(component.__getstate__())]
+    try:
+        state = component.__getstate__()
+    except Exception:  # a custom (Python) step cannot be saved, and is not known to keep letters
+        return [{"type": "custom"}]
+    found, pending = [], [json.loads(state)]
     while pending:
         step = pending.pop()
         inner = step.get("normalizers", step.get("pretokenizers")) if step["type"] == "Sequence" else None
@@ -89,11 +92,11 @@ def _steps(component: Any) -> list[dict]:
 def _keeps(step: dict, kind: str) -> bool:
     """Whether one normalizer or pre-tokenizer step keeps every letter and digit (:data:`KEEPING`)."""
     if kind == "normalizer" and step["type"] == "Replace":
-        return _letter_free(step["pattern"]) or bool(_LETTER.search(step["content"]))
+        return _letter_free(step.get("pattern", {})) or bool(_LETTER.search(step.get("content", "")))
     if kind == "pre_tokenizer" and step["type"] == "Split":
-        return step["behavior"] != "Removed" or not step["invert"] and _letter_free(step["pattern"])
+        return step.get("behavior") != "Removed" or not step.get("invert") and _letter_free(step.get("pattern", {}))
     if kind == "pre_tokenizer" and step["type"] == "CharDelimiterSplit":
-        return not step["delimiter"].isalnum()
+        return not str(step.get("delimiter", "x")).isalnum()
     return step["type"] in KEEPING[kind]
 
 

@@ -166,3 +166,25 @@ def test_a_routers_documents_are_counted_with_their_own_tokenizer(minilm_dir, tr
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncationWarning)
         fair.encode_document([fits])
+
+
+def test_a_custom_step_is_refused_and_the_count_still_exact(minilm_dir):
+    """A tokenizer with a Python pre-tokenizer (which cannot be saved, so its steps cannot be read) is not proven
+    and reads every overflow: the counts stay those of the encodings."""
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import pre_tokenizers
+
+    class Whole:
+        def pre_tokenize(self, text):
+            text.split(lambda index, piece: piece.split(" ", "removed"))
+
+    model = SentenceTransformer(minilm_dir, device="cpu")
+    model.tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.PreTokenizer.custom(Whole())
+    model.max_seq_length = 16
+    fair = FairSentenceTransformer(model, None)
+    assert not provable(fair.tokenizer.backend_tokenizer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fair.encode(["a " * 14, "a " * 15, "a " * 30])
+    assert [str(w.message)[:45] for w in caught if issubclass(w.category, TruncationWarning)] == [
+        "2 input(s) exceeded the model's maximum of 16"]
