@@ -124,6 +124,8 @@ def _proven(encoding: Any, text: Any, prompt: str, backend: Any) -> bool:
                    if _starts_a_character(found.group())), None)
     if letter is None:
         return False
+    # steps of the kinds KEEPING names keep letters, but a SentencePiece table (Precompiled) is data: it may map this
+    # one to nothing, or to a space that the pre-tokenizer then drops
     kept = backend.normalizer.normalize_str(letter) if backend.normalizer else letter
     if backend.pre_tokenizer and kept:
         kept = "".join(piece for piece, _ in backend.pre_tokenizer.pre_tokenize_str(kept))
