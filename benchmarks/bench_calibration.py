@@ -43,7 +43,8 @@ What is measured:
 * ``max|fast-ref|`` / ``max|fast-tiled|``: the largest differences between the embeddings.
 
 Cases: the real all-MiniLM-L6-v2 (mean pooling) at 256 and 512 tokens with the last half and all
-layers calibrated; a randomly initialised full-width gte (hidden 768, 12 heads, ``--gte-layers``)
+layers calibrated, and a randomly initialised bert of its shape (``bert-mean-512``, what a GPU run times: the
+weights stay here); a randomly initialised full-width gte (hidden 768, 12 heads, ``--gte-layers``)
 with mean and with cls pooling at 512, 2,048 and 8,192 tokens; a randomly initialised causal
 Qwen3 (hidden 768, 12 heads, 4 KV heads) with last-token pooling at 2,048 tokens. Calibration:
 basket 128, strength 0.5.
@@ -102,7 +103,7 @@ WORDS = ("river stone museum harbor winter market garden letter silver forest br
 @dataclass(frozen=True)
 class Case:
     name: str
-    model: str  # "minilm", "gte" or "qwen3"
+    model: str  # "minilm", "bert", "gte" or "qwen3"
     pooling: str  # "mean", "cls" or "last"
     tokens: int
     documents: int
@@ -125,6 +126,7 @@ CASES = [
     Case("minilm-256", "minilm", "mean", 256, 16, 8, 16),
     Case("minilm-512", "minilm", "mean", 512, 8, 4, 8),
     Case("minilm-512-all", "minilm", "mean", 512, 8, 4, 8, layers="1.0"),
+    Case("bert-mean-512", "bert", "mean", 512, 8, 4, 8),
     Case("gte-mean-512", "gte", "mean", 512, 8, 4, 8),
     Case("gte-mean-2048", "gte", "mean", 2048, 4, 2, 2, reference=False),
     Case("gte-mean-8192", "gte", "mean", 8192, 1, 1, 1, reference=False),
@@ -186,11 +188,13 @@ def _reset_peak() -> None:
 # ------------------------------------------------------------------------------ models
 def build_random(folder: Path, layers: int, tokenizer: str) -> None:
     """Save randomly initialised full-width models (with the offline MiniLM tokenizer) as ST model dirs:
-    gte with cls and with mean pooling, and a causal Qwen3 with last-token pooling."""
+    gte with cls and with mean pooling, a causal Qwen3 with last-token pooling, and a bert of MiniLM's shape (6
+    layers of 384, 12 heads of 32, whatever ``layers``) with mean pooling: MiniLM's own weights do not travel to a
+    GPU machine, and its speed there does not depend on them."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from transformers import AutoModel, AutoTokenizer, GteConfig, Qwen3Config
+    from transformers import AutoModel, AutoTokenizer, BertConfig, GteConfig, Qwen3Config
 
     configs = {
         "gte": GteConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=layers, num_attention_heads=12,
@@ -198,8 +202,10 @@ def build_random(folder: Path, layers: int, tokenizer: str) -> None:
         "qwen3": Qwen3Config(vocab_size=30522, hidden_size=768, num_hidden_layers=layers, num_attention_heads=12,
                              num_key_value_heads=4, head_dim=64, intermediate_size=3072, max_position_embeddings=8192,
                              pad_token_id=0),
+        "bert": BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                           intermediate_size=1536, max_position_embeddings=512, pad_token_id=0),
     }
-    poolings = {"gte": ("cls", "mean"), "qwen3": ("lasttoken",)}
+    poolings = {"gte": ("cls", "mean"), "qwen3": ("lasttoken",), "bert": ("mean",)}
     for name, config in configs.items():
         torch.manual_seed(0)
         raw = folder / name / "hf"
@@ -209,7 +215,8 @@ def build_random(folder: Path, layers: int, tokenizer: str) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 transformer = Transformer(str(raw), max_seq_length=8192)
-            SentenceTransformer(modules=[transformer, Pooling(768, pooling)], device="cpu").save(str(folder / name / pooling))
+            SentenceTransformer(modules=[transformer, Pooling(config.hidden_size, pooling)], device="cpu").save(
+                str(folder / name / pooling))
 
 
 def load(case: Case, random_dir: str, device: str, dtype: str):

@@ -117,6 +117,7 @@ class FusedShape:
 
 
 FUSED_SHAPES = (
+    FusedShape("minilm-mean-512", 128, 512, 12, 12, 32, "mean", False),  # all-MiniLM-L6-v2's heads
     FusedShape("gte-mean-512", 128, 512, 12, 12, 64, "mean", False),
     FusedShape("gte-mean-2048", 32, 2048, 12, 12, 64, "mean", False),
     FusedShape("gte-mean-8192", 8, 8192, 12, 12, 64, "mean", False),

@@ -3,10 +3,11 @@
 # here). Installs the carried wheels, then: the environment, the kernel micro-benchmark with its launch settings
 # tuned, the calibration benchmark in bf16 (end to end, forward alone, preprocessing alone, peak memory) with the
 # tuned settings, and last the CUDA tests (the compiled Triton kernel's where its test file is present), each step
-# within its own time limit (20 + 15 + 120 + 225 s, then 120 + 150 s). The measurements come first, and a summary
+# within its own time limit (20 + 15 + 120 + 240 s, then 120 + 150 s). The measurements come first, and a summary
 # follows them, so a call cut at 10 minutes loses the end of the tests (their dots stay in log.txt), not a table. The
 # sixth H200 run took 12 + 6 + 80 + 188 s, then 107 + 96 s for the tests (80 kernel tests then, 69 now): 490 s, within
-# the 9 minutes one call may take. Four steps are for a second call: batches (130 s, about 90 estimated): two cases
+# the 9 minutes one call may take; since then the kernel table has a head size of 32 (MiniLM's, a few seconds) and the
+# model table a MiniLM-shaped case, last (about 25 s, estimated from gte-mean-512's 29 s at twice the layers). Four steps are for a second call: batches (130 s, about 90 estimated): two cases
 # again with 6 batches per call, the host's launch of each batch and the calibrated class with calibration off
 # (--host); profile (90 s): device time by kernel of one forward pass, plain against calibrated (kernel_time.py); host
 # (60 s): the host's side of encode's loop, plain against calibrated with its truncation count, on the GPU
@@ -73,7 +74,7 @@ else
     # 16 times the CPU cases' documents and batch sizes: at scale 1 the first H200 run timed launch overhead
     # 5 timed rounds: in the fifth run's 3, a case's end-to-end ratio spanned up to 0.17 between rounds (qwen3-last-2048)
     calibration=(--gte-layers 12 --reps 5 --scale 16
-                 --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192)
+                 --cases gte-cls-512,gte-mean-512,qwen3-last-2048,gte-cls-2048,gte-mean-2048,gte-cls-8192,gte-mean-8192,bert-mean-512)
     # the same two cases with 6 batches per call, not 2: in the sixth run qwen3-last-2048's calibrated call took about 17 ms
     # longer than plain (0.92-0.94 end to end) where its forward pass took 2 ms longer; a cost per call leaves a 6-batch
     # call nearer plain, a cost per batch does not (gte-cls-2048, at 0.99 there, is the control). --host times the
@@ -105,7 +106,7 @@ wanted kernels && step kernels 120 "$python" benchmarks/gpu/bench_kernels.py --d
 # the model tables run with the launch settings the kernels step picked, where it picked any
 [ -f "$out/kernels.json" ] && calibration+=(--kernel-configs "$out/kernels.json")
 for dtype in bf16 fp32; do
-    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 225 || echo 90) \
+    wanted $dtype && step "calibration $dtype" $([ $dtype = bf16 ] && echo 240 || echo 90) \
         "$python" benchmarks/bench_calibration.py --device "$device" --dtype $dtype "${calibration[@]}" --json "$out/calibration-$dtype.json"
 done
 wanted batches && step batches 130 \
