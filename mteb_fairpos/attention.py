@@ -28,7 +28,9 @@ elsewhere this module's PyTorch path (the CPU's, and the reference):
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
+import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -91,6 +93,12 @@ class CalibrationPlan:
             return None
         return host_layout(attention_mask, self.config.basket_size, self.config.isolated_tokens(self.pooling))
 
+    def _fits(self, host: HostLayout, attention_mask: Tensor) -> bool:
+        """Whether ``host`` was made by this plan's :meth:`host_layout` for a mask of this shape: host values made for
+        another batch, or by another plan (features of another model), are not used."""
+        names = tuple(name for name, _ in self.config.isolated_tokens(self.pooling))
+        return (host.shape, host.basket_size, host.isolated) == (tuple(attention_mask.shape), self.config.basket_size, names)
+
     def _layout(self, attention_mask: Tensor) -> BasketLayout:
         return basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))
 
@@ -100,31 +108,28 @@ class CalibrationPlan:
         """Calibrate every forward pass run inside this block over a batch with ``attention_mask``;
         yields the batch's basket layout (``None`` at strength 0, which changes nothing). ``host``: its
         :meth:`host_layout`, where the caller made it before the mask went to the device (ignored unless made for
-        a mask of this shape); ``inputs``: the names of the model's inputs, part of the kind of mask a check is
+        a mask of this shape by a plan of the same basket size and isolated tokens); ``inputs``: the names of the model's inputs, part of the kind of mask a check is
         remembered for (`_mask_fits`).
 
-        The model runs the calibrated backend only inside the block; outside it keeps its own
-        attention implementation, so a wrapped model behaves as before (in worker processes too,
-        which unpickle it without this package's backend: it is registered here, where it is used).
+        The model runs the calibrated backend only while such a block is open (in any thread: `_switched`); else it
+        keeps its own attention implementation, so a wrapped model behaves as before (in worker processes too, which
+        unpickle it without this package's backend: it is registered here, where it is used). What a block
+        calibrates is its own context's (a context variable): threads sharing one model calibrate their own batches.
         """
         if self.config.strength == 0:  # alpha = 0 is the plain model, bit for bit
             yield None
             return
         layout = self._layout(attention_mask)
-        if host is not None and host.shape == tuple(attention_mask.shape):
+        if host is not None and self._fits(host, attention_mask):
             layout.given(host)
         state = _ForwardState(self, layout, inputs)
         register()
-        previous = self.model.config._attn_implementation
-        if previous != ATTENTION_NAME:
-            self.model.set_attn_implementation(ATTENTION_NAME)
-        token = _ACTIVE.set(state)
-        try:
-            yield layout
-        finally:
-            _ACTIVE.reset(token)
-            if previous != ATTENTION_NAME:
-                self.model.set_attn_implementation(previous)
+        with _switched(self.model):
+            token = _ACTIVE.set(state)
+            try:
+                yield layout
+            finally:
+                _ACTIVE.reset(token)
         if not state.seen:
             raise UnsupportedModelError(
                 f"{self.architecture}: the forward pass never reached the '{ATTENTION_NAME}' attention backend, "
@@ -145,6 +150,40 @@ class _ForwardState:
 
 
 _ACTIVE: ContextVar[_ForwardState | None] = ContextVar("fairpos_calibration", default=None)
+
+
+@dataclass
+class _Switch:
+    """One model's calibrated passes running now, in any thread, and the attention implementation it had before."""
+
+    passes: int = 0
+    own: str | None = None
+
+
+_SWITCHES: weakref.WeakKeyDictionary[nn.Module, _Switch] = weakref.WeakKeyDictionary()
+_SWITCHING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _switched(model: nn.Module) -> Iterator[None]:
+    """Run ``model`` on the calibrated backend while any calibrated pass runs on it: the first pass switches it, the
+    last one switches it back, so a pass in another thread is never switched back under it (its later layers would
+    run plain SDPA). A plain pass that overlaps a calibrated one in another thread runs the backend too, which without
+    a calibrated pass of its own is SDPA."""
+    with _SWITCHING:
+        switch = _SWITCHES.setdefault(model, _Switch())
+        if switch.passes == 0:
+            switch.own = model.config._attn_implementation
+            if switch.own != ATTENTION_NAME:
+                model.set_attn_implementation(ATTENTION_NAME)
+        switch.passes += 1
+    try:
+        yield
+    finally:
+        with _SWITCHING:
+            switch.passes -= 1
+            if switch.passes == 0 and switch.own != ATTENTION_NAME:
+                model.set_attn_implementation(switch.own)
 
 
 def transformer_layers(model: nn.Module) -> list[nn.Module]:

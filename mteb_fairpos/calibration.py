@@ -110,6 +110,8 @@ class HostLayout:
     """A sequence fills the batch's whole length; ``None``: not known on the host."""
     shape: tuple[int, ...] | None = None
     """The (N, K) of the mask it was made from, where it was made on the host."""
+    isolated: tuple[str, ...] | None = None
+    """The isolated tokens it was made with (``"bos"``, ``"eos"``), where it was made on the host."""
 
     @property
     def any_active(self) -> bool:
@@ -193,7 +195,8 @@ def host_layout(attention_mask: Tensor, basket_size: int, isolated: Sequence[tup
     n_content = content.sum(1)
     contiguous = (valid == ((positions >= first[:, None]) & (positions < (first + count)[:, None]))).all()
     return HostLayout((n_content >= basket_size).astype(int).tolist(), content.argmax(1).tolist(), n_content.tolist(),
-                      basket_size, contiguous=bool(contiguous), full=bool(valid.all(1).any()), shape=(n, k))
+                      basket_size, contiguous=bool(contiguous), full=bool(valid.all(1).any()), shape=(n, k),
+                      isolated=tuple(name for name, _ in isolated))
 
 
 def content_members(layout: BasketLayout, dtype: torch.dtype) -> Tensor:

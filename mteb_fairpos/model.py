@@ -23,6 +23,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,21 @@ def model_inputs(features: dict[str, Any]) -> dict[str, Any]:
 
 _UNSET: Any = object()
 _LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)
+
+
+@dataclass
+class Tally:
+    """What the passes of one ``encode`` call count for its warnings: inputs cut by truncation, documents left
+    uncalibrated (content shorter than one basket) and documents calibrated."""
+
+    truncated: int = 0
+    uncalibrated: int = 0
+    calibrated: int = 0
+
+
+_TALLY: ContextVar[Tally | None] = ContextVar("fairpos_tally", default=None)
+_DISABLED: ContextVar[frozenset[int]] = ContextVar("fairpos_disabled", default=frozenset())
+"""The models (by ``id``) whose ``calibration_disabled`` block is open in this context: a thread or task's own."""
 
 
 class CalibratedModelError(RuntimeError):
@@ -163,8 +179,6 @@ class FairSentenceTransformer(SentenceTransformer):
             if self.transformers_model is None:
                 raise ConfigError("calibration needs a transformers model as the first module.")
             self.plan = attach(self.transformers_model, calibration, pooling)
-        self._truncated = 0
-        self._uncalibrated = [0, 0]  # documents left uncalibrated, documents calibrated, in this call
 
     def _take_saved_calibration(self) -> Calibration | None:
         """Remove the saved `Calibration` step from the pipeline (it is re-added on save) and return it."""
@@ -202,34 +216,47 @@ class FairSentenceTransformer(SentenceTransformer):
     def forward(self, input: dict[str, torch.Tensor], **kwargs: Any) -> dict[str, torch.Tensor]:
         host = input.pop(HOST_LAYOUT, None)  # never model inputs
         truncated = input.pop(TRUNCATION, None)
+        tally = _TALLY.get()  # this context's encode call's, if any: threads sharing the model count apart
         if not self._calibrates(kwargs.get("task")):
             output = super().forward(input, **kwargs)
         else:
             inputs = tuple(sorted(name for name, value in input.items() if isinstance(value, torch.Tensor)))
             with self.plan.applied(input["attention_mask"], host=host, inputs=inputs) as layout:
                 output = super().forward(input, **kwargs)
-            if layout is not None:  # the layout's host values: from preprocess, else read once in the pass
+            if layout is not None and tally is not None:  # the layout's host values: from preprocess, else read once
                 calibrated = sum(layout.on_host()[0].active)
-                self._uncalibrated[0] += len(layout.active) - calibrated
-                self._uncalibrated[1] += calibrated
-        if truncated is not None:  # the pass is launched: the host counts while a GPU computes it
-            self._truncated += truncated()
+                tally.uncalibrated += len(layout.active) - calibrated
+                tally.calibrated += calibrated
+        if truncated is not None and tally is not None:  # the pass is launched: the host counts while a GPU computes it
+            tally.truncated += truncated()
         return output
 
     def _calibrates(self, task: str | None) -> bool:
         """Whether a pass for ``task`` (``encode_document``'s ``document``, ``encode_query``'s ``query``, ``encode``'s
         ``None``) is calibrated."""
-        return self.plan is not None and (
+        return self.plan is not None and id(self) not in _DISABLED.get() and (
             task == "document" or (task is None and self.calibrate_encode) or (task == "query" and self.calibrate_queries))
 
     @contextlib.contextmanager
     def calibration_disabled(self) -> Iterator[None]:
-        """Inside the block ``encode_document`` runs uncalibrated, with the same prompts and routing."""
-        plan, self.plan = self.plan, None
+        """Inside the block ``encode_document`` runs uncalibrated, with the same prompts and routing; in this thread
+        (or task) only, so other threads sharing the model go on calibrating."""
+        token = _DISABLED.set(_DISABLED.get() | {id(self)})
         try:
             yield
         finally:
-            self.plan = plan
+            _DISABLED.reset(token)
+
+    @contextlib.contextmanager
+    def tallying(self) -> Iterator[Tally]:
+        """Count what the passes run inside the block (in this thread or task) report: ``encode`` opens one per call,
+        for its truncation and uncalibrated-documents warnings."""
+        tally = Tally()
+        token = _TALLY.set(tally)
+        try:
+            yield tally
+        finally:
+            _TALLY.reset(token)
 
     # ------------------------------------------------------------------ input checks
     def encode(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -240,27 +267,30 @@ class FairSentenceTransformer(SentenceTransformer):
         if isinstance(inputs, (list, tuple)) and not inputs:
             empty = torch.empty(0, self.get_embedding_dimension())
             return empty if kwargs.get("convert_to_tensor") else empty.numpy()
-        self._truncated = 0
-        self._uncalibrated = [0, 0]
-        try:
-            return super().encode(inputs, *args, **kwargs)
-        finally:
-            if self._truncated:
-                warnings.warn(
-                    f"{self._truncated} input(s) exceeded the model's maximum of {self.max_seq_length} tokens "
-                    "and were truncated; their embeddings cover only the first tokens.",
-                    TruncationWarning,
-                    stacklevel=_caller_level(),
-                )
-            short, calibrated = self._uncalibrated
-            if short:
-                warnings.warn(
-                    UncalibratedWarning(
-                        f"{short} of {short + calibrated} document(s) were left uncalibrated: their content is shorter "
-                        f"than one basket ({self.calibration.basket_size} tokens), so calibration does not change them.",
-                        short),
-                    stacklevel=_caller_level(),
-                )
+        with self.tallying() as tally:
+            try:
+                return super().encode(inputs, *args, **kwargs)
+            finally:
+                self._warn(tally)
+
+    def _warn(self, tally: Tally) -> None:
+        """The warnings of one ``encode`` call: how many inputs were truncated, how many documents left uncalibrated."""
+        if tally.truncated:
+            warnings.warn(
+                f"{tally.truncated} input(s) exceeded the model's maximum of {self.max_seq_length} tokens "
+                "and were truncated; their embeddings cover only the first tokens.",
+                TruncationWarning,
+                stacklevel=_caller_level(),
+            )
+        short, calibrated = tally.uncalibrated, tally.calibrated
+        if short:
+            warnings.warn(
+                UncalibratedWarning(
+                    f"{short} of {short + calibrated} document(s) were left uncalibrated: their content is shorter "
+                    f"than one basket ({self.calibration.basket_size} tokens), so calibration does not change them.",
+                    short),
+                stacklevel=_caller_level(),
+            )
 
     def preprocess(self, inputs: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         features = super().preprocess(inputs, *args, **kwargs)

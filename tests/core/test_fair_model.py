@@ -100,12 +100,13 @@ def test_truncation_is_counted_by_the_pass_not_by_tokenizing(fair):
     from mteb_fairpos.attention import HOST_LAYOUT
     from mteb_fairpos.model import TRUNCATION, model_inputs
 
-    fair._truncated = 0
-    features = fair.preprocess([LONG * 3, SHORT, LONG * 3], task="document")
-    assert fair._truncated == 0
+    with fair.tallying() as tally:
+        features = fair.preprocess([LONG * 3, SHORT, LONG * 3], task="document")
+        assert tally.truncated == 0
+        with torch.inference_mode():
+            fair.forward(dict(features), task="document")
+    assert tally.truncated == 2
     with torch.inference_mode():
-        fair.forward(dict(features), task="document")
-        assert fair._truncated == 2
         inputs = model_inputs(features)  # what a plain model takes: the tokenizer's features, nothing of ours
         assert set(features) - set(inputs) == {HOST_LAYOUT, TRUNCATION}
         plain = SentenceTransformer.forward(fair, inputs, task="document")["sentence_embedding"]

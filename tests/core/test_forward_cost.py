@@ -149,7 +149,8 @@ def test_encode_reads_nothing_from_the_device_once_the_models_mask_was_checked_a
     assert HOST_LAYOUT not in fair.preprocess(texts, task="query")  # queries are not calibrated: nothing to make
     config, pooling = fair.plan.config, fair.plan.pooling  # the layout as a pass reads it from the device:
     read = basket_layout(features["attention_mask"], pooling, config.basket_size, config.isolated_tokens(pooling)).on_host()[0]
-    assert given == dataclasses.replace(read, contiguous=True, full=True, shape=(2, features["attention_mask"].shape[1]))
+    assert given == dataclasses.replace(read, contiguous=True, full=True, shape=(2, features["attention_mask"].shape[1]),
+                                        isolated=tuple(name for name, _ in config.isolated_tokens(pooling)))
     assert given.any_active
     with fused_kernel(True):
         _, reads = counts(lambda: fair.forward(dict(features), task="document"))
@@ -159,16 +160,22 @@ def test_encode_reads_nothing_from_the_device_once_the_models_mask_was_checked_a
 
 def test_host_values_made_for_a_batch_of_another_shape_are_not_used():
     """The host values ``preprocess`` makes travel beside the batch; where the mask changed shape on the way (padded
-    again before the device), the pass reads its own instead of using another batch's."""
+    again before the device), or another model's plan made them (features of one model given to another, with
+    other baskets or other isolated tokens), the pass reads its own instead of using values made for another layout."""
     torch.manual_seed(0)
     model = AutoModel.from_config(MODELS["gte"], attn_implementation="sdpa").eval()
     plan = attach(model, CalibrationConfig(basket_size=16, layers=1.0, strength=0.5), "mean")
+    others = [attach(model, CalibrationConfig(basket_size=4, layers=1.0, strength=0.5), "mean"),
+              attach(model, CalibrationConfig(basket_size=16, layers=1.0, strength=0.5, isolate_bos=True), "mean")]
     ids = torch.randint(1, 100, (2, 64), generator=torch.Generator().manual_seed(0))
     mask = torch.ones(2, 64, dtype=torch.long)
-    for host, made_here in ((plan.host_layout(torch.ones(3, 64, dtype=torch.long)), False), (plan.host_layout(mask), True)):
+    mask[1, 12:] = 0  # 12 tokens: calibrated in baskets of 4, not in baskets of 16
+    foreign = [(other.host_layout(mask), False) for other in others]
+    for host, made_here in ((plan.host_layout(torch.ones(3, 64, dtype=torch.long)), False), *foreign,
+                            (plan.host_layout(mask), True)):
         with torch.no_grad(), plan.applied(mask, host=host) as layout:
             model(input_ids=ids, attention_mask=mask)
-        assert (layout.known() is host) == made_here and len(layout.known().active) == 2
+        assert (layout.known() is host) == made_here and layout.known().active == [1, 0]
     with pytest.raises(ValueError, match="attention_mask on the CPU, not on meta"):  # a mask already on a device
         plan.host_layout(mask.to("meta"))
 
