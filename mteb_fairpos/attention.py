@@ -258,6 +258,10 @@ def calibrated_attention(
         state.seen.add(layer)
     if layer is None or layer not in state.plan.layers:
         return plain()
+    if dropout:  # transformers passes the module's dropout in training mode only
+        raise UnsupportedModelError(
+            f"{state.plan.architecture} is in training mode (attention dropout {dropout}), which calibrated rows do not "
+            "apply: calibrate in eval mode (model.eval(); encode() runs in it).")
     for name in _UNSUPPORTED_ARGUMENTS:
         if kwargs.get(name) is not None:
             raise UnsupportedModelError(
@@ -776,7 +780,7 @@ def _rows_output(
     exact = torch.promote_types(query.dtype, torch.float32)
     bias = _row_bias(attention_mask, rows, key.shape[2], causal, layout, exact)
     scores = (grouped.to(exact) @ key.to(exact).transpose(-1, -2)).view(n, h, r, -1) * scaling
-    probs = torch.softmax(scores + bias, dim=-1)
+    probs = torch.softmax(scores + bias, dim=-1) * _sees_any(bias, attention_mask)[..., None]  # as SDPA
     probs = calibrate_rows(probs, layout, strength, layout.row_mask(rows))
     out = (probs.view(n, kv_heads, -1, probs.shape[-1]) @ value.to(exact)).view(n, h, r, -1)
     return out.transpose(1, 2).to(value.dtype)
@@ -793,8 +797,8 @@ class _PooledShared:
     members: Tensor  # (N, K, n_b) basket membership, in the scores' dtype
     members_t: Tensor  # (N, n_b, K) its transpose, contiguous
     isolated: Tensor  # (N, H, n_iso) the isolated tokens, for every head
-    alpha: Tensor  # (N, 1, 1) the strength for calibrated sequences, 0 for the others
-    keep: Tensor  # (N, 1, 1) 1 - alpha
+    alpha: Tensor  # (N, 1, 1) the strength for calibrated sequences, 0 for the others and where the row sees no key
+    keep: Tensor  # (N, 1, 1) 1 - alpha, 0 where the row sees no key
 
 
 def _pooled_row_shared(attention_mask: Tensor | None, layout: BasketLayout, causal: bool, dtype: torch.dtype,
@@ -810,11 +814,21 @@ def _pooled_row_shared(attention_mask: Tensor | None, layout: BasketLayout, caus
         bias = _row_bias(attention_mask, rows[:, None], keys, causal, layout, dtype)  # (N, 1, 1, K)
         members = content_members(layout, dtype)[:, 0]
         alpha = layout.active.to(dtype).view(n, 1, 1) * strength
+        # a row a boolean mask hides every key from is 0, as SDPA gives it (the softmax of the bias is uniform)
+        sees = _sees_any(bias, attention_mask).to(dtype).view(n, 1, 1)
         memo[entry] = _PooledShared(
             attention_mask, rows.view(n, 1, 1, 1).expand(n, heads, 1, d), rows.view(n, 1, 1, 1).expand(n, 1, heads, d),
             bias.expand(n, kv_heads, 1, keys).reshape(n * kv_heads, 1, keys), members, members.transpose(1, 2).contiguous(),
-            layout.isolated[:, None, :].expand(n, heads, -1), alpha, 1 - alpha)
+            layout.isolated[:, None, :].expand(n, heads, -1), alpha * sees, (1 - alpha) * sees)
     return memo[entry]
+
+
+def _sees_any(bias: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """Per row of a :func:`_row_bias` (.., R, K), ``(.., R)`` bool: whether SDPA gives the row any output. A boolean
+    mask that hides every key of a row makes it 0; an additive one leaves the softmax of the bias (uniform)."""
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        return torch.ones(bias.shape[:-1], dtype=torch.bool, device=bias.device)
+    return (bias > torch.finfo(bias.dtype).min / 2).any(-1)
 
 
 def _row_bias(

@@ -31,8 +31,9 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules import Transformer
 from sentence_transformers.base.modules.module import Module
+from sentence_transformers.sentence_transformer.modules import Pooling
 
-from .attention import HOST_LAYOUT, CalibrationPlan, attach
+from .attention import HOST_LAYOUT, CalibrationPlan, UnsupportedModelError, attach
 from .config import CalibrationConfig, ConfigError
 from .segmented import TruncationWarning, model_pooling
 from .truncation import cut_count, provable
@@ -54,6 +55,13 @@ def model_inputs(features: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in features.items() if key not in (HOST_LAYOUT, TRUNCATION)}
 
 
+_NO_MASK = "a calibrated pass needs the batch padded, with its attention_mask, and this batch came without one"
+_PACKED = (": sentence-transformers packed it into one sequence for flash attention (its unpad_inputs). Set "
+           "`model[0].unpad_inputs = False` (attention stays flash attention in every uncalibrated pass), or load the "
+           "model with attn_implementation='sdpa'.")
+_CLS_AFTER_PROMPT = ("this model's Pooling module (cls, include_prompt=False) pools the first token after the prompt, "
+                     "but calibration rewrites the row it pools for cls, the first token's: encode the documents "
+                     "without a prompt, or set include_prompt=True on the Pooling module.")
 _UNSET: Any = object()
 _LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)
 
@@ -178,6 +186,12 @@ class FairSentenceTransformer(SentenceTransformer):
             pooling = calibration.pooling or model_pooling(self)
             if self.transformers_model is None:
                 raise ConfigError("calibration needs a transformers model as the first module.")
+            encoders = {id(module.model) for module in self.modules() if isinstance(module, Transformer)}
+            if len(encoders) > 1:
+                raise UnsupportedModelError(
+                    f"this model holds {len(encoders)} transformers models (e.g. a Router with its own query and "
+                    "document encoders); calibration attaches to one model and cannot tell which one encodes the "
+                    "documents.")
             self.plan = attach(self.transformers_model, calibration, pooling)
 
     def _take_saved_calibration(self) -> Calibration | None:
@@ -220,6 +234,10 @@ class FairSentenceTransformer(SentenceTransformer):
         if not self._calibrates(kwargs.get("task")):
             output = super().forward(input, **kwargs)
         else:
+            if "attention_mask" not in input:
+                raise UnsupportedModelError(_NO_MASK + (_PACKED if "cu_seq_lens_q" in input else "."))
+            if self.plan.pooling == "cls" and input.get("prompt_length") and self._pools_after_prompt():
+                raise UnsupportedModelError(_CLS_AFTER_PROMPT)
             inputs = tuple(sorted(name for name, value in input.items() if isinstance(value, torch.Tensor)))
             with self.plan.applied(input["attention_mask"], host=host, inputs=inputs) as layout:
                 output = super().forward(input, **kwargs)
@@ -230,6 +248,11 @@ class FairSentenceTransformer(SentenceTransformer):
         if truncated is not None and tally is not None:  # the pass is launched: the host counts while a GPU computes it
             tally.truncated += truncated()
         return output
+
+    def _pools_after_prompt(self) -> bool:
+        """Whether a cls Pooling module leaves the prompt out, so that with a prompt it pools a token after it."""
+        return any(isinstance(module, Pooling) and module.pooling_mode == "cls" and not module.include_prompt
+                   for module in self)
 
     def _calibrates(self, task: str | None) -> bool:
         """Whether a pass for ``task`` (``encode_document``'s ``document``, ``encode_query``'s ``query``, ``encode``'s

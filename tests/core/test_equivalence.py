@@ -335,6 +335,97 @@ def test_softmax_changing_arguments_are_refused_not_ignored(argument):
                 assert calibrated_attention(module, q, k, v, None, **{argument: None})[0].shape == (1, 24, 4, 8)
 
 
+def test_training_mode_is_refused_not_calibrated_without_its_attention_dropout(transformers_modules):
+    """In training mode transformers passes the attention dropout, which the calibrated rows would not apply."""
+    fair = FairSentenceTransformer(st_model(transformers_modules["bert"], "mean", "right"),
+                                   CalibrationConfig(basket_size=4, layers=1.0, strength=1.0))
+    features = fair.preprocess(TEXTS[:2], task="document")
+    fair.plan.model.train()
+    try:
+        with pytest.raises(UnsupportedModelError, match=r"training mode \(attention dropout 0.1\).*model.eval\(\)"):
+            fair.forward(dict(features), task="document")
+        fair.forward(dict(features), task="query")  # an uncalibrated pass trains as before
+    finally:
+        fair.plan.model.eval()
+
+
+def test_batches_packed_for_flash_attention_get_a_clear_error_and_the_fix_works(tmp_path_factory, tokenizer_dir):
+    """sentence-transformers packs a batch into one sequence (no attention mask) where the model runs flash attention
+    (unpad_inputs). Mocked: flash attention needs CUDA and flash-attn, so the module is put in the state
+    sentence-transformers puts it in itself when flash attention is requested. A calibrated pass then says what to do,
+    and doing it (padded batches) calibrates as without the packing."""
+    from transformers import DataCollatorWithFlattening
+
+    model = st_model(build_transformer(tiny_configs()["bert"], tmp_path_factory, tokenizer_dir), "mean", "right")
+    fair = FairSentenceTransformer(model, CalibrationConfig(basket_size=4, layers=1.0, strength=1.0))
+    expected = fair.encode_document(TEXTS[:3], convert_to_tensor=True)
+    module = fair[0]
+    module.data_collator = DataCollatorWithFlattening(return_seq_idx=True, return_flash_attn_kwargs=True,
+                                                      return_position_ids=True)
+    module.can_flatten_inputs = True
+    module._flatten_position_offset = module._infer_flatten_position_offset()
+    assert "attention_mask" not in fair.preprocess(TEXTS[:3], task="document")  # packed, as with flash attention
+    with pytest.raises(UnsupportedModelError, match=r"packed it into one sequence.*`model\[0\].unpad_inputs = False`"):
+        fair.encode_document(TEXTS[:3])
+    module.unpad_inputs = False
+    assert torch.equal(fair.encode_document(TEXTS[:3], convert_to_tensor=True), expected)
+
+
+def test_cls_pooling_of_the_first_token_after_a_prompt_is_refused(transformers_modules):
+    """A cls Pooling module that leaves the prompt out pools the first token after it, not the first token, whose
+    row calibration rewrites: with a prompt that is refused (before, the embedding came out plain, silently)."""
+    model = st_model(transformers_modules["gte"], "cls", "right")
+    model[1].include_prompt = False
+    fair = FairSentenceTransformer(model, CalibrationConfig(basket_size=4, layers="last", strength=1.0))
+    with pytest.raises(UnsupportedModelError, match="pools the first token after the prompt"):
+        fair.encode_document(TEXTS[1:3], prompt="passage: ")
+    without = fair.encode_document(TEXTS[1:3], convert_to_tensor=True)  # no prompt: the first token is pooled
+    with fair.calibration_disabled():
+        assert (without - fair.encode_document(TEXTS[1:3], convert_to_tensor=True)).abs().max() > 1e-3
+    model[1].include_prompt = True  # the prompt is pooled with the rest: the first token again
+    fair.encode_document(TEXTS[1:3], prompt="passage: ")
+
+
+def test_a_model_with_several_encoders_is_refused(transformers_modules):
+    """A Router with its own query and document encoders holds two transformers models: calibration attaches to one
+    and cannot tell which one encodes the documents (before, it took the query encoder's and blamed remote code)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    router = Router.for_query_document(query_modules=[transformers_modules["bert"]],
+                                       document_modules=[transformers_modules["gte"]])
+    model = SentenceTransformer(modules=[router, Pooling(32, "mean")], device="cpu")
+    with pytest.raises(UnsupportedModelError, match="holds 2 transformers models"):
+        FairSentenceTransformer(model, CalibrationConfig(basket_size=4))
+
+
+@pytest.mark.parametrize(("architecture", "pooling", "padding"), [("bert", "cls", "right"), ("bert", "cls", "left"),
+                                                                  ("qwen3", "mean", "left")])
+def test_a_row_that_sees_no_key_comes_out_as_sdpa_gives_it(transformers_modules, architecture, pooling, padding):
+    """A row the model's mask hides every key from (an empty text without special tokens; a causal model's left
+    padding) is 0 under SDPA. The PyTorch path's pooling row and the tiled path's rows give it so too (a softmax
+    over the mask's bias alone was uniform: an uncalibrated document 2.3 away from the plain model's)."""
+    from mteb_fairpos.attention import mean_kernel
+
+    fair = FairSentenceTransformer(st_model(transformers_modules[architecture], pooling, padding),
+                                   CalibrationConfig(basket_size=3, layers=1.0, strength=0.8))
+    texts = ["", TEXTS[2]] if pooling == "cls" else TEXTS[1:3]
+    options = dict(convert_to_tensor=True, processing_kwargs={"text": {"add_special_tokens": False}}) if pooling == "cls" \
+        else dict(output_value="token_embeddings")
+    with fair.calibration_disabled():
+        plain = fair.encode_document(texts, **options)
+    routes = {"path": fair.encode_document(texts, **options)}
+    with mean_kernel("tiled"):
+        routes["tiled"] = fair.encode_document(texts, **options)
+    for route, got in routes.items():
+        if pooling == "cls":  # the empty text is left uncalibrated: the plain model's vector
+            assert torch.equal(got[0], plain[0]), route
+        else:  # the left padding rows of the shorter text, uncalibrated
+            padded = plain[0].shape[0] - len(fair.tokenizer(texts[0], add_special_tokens=True)["input_ids"])
+            assert padded > 0 and torch.equal(got[0][:padded], plain[0][:padded]), route
+
+
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_a_two_percent_strength_change_is_caught(transformers_modules, pooling):
     """The 1e-5 tolerance is tight enough to see a wrong strength: the comparison is not vacuous."""

@@ -136,7 +136,7 @@ def test_the_host_layout_made_from_the_tokenizers_mask_is_what_a_pass_would_read
     read, (contiguous, full) = layout.on_host(padding_fits(layout), _full(layout))
     made = host_layout(mask, basket, isolated)
     assert made == type(read)(read.active, read.content_start, read.n_content, basket, contiguous=contiguous, full=full,
-                              shape=tuple(mask.shape))
+                              shape=tuple(mask.shape), isolated=tuple(name for name, _ in isolated))
     assert all(type(v) is int for v in made.active + made.content_start + made.n_content)
 
 
