@@ -135,6 +135,8 @@ def attention_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor |
     n, h, length, d = query.shape
     kv_heads = key.shape[1]
     rep = h // kv_heads
+    # the fused ops read the head dimension as contiguous, whatever its stride (PyTorch's public SDPA copies first)
+    query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
     grouped = query.reshape(n, kv_heads, rep * length, d)
     if bias is not None and rep > 1 and bias.shape[2] > 1:  # a per-row mask follows the rows of every head
         bias = bias.repeat(1, 1, rep, 1)

@@ -76,6 +76,21 @@ def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
     assert torch.allclose(lse, torch.logsumexp(scores, -1), atol=1e-5)
 
 
+def test_a_head_dimension_with_a_stride_gives_the_same_rows(device):
+    """Views whose head dimension is strided (every other element of a wider tensor) give the rows their contiguous
+    copies give: the fused ops read that dimension as contiguous (before, one sequence's mean rows were off by 1.5)."""
+    wide = _inputs(n=1, kv_heads=2, length=12, dim=16, device=device)
+    strided = tuple(t[..., ::2] for t in wide)
+    copies = tuple(t.contiguous() for t in strided)
+    assert strided[0].stride(-1) == 2
+    bias = torch.zeros(1, 1, 1, 12, device=device)
+    for got, expected in zip(attention_with_lse(*strided, bias, 0.35), attention_with_lse(*copies, bias, 0.35)):
+        assert torch.equal(got, expected)
+    layout = basket_layout(_padding(1, 12, [9], "left", device), "mean", 3, ())
+    rows = [attention.grouped_mean_rows(*t, None, False, 0.35, layout, 1.0) for t in (strided, copies)]
+    assert torch.equal(rows[0], rows[1])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_the_cpu_kernel_passes_its_first_use_check(dtype):
     for head_dim in (8, 32, 64, 128):
