@@ -70,6 +70,14 @@ class LaunchConfig:
     num_stages: int = 2
     tma: bool = False
 
+    def __post_init__(self) -> None:
+        tiles = {"block_m": self.block_m, "block_n": self.block_n, "num_warps": self.num_warps}
+        wrong = [f"{name}={value!r}" for name, value in tiles.items()
+                 if not isinstance(value, int) or value < (1 if name == "num_warps" else 16) or value & (value - 1)]
+        if wrong or not isinstance(self.num_stages, int) or self.num_stages < 1:
+            raise ValueError(f"LaunchConfig: {', '.join(wrong) or f'num_stages={self.num_stages!r}'}: tiles are powers of "
+                             "two of at least 16 (the least tl.dot takes), warps a power of two, stages at least 1.")
+
 
 HOPPER = range(90, 100)
 """Compute capabilities 9.x (H100, H200): where the settings tuned on an H200 apply."""
@@ -133,6 +141,8 @@ class FusedLayout:
     basket_size: int
     """The layout's basket size, the largest any sequence has: where a key block holds it, the kernel closes one
     basket per block."""
+    length: int
+    """The batch's length (keys per sequence) the layout was made for."""
 
     @property
     def n(self) -> int:
@@ -153,7 +163,7 @@ def fused_layout(layout: BasketLayout) -> FusedLayout:
     columns = (first_valid(content), content.sum(1), layout.basket.eq(0).sum(1).clamp(min=1), layout.n_baskets,
                valid_start, valid_start + valid.sum(1), layout.active.long(), pooling_row, iso[:, 0], iso[:, 1])
     sequences = torch.stack(columns, dim=1).to(torch.int32)  # every column is int64
-    return FusedLayout(sequences, layout.shares, layout.query_rows is not None, layout.basket_size)
+    return FusedLayout(sequences, layout.shares, layout.query_rows is not None, layout.basket_size, valid.shape[1])
 
 
 def _let_the_interpreter_take_loop_bounds() -> None:
@@ -197,7 +207,7 @@ def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout
         return f"key {tuple(key.shape)} and value {tuple(value.shape)} do not match query {tuple(query.shape)}"
     if key.shape[2] != length:
         return f"{key.shape[2]} keys for {length} queries: a key/value cache or cross-attention cannot be calibrated"
-    if heads % key.shape[1]:
+    if not key.shape[1] or heads % key.shape[1]:
         return f"{heads} query heads are not a multiple of {key.shape[1]} key/value heads"
     if query.dtype not in DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
         return f"dtypes {query.dtype}, {key.dtype}, {value.dtype}: the kernel takes one of fp32, bf16, fp16 for all three"
@@ -208,9 +218,11 @@ def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout
         return f"tensors on several devices: {sorted(map(str, devices))}"
     if query.device.type != "cuda" and not _interpreting():
         return f"device {query.device.type}: the compiled kernel runs on CUDA (on the CPU only through TRITON_INTERPRET=1)"
-    batch = layout.n if isinstance(layout, FusedLayout) else layout.key_valid.shape[0]
-    if batch != n or (not isinstance(layout, FusedLayout) and layout.key_valid.shape[1] != length):
-        return f"the basket layout is for another batch ({batch} sequences) than query {tuple(query.shape)}"
+    batch, keys = (layout.n, layout.length) if isinstance(layout, FusedLayout) else layout.key_valid.shape
+    if (batch, keys) != (n, length):
+        return f"the basket layout is for another batch ({batch} sequences of {keys}) than query {tuple(query.shape)}"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        return "inputs that require grad: the kernel has no backward pass"
     return None
 
 
@@ -290,6 +302,8 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     reason = call_refusal(query, key, value, layout)
     if not reason and not 0 <= strength <= 1:
         reason = f"strength {strength} is outside [0, 1]"
+    if not reason and not 0 < scaling < float("inf"):
+        reason = f"scaling {scaling} is not a positive finite number"
     fused = layout if isinstance(layout, FusedLayout) else fused_layout(layout)
     if not reason and out is not None:
         reason = _out_refusal(out, query, fused.pooled)
@@ -601,11 +615,15 @@ if triton is not None:
         iso_weight_0 = tl.where(blend, strength * share_0 / row_total + (1.0 - strength) * original_0, original_0)
         iso_weight_1 = tl.where(blend, strength * share_1 / row_total + (1.0 - strength) * original_1, original_1)
         out = row_acc * plain_weight[:, None] + basket_outputs * baskets_weight[:, None]
+        # an isolated token's value only where it is a valid position (a sequence of padding alone has none, and a
+        # padded value may be NaN, which a weight of 0 would not cancel)
         if N_ISO >= 1:
-            v_0 = tl.load(v_base + iso_0 * stride_vl + dims * stride_vd, mask=in_head, other=0.0).to(tl.float32)
+            valid_0 = (iso_0 >= valid_start) & (iso_0 < valid_stop)
+            v_0 = tl.load(v_base + iso_0 * stride_vl + dims * stride_vd, mask=in_head & valid_0, other=0.0).to(tl.float32)
             out += iso_weight_0[:, None] * v_0[None, :]
         if N_ISO == 2:
-            v_1 = tl.load(v_base + iso_1 * stride_vl + dims * stride_vd, mask=in_head, other=0.0).to(tl.float32)
+            valid_1 = (iso_1 >= valid_start) & (iso_1 < valid_stop)
+            v_1 = tl.load(v_base + iso_1 * stride_vl + dims * stride_vd, mask=in_head & valid_1, other=0.0).to(tl.float32)
             out += iso_weight_1[:, None] * v_1[None, :]
         out_rows = Out + seq * stride_on + head[:, None] * stride_oh + position[:, None] * stride_ol
         tl.store(out_rows + dims[None, :] * stride_od, out.to(Out.dtype.element_ty), mask=real[:, None] & in_head[None, :])

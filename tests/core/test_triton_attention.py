@@ -193,12 +193,13 @@ def test_a_call_whose_keys_and_values_take_no_descriptor_reads_them_by_masked_lo
 def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see_them(device, tma, blocks):
     """NaN in K and V at padded positions (as a causal model's fully masked padded rows can leave in the next layer's
     keys): every row that sees no padded key is exact, whether blocks are read masked or whole through descriptors,
-    in both loops of the kernel (baskets of ``blocks`` key blocks; the last one of each sequence shorter)."""
+    in both loops of the kernel (baskets of ``blocks`` key blocks; the last one of each sequence shorter); and a
+    sequence of padding alone, whose isolated tokens point at padding, is 0 (its isolated values were NaN x 0)."""
     config = _descriptor_config(device) if tma else None
     block = (config or launch_config(torch.float32, 16, False, device_arch(torch.device(device)))).block_n
     length = 2 * block + 5
-    spans = [(0, length), (0, length - 15), (9, length)]
-    q, k, v = _inputs(n=3, heads=4, kv_heads=2, length=length, dim=16, device=device)
+    spans = [(0, length), (0, length - 15), (9, length), (0, 0)]  # the last: padding alone, its isolated tokens too
+    q, k, v = _inputs(n=4, heads=4, kv_heads=2, length=length, dim=16, device=device)
     mask = _mask(length, spans, device)
     layout = basket_layout(mask, "mean", int(blocks * block), (("bos", "original"), ("eos", "equal")))
     padded = ~mask.bool()[:, None, :, None]
@@ -207,6 +208,7 @@ def test_keys_and_values_of_padded_positions_never_reach_a_row_that_does_not_see
     expected = explicit_calibrated_attention(q.double(), k.double(), v.double(), layout, 0.5, False, SCALE)
     valid = mask.bool()[:, None, :, None].expand_as(out)
     assert (out[valid].double() - expected[valid]).abs().max().item() <= TOLERANCE[torch.float32]
+    assert torch.equal(out[3], torch.zeros_like(out[3])) and torch.equal(expected[3], torch.zeros_like(expected[3]))
 
 
 @pytest.mark.parametrize("case", POOLED_CASES)
@@ -318,12 +320,24 @@ def test_what_the_kernel_cannot_honour_is_refused_with_the_reason(device):
         "6 keys for 12 queries": (q, k[:, :, :6], v[:, :, :6], layout),
         "head size 300": (torch.zeros(2, 4, 12, 300, device=device), *[torch.zeros(2, 2, 12, 300, device=device)] * 2, layout),
         "another batch": (q[:1], k[:1], v[:1], layout),
+        r"another batch \(2 sequences of 20\)": (q, k, v, fused_layout(basket_layout(_mask(20, [(0, 20)] * 2, device),
+                                                                                     "mean", 4, ()))),
+        "not a multiple of 0 key/value heads": (q, k[:, :0], v[:, :0], layout),
+        "require grad: the kernel has no backward pass": (q.clone().requires_grad_(), k, v, layout),
     }
     for why, (query, key, value, basket) in refusals.items():
         with pytest.raises(FusedAttentionRefused, match=why):
             fused_calibrated_attention(query, key, value, basket, 0.5, False, SCALE)
     with pytest.raises(FusedAttentionRefused, match=r"strength 1.5 is outside \[0, 1\]"):
         fused_calibrated_attention(q, k, v, layout, 1.5, False, SCALE)
+    for scaling in (0.0, -0.25, float("nan"), float("inf")):  # every row would be NaN (-inf x 0 where masked)
+        with pytest.raises(FusedAttentionRefused, match=f"scaling {scaling} is not a positive finite number"):
+            fused_calibrated_attention(q, k, v, layout, 0.5, False, scaling)
+    with torch.no_grad():  # without grad mode the same inputs are taken
+        fused_calibrated_attention(q.clone().requires_grad_(), k, v, layout, 0.5, False, SCALE)
+    for tiles in ((16, 24), (8, 16), (16, 16, 3), (16, 16, 4, 0)):  # a clear error, not the compiler's
+        with pytest.raises(ValueError, match="LaunchConfig: .*powers of two of at least 16"):
+            triton_attention.LaunchConfig(*tiles)
 
     causal = mask.bool()[:, None, None, :] & torch.ones(12, 12, dtype=torch.bool, device=device).tril()
     assert unsupported_reason(q, k, v, layout, True, causal) is None
@@ -440,6 +454,28 @@ def test_a_calibrated_model_gives_the_same_output_through_the_kernel(device, mod
     assert calls == {False: 0, True: 2}  # both calibrated layers, and only with the kernel selected
     valid = mask.bool()
     torch.testing.assert_close(outputs[True][valid], outputs[False][valid], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_a_calibrated_pass_that_would_record_gradients_is_refused(device, pooling):
+    """Calibration is for inference: its rows are written in place (by the kernel, which has no backward pass, or into
+    SDPA's output), so a pass that records gradients is refused with what to do, on either path (the kernel gave
+    SDPA's gradients silently, the PyTorch path an autograd error), and the same pass under no_grad runs."""
+    from mteb_fairpos import UnsupportedModelError
+
+    torch.manual_seed(0)
+    model = AutoModel.from_config(_MODELS["gte"](), attn_implementation="sdpa").eval().to(device)
+    ids = torch.randint(1, 100, (2, 40), generator=torch.Generator().manual_seed(1)).to(device)
+    mask = torch.ones(2, 40, dtype=torch.long, device=device)
+    mask[1, 29:] = 0
+    plan = attach(model, CalibrationConfig(basket_size=8, layers=1.0, strength=0.7), pooling)
+    for enabled in (False, True):
+        with fused_kernel(enabled), plan.applied(mask):
+            with pytest.raises(UnsupportedModelError, match=r"records no gradients.*torch.no_grad\(\)"):
+                model(input_ids=ids, attention_mask=mask)
+            with torch.no_grad():
+                model(input_ids=ids, attention_mask=mask)
 
 
 @pytest.mark.parametrize("device", DEVICES)
