@@ -316,19 +316,25 @@ def stages(model, fair, texts: list[str], batch_size: int, device: str, host: bo
     def on_device(features: dict) -> dict:
         return {name: value.to(device) if hasattr(value, "to") else value for name, value in features.items()}
 
+    def counting(transformer):
+        """What encode opens around its passes: the calibrated model's count for its warnings runs inside it."""
+        return getattr(transformer, "tallying", contextlib.nullcontext)()
+
     def forward(transformer, features: list[dict], **kwargs):
         def run():
-            return [transformer.forward(dict(batch), **kwargs)["sentence_embedding"] for batch in features][-1]
+            with counting(transformer):
+                return [transformer.forward(dict(batch), **kwargs)["sentence_embedding"] for batch in features][-1]
         return run
 
     def launched(transformer, features: list[dict], **kwargs):
         def run() -> float:
             seconds = 0.0
-            for batch in features:
-                _synchronize(device)
-                start = time.perf_counter()
-                transformer.forward(dict(batch), **kwargs)
-                seconds += time.perf_counter() - start
+            with counting(transformer):
+                for batch in features:
+                    _synchronize(device)
+                    start = time.perf_counter()
+                    transformer.forward(dict(batch), **kwargs)
+                    seconds += time.perf_counter() - start
             _synchronize(device)
             return seconds
         return run

@@ -97,7 +97,8 @@ class CalibrationPlan:
         """Whether ``host`` was made by this plan's :meth:`host_layout` for a mask of this shape: host values made for
         another batch, or by another plan (features of another model), are not used."""
         names = tuple(name for name, _ in self.config.isolated_tokens(self.pooling))
-        return (host.shape, host.basket_size, host.isolated) == (tuple(attention_mask.shape), self.config.basket_size, names)
+        made_for = (tuple(attention_mask.shape), self.config.basket_size, names)
+        return (host.shape, host.basket_size, host.isolated) == made_for
 
     def _layout(self, attention_mask: Tensor) -> BasketLayout:
         return basket_layout(attention_mask, self.pooling, self.config.basket_size, self.config.isolated_tokens(self.pooling))
@@ -108,8 +109,8 @@ class CalibrationPlan:
         """Calibrate every forward pass run inside this block over a batch with ``attention_mask``;
         yields the batch's basket layout (``None`` at strength 0, which changes nothing). ``host``: its
         :meth:`host_layout`, where the caller made it before the mask went to the device (ignored unless made for
-        a mask of this shape by a plan of the same basket size and isolated tokens); ``inputs``: the names of the model's inputs, part of the kind of mask a check is
-        remembered for (`_mask_fits`).
+        a mask of this shape by a plan of the same basket size and isolated tokens); ``inputs``: the names of the
+        model's inputs, part of the kind of mask a check is remembered for (`_mask_fits`).
 
         The model runs the calibrated backend only while such a block is open (in any thread: `_switched`); else it
         keeps its own attention implementation, so a wrapped model behaves as before (in worker processes too, which
@@ -169,7 +170,9 @@ def _switched(model: nn.Module) -> Iterator[None]:
     """Run ``model`` on the calibrated backend while any calibrated pass runs on it: the first pass switches it, the
     last one switches it back, so a pass in another thread is never switched back under it (its later layers would
     run plain SDPA). A plain pass that overlaps a calibrated one in another thread runs the backend too, which without
-    a calibrated pass of its own is SDPA."""
+    a calibrated pass of its own is SDPA: the same pass where the model's own implementation is SDPA; with another
+    (eager, flash attention) its mask and its attention may come from different implementations
+    (docs/calibration.md)."""
     with _SWITCHING:
         switch = _SWITCHES.setdefault(model, _Switch())
         if switch.passes == 0:

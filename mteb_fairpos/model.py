@@ -181,7 +181,7 @@ class FairSentenceTransformer(SentenceTransformer):
         self.calibration = calibration
         self.calibrate_encode = bool(calibrate_encode if calibrate_encode is not None else saved and saved.calibrate_encode)
         self.calibrate_queries = bool(calibrate_queries if calibrate_queries is not None else saved and saved.calibrate_queries)
-        self.plan: CalibrationPlan | None = None
+        self._plan: CalibrationPlan | None = None
         if calibration is not None:
             pooling = calibration.pooling or model_pooling(self)
             if self.transformers_model is None:
@@ -192,7 +192,18 @@ class FairSentenceTransformer(SentenceTransformer):
                     f"this model holds {len(encoders)} transformers models (e.g. a Router with its own query and "
                     "document encoders); calibration attaches to one model and cannot tell which one encodes the "
                     "documents.")
-            self.plan = attach(self.transformers_model, calibration, pooling)
+            self._plan = attach(self.transformers_model, calibration, pooling)
+
+    @property
+    def plan(self) -> CalibrationPlan | None:
+        """The calibration resolved against the model; ``None`` for the plain model, and inside
+        ``calibration_disabled`` (in the thread or task that opened it)."""
+        return None if id(self) in _DISABLED.get() else self._plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled inside ``calibration_disabled`` (worker processes started there), the model is the plain one."""
+        state = super().__getstate__()
+        return {**state, "_plan": self.plan}
 
     def _take_saved_calibration(self) -> Calibration | None:
         """Remove the saved `Calibration` step from the pipeline (it is re-added on save) and return it."""
@@ -234,10 +245,8 @@ class FairSentenceTransformer(SentenceTransformer):
         if not self._calibrates(kwargs.get("task")):
             output = super().forward(input, **kwargs)
         else:
-            if "attention_mask" not in input:
-                raise UnsupportedModelError(_NO_MASK + (_PACKED if "cu_seq_lens_q" in input else "."))
-            if self.plan.pooling == "cls" and input.get("prompt_length") and self._pools_after_prompt():
-                raise UnsupportedModelError(_CLS_AFTER_PROMPT)
+            if self.plan.config.strength > 0:  # at strength 0 the pass is the plain model's
+                self._refuse_what_calibration_cannot_honour(input)
             inputs = tuple(sorted(name for name, value in input.items() if isinstance(value, torch.Tensor)))
             with self.plan.applied(input["attention_mask"], host=host, inputs=inputs) as layout:
                 output = super().forward(input, **kwargs)
@@ -249,15 +258,21 @@ class FairSentenceTransformer(SentenceTransformer):
             tally.truncated += truncated()
         return output
 
-    def _pools_after_prompt(self) -> bool:
-        """Whether a cls Pooling module leaves the prompt out, so that with a prompt it pools a token after it."""
-        return any(isinstance(module, Pooling) and module.pooling_mode == "cls" and not module.include_prompt
-                   for module in self)
+    def _refuse_what_calibration_cannot_honour(self, features: dict[str, Any]) -> None:
+        """A batch without its padding mask, and a cls Pooling module that leaves a given prompt out (it then pools
+        the first token after the prompt, not the row calibration rewrites)."""
+        if "attention_mask" not in features:
+            raise UnsupportedModelError(_NO_MASK + (_PACKED if "cu_seq_lens_q" in features else "."))
+        prompt = features.get("prompt_length")  # an int; a tensor in training
+        if self.plan.pooling == "cls" and prompt is not None and bool(torch.as_tensor(prompt).any()) and any(
+                isinstance(module, Pooling) and module.pooling_mode == "cls" and not module.include_prompt
+                for module in self):
+            raise UnsupportedModelError(_CLS_AFTER_PROMPT)
 
     def _calibrates(self, task: str | None) -> bool:
         """Whether a pass for ``task`` (``encode_document``'s ``document``, ``encode_query``'s ``query``, ``encode``'s
         ``None``) is calibrated."""
-        return self.plan is not None and id(self) not in _DISABLED.get() and (
+        return self.plan is not None and (
             task == "document" or (task is None and self.calibrate_encode) or (task == "query" and self.calibrate_queries))
 
     @contextlib.contextmanager

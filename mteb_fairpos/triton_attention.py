@@ -71,12 +71,13 @@ class LaunchConfig:
     tma: bool = False
 
     def __post_init__(self) -> None:
-        tiles = {"block_m": self.block_m, "block_n": self.block_n, "num_warps": self.num_warps}
-        wrong = [f"{name}={value!r}" for name, value in tiles.items()
-                 if not isinstance(value, int) or value < (1 if name == "num_warps" else 16) or value & (value - 1)]
-        if wrong or not isinstance(self.num_stages, int) or self.num_stages < 1:
-            raise ValueError(f"LaunchConfig: {', '.join(wrong) or f'num_stages={self.num_stages!r}'}: tiles are powers of "
-                             "two of at least 16 (the least tl.dot takes), warps a power of two, stages at least 1.")
+        least = {"block_m": 16, "block_n": 16, "num_warps": 1, "num_stages": 1}  # tiles: the least tl.dot takes
+        wrong = [f"{name}={getattr(self, name)!r}" for name, floor in least.items()
+                 if not isinstance(getattr(self, name), int) or getattr(self, name) < floor
+                 or (name != "num_stages" and getattr(self, name) & (getattr(self, name) - 1))]
+        if wrong:
+            raise ValueError(f"LaunchConfig: {', '.join(wrong)}: tiles are powers of two of at least 16, warps a power "
+                             "of two, stages at least 1.")
 
 
 HOPPER = range(90, 100)
@@ -207,7 +208,9 @@ def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout
         return f"key {tuple(key.shape)} and value {tuple(value.shape)} do not match query {tuple(query.shape)}"
     if key.shape[2] != length:
         return f"{key.shape[2]} keys for {length} queries: a key/value cache or cross-attention cannot be calibrated"
-    if not key.shape[1] or heads % key.shape[1]:
+    if not key.shape[1]:
+        return "no key/value heads"
+    if heads % key.shape[1]:
         return f"{heads} query heads are not a multiple of {key.shape[1]} key/value heads"
     if query.dtype not in DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
         return f"dtypes {query.dtype}, {key.dtype}, {value.dtype}: the kernel takes one of fp32, bf16, fp16 for all three"
@@ -526,12 +529,15 @@ if triton is not None:
         iso_1 = tl.load(meta + 9)
         score_0 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         score_1 = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        # an isolated token is a valid position but in a sequence of padding alone (whose values may be NaN)
+        valid_0 = (iso_0 >= valid_start) & (iso_0 < valid_stop)
+        valid_1 = (iso_1 >= valid_start) & (iso_1 < valid_stop)
         if N_ISO >= 1:
             score_0 = _isolated_score(q, k_base, iso_0, stride_kl, stride_kd, dims, in_head, scale_log2,
-                                      (iso_0 >= valid_start) & (iso_0 < valid_stop) & real, position, CAUSAL)
+                                      valid_0 & real, position, CAUSAL)
         if N_ISO == 2:
             score_1 = _isolated_score(q, k_base, iso_1, stride_kl, stride_kd, dims, in_head, scale_log2,
-                                      (iso_1 >= valid_start) & (iso_1 < valid_stop) & real, position, CAUSAL)
+                                      valid_1 & real, position, CAUSAL)
 
         # the row's plain online softmax (running max, running sum, accumulator) over the content keys, in base 2;
         # a finite floor for the max keeps exp2(max - new max) free of inf - inf where a row has seen no key yet
@@ -615,14 +621,12 @@ if triton is not None:
         iso_weight_0 = tl.where(blend, strength * share_0 / row_total + (1.0 - strength) * original_0, original_0)
         iso_weight_1 = tl.where(blend, strength * share_1 / row_total + (1.0 - strength) * original_1, original_1)
         out = row_acc * plain_weight[:, None] + basket_outputs * baskets_weight[:, None]
-        # an isolated token's value only where it is a valid position (a sequence of padding alone has none, and a
-        # padded value may be NaN, which a weight of 0 would not cancel)
+        # an isolated token's value only where it is a valid position (a padded value may be NaN, which a weight of 0
+        # would not cancel)
         if N_ISO >= 1:
-            valid_0 = (iso_0 >= valid_start) & (iso_0 < valid_stop)
             v_0 = tl.load(v_base + iso_0 * stride_vl + dims * stride_vd, mask=in_head & valid_0, other=0.0).to(tl.float32)
             out += iso_weight_0[:, None] * v_0[None, :]
         if N_ISO == 2:
-            valid_1 = (iso_1 >= valid_start) & (iso_1 < valid_stop)
             v_1 = tl.load(v_base + iso_1 * stride_vl + dims * stride_vd, mask=in_head & valid_1, other=0.0).to(tl.float32)
             out += iso_weight_1[:, None] * v_1[None, :]
         out_rows = Out + seq * stride_on + head[:, None] * stride_oh + position[:, None] * stride_ol

@@ -7,6 +7,7 @@ ends while the second is: the interleaving where a switch or a count shared by t
 
 from __future__ import annotations
 
+import pickle
 import threading
 import warnings
 from collections.abc import Callable
@@ -107,3 +108,16 @@ def test_each_encode_call_warns_of_its_own_truncated_and_uncalibrated_inputs(fai
     uncalibrated = [str(w.message).split(" were")[0] for w in caught if issubclass(w.category, UncalibratedWarning)]
     assert truncation == ["1 input(s)", "2 input(s)"], truncation
     assert uncalibrated == ["1 of 3 document(s)"], uncalibrated
+
+
+def test_inside_calibration_disabled_the_model_reads_and_pickles_as_the_plain_one(fair):
+    """Inside the block (in its thread) the model has no plan: it saves, labels and pickles as the plain model, so worker
+    processes started there (``encode_document(..., device=[...])`` pickles the model) encode uncalibrated too."""
+    calibrated = fair.encode_document(DOCUMENTS[:1], convert_to_tensor=True)
+    with fair.calibration_disabled():
+        assert fair.plan is None and "(calibration): none" in repr(fair)
+        plain = fair.encode_document(DOCUMENTS[:1], convert_to_tensor=True)
+        copy = pickle.loads(pickle.dumps(fair))
+    assert fair.plan is not None and copy.plan is None
+    assert torch.equal(copy.encode_document(DOCUMENTS[:1], convert_to_tensor=True), plain)
+    assert torch.equal(pickle.loads(pickle.dumps(fair)).encode_document(DOCUMENTS[:1], convert_to_tensor=True), calibrated)

@@ -322,7 +322,7 @@ def test_what_the_kernel_cannot_honour_is_refused_with_the_reason(device):
         "another batch": (q[:1], k[:1], v[:1], layout),
         r"another batch \(2 sequences of 20\)": (q, k, v, fused_layout(basket_layout(_mask(20, [(0, 20)] * 2, device),
                                                                                      "mean", 4, ()))),
-        "not a multiple of 0 key/value heads": (q, k[:, :0], v[:, :0], layout),
+        "no key/value heads": (q, k[:, :0], v[:, :0], layout),
         "require grad: the kernel has no backward pass": (q.clone().requires_grad_(), k, v, layout),
     }
     for why, (query, key, value, basket) in refusals.items():
@@ -335,8 +335,9 @@ def test_what_the_kernel_cannot_honour_is_refused_with_the_reason(device):
             fused_calibrated_attention(q, k, v, layout, 0.5, False, scaling)
     with torch.no_grad():  # without grad mode the same inputs are taken
         fused_calibrated_attention(q.clone().requires_grad_(), k, v, layout, 0.5, False, SCALE)
-    for tiles in ((16, 24), (8, 16), (16, 16, 3), (16, 16, 4, 0)):  # a clear error, not the compiler's
-        with pytest.raises(ValueError, match="LaunchConfig: .*powers of two of at least 16"):
+    for tiles, named in (((16, 24), "block_n=24"), ((8, 16), "block_m=8"), ((16, 16, 3), "num_warps=3"),
+                         ((16, 16, 4, 0), "num_stages=0"), ((24, 16, 4, 0), "block_m=24, num_stages=0")):
+        with pytest.raises(ValueError, match=f"LaunchConfig: {named}: tiles are powers of two"):  # not the compiler's
             triton_attention.LaunchConfig(*tiles)
 
     causal = mask.bool()[:, None, None, :] & torch.ones(12, 12, dtype=torch.bool, device=device).tril()
