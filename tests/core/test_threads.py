@@ -110,9 +110,14 @@ def test_each_encode_call_warns_of_its_own_truncated_and_uncalibrated_inputs(fai
     assert uncalibrated == ["1 of 3 document(s)"], uncalibrated
 
 
-def test_inside_calibration_disabled_the_model_reads_and_pickles_as_the_plain_one(fair):
+def test_inside_calibration_disabled_the_model_reads_and_pickles_as_the_plain_one(minilm_dir):
     """Inside the block (in its thread) the model has no plan: it saves, labels and pickles as the plain model, so worker
-    processes started there (``encode_document(..., device=[...])`` pickles the model) encode uncalibrated too."""
+    processes started there (``encode_document(..., device=[...])`` pickles the model) encode uncalibrated too. (A
+    model of its own: the shared one may carry other tests' hooks, which do not pickle.)"""
+    from sentence_transformers import SentenceTransformer
+
+    fair = FairSentenceTransformer(SentenceTransformer(minilm_dir, device="cpu"),
+                                   CalibrationConfig(basket_size=4, layers=1.0, strength=1.0))
     calibrated = fair.encode_document(DOCUMENTS[:1], convert_to_tensor=True)
     with fair.calibration_disabled():
         assert fair.plan is None and "(calibration): none" in repr(fair)
