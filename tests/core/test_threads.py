@@ -95,10 +95,10 @@ def test_calibration_disabled_in_one_thread_leaves_the_others_calibrating(fair):
     assert torch.equal(first, plain) and torch.equal(second, calibrated)
 
 
-def test_each_encode_call_warns_of_its_own_truncated_and_uncalibrated_inputs(fair):
+def test_each_encode_call_warns_of_its_own_truncated_and_uncalibrated_inputs(fair, monkeypatch):
     """The warnings count per call, not per model: a call that overlaps another's reports only its own inputs (with
     one count per model, the call that ended last reported the other's truncated input too)."""
-    fair.max_seq_length = 24
+    monkeypatch.setattr(fair, "max_seq_length", 24)  # restored after: the wrapped model is shared with other tests
     long_text = " ".join(DOCUMENTS)
     with warnings.catch_warnings(record=True) as caught:  # both threads' warnings, in the order they came
         warnings.simplefilter("always")
