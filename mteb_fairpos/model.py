@@ -55,13 +55,6 @@ def model_inputs(features: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in features.items() if key not in (HOST_LAYOUT, TRUNCATION)}
 
 
-_NO_MASK = "a calibrated pass needs the batch padded, with its attention_mask, and this batch came without one"
-_PACKED = (": sentence-transformers packed it into one sequence for flash attention (its unpad_inputs). Set "
-           "`model[0].unpad_inputs = False` (attention stays flash attention in every uncalibrated pass), or load the "
-           "model with attn_implementation='sdpa'.")
-_CLS_AFTER_PROMPT = ("this model's Pooling module (cls, include_prompt=False) pools the first token after the prompt, "
-                     "but calibration rewrites the row it pools for cls, the first token's: encode the documents "
-                     "without a prompt, or set include_prompt=True on the Pooling module.")
 _UNSET: Any = object()
 _LOADING: ContextVar[bool] = ContextVar("fairpos_loading", default=False)
 
@@ -262,12 +255,19 @@ class FairSentenceTransformer(SentenceTransformer):
         """A batch without its padding mask, and a cls Pooling module that leaves a given prompt out (it then pools
         the first token after the prompt, not the row calibration rewrites)."""
         if "attention_mask" not in features:
-            raise UnsupportedModelError(_NO_MASK + (_PACKED if "cu_seq_lens_q" in features else "."))
+            packed = ": sentence-transformers packed it into one sequence for flash attention (its unpad_inputs). Set " \
+                     "`model[0].unpad_inputs = False` (attention stays flash attention in every uncalibrated pass), " \
+                     "or load the model with attn_implementation='sdpa'."
+            raise UnsupportedModelError("a calibrated pass needs the batch padded, with its attention_mask, and this "
+                                        "batch came without one" + (packed if "cu_seq_lens_q" in features else "."))
         prompt = features.get("prompt_length")  # an int; a tensor in training
         if self.plan.pooling == "cls" and prompt is not None and bool(torch.as_tensor(prompt).any()) and any(
                 isinstance(module, Pooling) and module.pooling_mode == "cls" and not module.include_prompt
                 for module in self):
-            raise UnsupportedModelError(_CLS_AFTER_PROMPT)
+            raise UnsupportedModelError(
+                "this model's Pooling module (cls, include_prompt=False) pools the first token after the prompt, but "
+                "calibration rewrites the row it pools for cls, the first token's: encode the documents without a "
+                "prompt, or set include_prompt=True on the Pooling module.")
 
     def _calibrates(self, task: str | None) -> bool:
         """Whether a pass for ``task`` (``encode_document``'s ``document``, ``encode_query``'s ``query``, ``encode``'s

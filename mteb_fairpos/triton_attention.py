@@ -72,9 +72,9 @@ class LaunchConfig:
 
     def __post_init__(self) -> None:
         least = {"block_m": 16, "block_n": 16, "num_warps": 1, "num_stages": 1}  # tiles: the least tl.dot takes
-        wrong = [f"{name}={getattr(self, name)!r}" for name, floor in least.items()
-                 if not isinstance(getattr(self, name), int) or getattr(self, name) < floor
-                 or (name != "num_stages" and getattr(self, name) & (getattr(self, name) - 1))]
+        values = {name: getattr(self, name) for name in least}
+        wrong = [f"{name}={value!r}" for name, value in values.items()
+                 if not isinstance(value, int) or value < least[name] or (name != "num_stages" and value & (value - 1))]
         if wrong:
             raise ValueError(f"LaunchConfig: {', '.join(wrong)}: tiles are powers of two of at least 16, warps a power "
                              "of two, stages at least 1.")
