@@ -92,13 +92,17 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, range, LaunchConfig], .
     # as at a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
     # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
     # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
-    # hold a default basket whole); on Ampere it spills, so the setting before the tuning stays (and later GPUs, with
-    # other shared memory, keep the untuned ones). At 128 the tuned settings up to 0.62x the old one's time spill;
-    # Hopper takes the fastest that does not (0.82x), Ampere the old one. The other entries are untimed first choices.
+    # hold a default basket whole), at head size 64 reading K and V through tensor descriptors (0.96-0.97x the masked
+    # loads' time at 2,048 tokens in two H200 runs, 0.99-1.00x at 512 and 8,192; at 32, and for baskets that span
+    # key blocks, untimed, so masked loads: see launch_config); on
+    # Ampere it spills, so the setting before the tuning stays (and later GPUs, with other shared memory, keep the
+    # untuned ones). At 128 the tuned settings up to 0.62x the old one's time spill; Hopper takes the fastest that
+    # does not (0.82x), Ampere the old one. The other entries are untimed first choices.
     ((torch.bfloat16, torch.float16), 64, True, ANY, LaunchConfig(16, 64, 4, 2)),
     ((torch.bfloat16, torch.float16), 256, True, ANY, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, ANY, LaunchConfig(16, 16, 4, 2)),
-    ((torch.bfloat16, torch.float16), 64, False, HOPPER, LaunchConfig(64, 128, 4, 3)),
+    ((torch.bfloat16, torch.float16), 32, False, HOPPER, LaunchConfig(64, 128, 4, 3)),
+    ((torch.bfloat16, torch.float16), 64, False, HOPPER, LaunchConfig(64, 128, 4, 3, tma=True)),
     ((torch.bfloat16, torch.float16), 64, False, ANY, LaunchConfig(64, 64, 4, 3)),
     ((torch.bfloat16, torch.float16), 128, False, HOPPER, LaunchConfig(64, 128, 8, 2)),
     ((torch.bfloat16, torch.float16), 128, False, ANY, LaunchConfig(64, 64, 8, 3)),
@@ -110,13 +114,18 @@ INTERPRETER_CONFIG = LaunchConfig(16, 16, 1, 1)
 """Under Triton's interpreter (CPU tensors): the smallest tiles tl.dot takes on a GPU, so baskets span key blocks."""
 
 
-def launch_config(dtype: torch.dtype, head_dim: int, pooled: bool, arch: int) -> LaunchConfig:
+def launch_config(dtype: torch.dtype, head_dim: int, pooled: bool, arch: int, basket_size: int | None = None
+                  ) -> LaunchConfig:
     """The first entry of :data:`CONFIGS` for this call on a GPU of compute capability ``arch`` (90: Hopper, 80: Ampere;
-    :func:`device_arch`), or :data:`INTERPRETER_CONFIG` under the interpreter."""
+    :func:`device_arch`), or :data:`INTERPRETER_CONFIG` under the interpreter. Where baskets of ``basket_size`` span
+    key blocks, K and V are read by masked loads: that loop spills registers through descriptors, and was not timed."""
     if _interpreting():
         return INTERPRETER_CONFIG
-    return next(config for dtypes, largest, rows_only, archs, config in CONFIGS
-                if dtype in dtypes and head_dim <= largest and rows_only == pooled and arch in archs)
+    config = next(config for dtypes, largest, rows_only, archs, config in CONFIGS
+                  if dtype in dtypes and head_dim <= largest and rows_only == pooled and arch in archs)
+    if config.tma and basket_size is not None and basket_size > config.block_n:
+        return dataclasses.replace(config, tma=False)
+    return config
 
 
 def device_arch(device: torch.device) -> int:
@@ -315,7 +324,7 @@ def fused_calibrated_attention(query: Tensor, key: Tensor, value: Tensor, layout
     n, heads, length, head_dim = query.shape
     kv_heads = key.shape[1]
     group = heads // kv_heads
-    config = config or launch_config(query.dtype, head_dim, fused.pooled, device_arch(query.device))
+    config = config or launch_config(query.dtype, head_dim, fused.pooled, device_arch(query.device), fused.basket_size)
     blocks = descriptors(key, value, config.block_n, _block_d(head_dim)) if config.tma else None
     if config.tma and blocks is None:  # K or V without a descriptor: read as without one (the same values)
         config = dataclasses.replace(config, tma=False)

@@ -50,10 +50,11 @@ built in bf16 at gte's and Qwen3's head sizes: Ada (L4, L40S, RTX 4090), Blackwe
 
 
 def builds() -> list[dict]:
-    """(arch, dtype, head size, pooled, causal, basket size) of every build: all calls on Hopper, causal ones at
-    Qwen3's head size, half precision with baskets that fit a key block too, and bf16 on Ampere with both; then, on
-    Hopper at gte's and Qwen3's head sizes, the settings that read blocks through tensor descriptors; then bf16 on
-    the :data:`OTHER_ARCHS`."""
+    """(arch, dtype, head size, pooled, causal, basket size) of every build, each with the launch setting the package
+    takes: all calls on Hopper, causal ones at Qwen3's head size, half precision with baskets that fit a key block
+    too, and bf16 on Ampere with both; then, on Hopper at gte's and Qwen3's head sizes, the mean rows with those tiles
+    read through tensor descriptors (``tma``: what ``bench_kernels.py --tune`` may pick where the package does not
+    read so); then bf16 on the :data:`OTHER_ARCHS`."""
     hopper = [dict(arch=90, dtype=dtype, head=head, pooled=pooled, causal=causal, basket=BASKET)
               for dtype in DTYPES for head in HEADS for pooled in (True, False)
               for causal in ((False, True) if head == 128 else (False,))]
@@ -68,23 +69,28 @@ def builds() -> list[dict]:
     return hopper + short + ampere + descriptors + others
 
 
-def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False) -> dict:
-    """Compile one kernel for ``sm_<arch>`` (with the launch setting the package takes, reading key and value blocks
-    through tensor descriptors where ``tma``); which loop it runs, its tensor copies (TMA), shared memory, registers and
-    spill bytes (from ``ptxas -v``)."""
+def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool | None = None
+          ) -> dict:
+    """Compile one kernel for ``sm_<arch>`` (with the launch setting the package takes; ``tma``: its tiles with key
+    and value blocks read through tensor descriptors, or not, whatever the package does); which loop it runs, its tensor
+    copies (TMA), shared memory, registers and spill bytes (from ``ptxas -v``). ``launch``: ``package`` where the build
+    is the package's own launch, ``tuning`` where ``tma`` overrode it."""
     compiled, config, constants = compile_fused(arch, dtype, head, pooled, causal, basket, tma)
     registers, spills = register_use(compiled, arch)
-    return {"tma": config.tma, "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
+    package = triton_attention.launch_config(dtype, head, pooled, arch, basket)
+    return {"tma": config.tma, "launch": "package" if config == package else "tuning", "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
             "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": registers,
             "spills": spills, "block_m": config.block_m, "block_n": config.block_n}
 
 
-def compile_fused(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int, tma: bool = False,
-                  config: triton_attention.LaunchConfig | None = None):
+def compile_fused(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, basket: int,
+                  tma: bool | None = None, config: triton_attention.LaunchConfig | None = None):
     """The fused kernel compiled for ``sm_<arch>`` as :func:`build` describes (or with launch setting ``config``); with
     its launch setting and compile-time arguments."""
     kernel = triton_attention._calibrated_attention_kernel
-    config = config or dataclasses.replace(triton_attention.launch_config(dtype, head, pooled, arch), tma=tma)
+    config = config or triton_attention.launch_config(dtype, head, pooled, arch, basket)
+    if tma is not None:
+        config = dataclasses.replace(config, tma=tma)
     pointer = f"*{DTYPES[dtype]}"
     block = f"tensordesc<{DTYPES[dtype]}[1,1,{config.block_n},{triton_attention._block_d(head)}]>" if config.tma else pointer
     types = {"Q": pointer, "K": pointer, "V": pointer, "KD": block, "VD": block, "Out": pointer, "Sequences": "*i32",

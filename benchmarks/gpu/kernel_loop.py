@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, config in settings(args.settings, args.head).items():
         fused = measure("fused", compile_fused(90, torch.bfloat16, args.head, False, False, BASKET, config=config)[0])
         plain = measure("plain", compile_plain(config, args.head))
-        rows.append((name, fused, plain))
+        rows.append((name, {**fused, "tma": config.tma}, {**plain, "tma": config.tma}))
     print("Instructions per thread in one pass of the loop, fused / plain (the fewest; the most, where a block is masked "
           "or a basket closed); by kind along the fewest\n")
     print("| setting | instructions | the most | floating point | exp2 (MUFU) | tensor (HGMMA) | waits for the tensor "

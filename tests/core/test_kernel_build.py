@@ -5,6 +5,7 @@ Blackwell too (``benchmarks/gpu/kernel_build.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from mteb_fairpos import triton_attention
 
@@ -52,19 +54,41 @@ def test_every_kernel_the_package_launches_builds_for_hopper_and_ampere(builds):
 
 
 def test_the_setting_that_reads_blocks_through_tensor_descriptors_builds_for_hopper(builds):
-    """Both loops, with and without causality, at gte's and Qwen3's head sizes: what ``bench_kernels.py --tune`` may
-    pick on a Hopper GPU (its spills are the tuning's to weigh; the defaults do not use it)."""
+    """Both loops, with and without causality, at gte's and Qwen3's head sizes: what Hopper's half-precision mean rows
+    take at head size 64, and what ``bench_kernels.py --tune`` may pick at 128 (its spills are the tuning's to weigh)."""
     descriptors = [b for b in builds if b.get("tma")]
     assert {(b["head"], b["one_block"], b["causal"]) for b in descriptors} == {
         (h, o, c) for h in (64, 128) for o in (True, False) for c in (False, True)}
     assert all(b["arch"] == 90 and "error" not in b for b in descriptors)
+    # the package's own launches read so at head size 64 only: Hopper's mean rows in half precision (baskets that fit
+    # a key block; the builds with longer ones are the tuning's: that loop spills 4 bytes through descriptors)
+    assert {(b["dtype"], b["head"], b["pooled"]) for b in descriptors if b["launch"] == "package"} == {
+        (d, 64, False) for d in ("bf16", "fp16")}
+    assert [b for b in builds if b["launch"] == "package" and b["arch"] == 90 and b["dtype"] != "fp32"
+            and b["head"] == 64 and not b["pooled"] and not b["tma"]] == []
     # K and V come through the tensor memory accelerator there, and only there
     assert all(b["bulk_copies"] > 0 for b in descriptors) and all(b.get("bulk_copies", 0) == 0 for b in builds if not b.get("tma"))
 
 
+def test_hoppers_mean_rows_read_through_descriptors_only_at_the_timed_head_size_and_baskets(monkeypatch):
+    """The launch settings as a GPU gets them (not the interpreter's): descriptors for Hopper's half-precision mean rows
+    at head size 64 where a basket fits a key block, as two H200 runs timed; masked loads with the same tiles where
+    baskets span blocks, and everywhere else."""
+    monkeypatch.setattr(triton_attention, "_interpreting", lambda: False)  # what a CUDA launch sees
+    launch = triton_attention.launch_config
+    fits = launch(torch.bfloat16, 64, False, 90, 128)
+    assert fits.tma and launch(torch.float16, 64, False, 90, 16).tma and launch(torch.bfloat16, 64, False, 90) == fits
+    assert launch(torch.bfloat16, 64, False, 90, 256) == dataclasses.replace(fits, tma=False)
+    assert not any(launch(*call, 128).tma for call in [(torch.bfloat16, 32, False, 90), (torch.bfloat16, 128, False, 90),
+                                                       (torch.bfloat16, 64, True, 90), (torch.float32, 64, False, 90),
+                                                       (torch.bfloat16, 64, False, 80), (torch.bfloat16, 64, False, 89)])
+
+
 def test_in_half_precision_no_build_spills_registers_at_the_supported_head_sizes(builds):
-    half = [b for b in builds if b["dtype"] != "fp32" and b["head"] <= 128 and not b.get("tma") and b["arch"] in TUNED_ARCHS]
-    assert len(half) == 2 * (2 * 3 + 2) + 2 * 3 * 2 + 2 * 3 * 2 and [b for b in half if b["spills"]] == []
+    half = [b for b in builds if b["dtype"] != "fp32" and b["head"] <= 128 and b["launch"] == "package" and b["arch"] in TUNED_ARCHS]
+    # Hopper's, Hopper's with short baskets, Ampere's, and the two descriptor builds the package launches (head size 64,
+    # baskets of one key block, with and without causality)
+    assert len(half) == 2 * (2 * 3 + 2) + 2 * 3 * 2 + 2 * 3 * 2 + 2 and [b for b in half if b["spills"]] == []
 
 
 def test_the_common_calls_build_for_ada_and_blackwell(builds):
@@ -97,22 +121,24 @@ def test_calibration_adds_no_matrix_product_to_a_pass_of_the_loop(loops):
 
 
 def test_a_whole_key_block_skips_the_mask_and_through_descriptors_stays_in_shared_memory(loops):
-    """The default's loop selects scores only behind a branch a block every row sees whole does not take; read through
-    tensor descriptors, such blocks run in a loop compiled without a mask (values zeroed past a basket would pass
-    through registers), which takes fewer instructions than masked loads do, without spills."""
-    default = loops["default", "fused"]
-    assert default["instructions"] < default["most"] and default["spills"] == 0
-    descriptors = loops["64x128 w4 s3 tma", "fused"]  # the default's tiles, read through descriptors
-    assert descriptors["instructions"] == descriptors["most"] < default["instructions"] and descriptors["spills"] == 0
-    assert default["masked_loop"] is None and descriptors["masked_loop"][0] > descriptors["instructions"]
+    """With masked loads the default's tiles select scores only behind a branch a block every row sees whole does not
+    take; read through tensor descriptors (the default on Hopper), such blocks run in a loop compiled without a mask
+    (values zeroed past a basket would pass through registers), which takes fewer instructions than masked loads do,
+    without spills."""
+    masked = loops["64x128 w4 s3", "fused"]  # the default's tiles, by masked loads
+    assert masked["instructions"] < masked["most"] and masked["spills"] == 0
+    descriptors = loops["default", "fused"]
+    assert descriptors == {**loops["64x128 w4 s3 tma", "fused"], "setting": "default"} and descriptors["tma"]
+    assert descriptors["instructions"] == descriptors["most"] < masked["instructions"] and descriptors["spills"] == 0
+    assert masked["masked_loop"] is None and descriptors["masked_loop"][0] > descriptors["instructions"]
 
 
 def test_through_descriptors_the_masked_blocks_loop_is_read_and_a_retried_wait_closes_no_loop(loops):
     """Each setting that reads blocks through descriptors has a second loop, the masked blocks' (a pass of it
     costs more than one of the whole blocks', whose values need no zeroing); the plain loop's has one as well, and no
     branch inside (a retried barrier wait jumps out and back, an unconditional jump that is no loop of its own)."""
-    tma = {setting for setting, _ in loops if setting.endswith("tma")}
-    assert len(tma) == 4
+    tma = {setting for (setting, _), row in loops.items() if row["tma"]}
+    assert len(tma) == 5  # the four of the tuning, and the default
     for setting, kernel in loops:
         row = loops[setting, kernel]
         if setting not in tma:

@@ -573,7 +573,8 @@ def test_the_gpu_runs_tuning_times_each_setting_and_its_fastest_against_sdpa_and
 
 def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_tuned_on(tmp_path, monkeypatch):
     """bench_kernels.py --tune picks the fastest setting within the dtype's rounding of the default, per dtype and head
-    size (a setting that failed or strayed is never picked); bench_calibration.py --kernel-configs puts the picks
+    size, on the first shape tuned at that size (a setting that failed or strayed is never picked, nor one timed on a
+    later shape, of another length); bench_calibration.py --kernel-configs puts the picks
     ahead of CONFIGS for that compute capability alone, and names the file it cannot use."""
     import json
 
@@ -588,7 +589,8 @@ def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_t
 
     rows = [row((64, 64, 4, 3), 2.0, 0.0), {**row((64, 128, 4, 3), 1.5, 1e-3), "sdpa_ms": 1.2, "plain_triton_ms": 1.32},
             row((128, 128, 8, 2), 1.0, 0.5),
-            {"dtype": "bf16", "head_dim": 64, "config": {}, "why": "OutOfResources"}, row((64, 128, 8, 2), 3.0, 0.0, head=128)]
+            {"case": "mean-64", "dtype": "bf16", "head_dim": 64, "config": {}, "why": "OutOfResources"},
+            row((64, 128, 8, 2), 3.0, 0.0, head=128), {**row((64, 64, 4, 2), 0.3, 0.0), "case": "mean-64-short"}]
     picks = tuned(rows)
     assert [(p["largest"], p["config"]["block_n"], p["config"]["num_warps"]) for p in picks] == [(64, 128, 4), (128, 128, 8)]
     assert [p["case"] for p in picks] == ["mean-64", "mean-128"]
