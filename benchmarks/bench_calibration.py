@@ -311,25 +311,30 @@ def stages(model, fair, texts: list[str], batch_size: int, device: str, host: bo
     on a GPU a pass that reads a device value, or fills CUDA's launch queue, waits for the device inside it, and that
     wait counts too). Where preprocessing plus launching a batch takes as long as the device computes it, end to end
     waits on the host, and every millisecond the host spends per batch counts in full."""
+    import torch
+
     batches = [texts[start:start + batch_size] for start in range(0, len(texts), batch_size)]
 
     def on_device(features: dict) -> dict:
         return {name: value.to(device) if hasattr(value, "to") else value for name, value in features.items()}
 
-    def counting(transformer):
-        """What encode opens around its passes: the calibrated model's count for its warnings runs inside it."""
-        return getattr(transformer, "tallying", contextlib.nullcontext)()
+    @contextlib.contextmanager
+    def as_encode(transformer):
+        """What encode opens around its passes: no gradients (a calibrated pass refuses to record them), and the
+        calibrated model's count for its warnings."""
+        with torch.inference_mode(), getattr(transformer, "tallying", contextlib.nullcontext)():
+            yield
 
     def forward(transformer, features: list[dict], **kwargs):
         def run():
-            with counting(transformer):
+            with as_encode(transformer):
                 return [transformer.forward(dict(batch), **kwargs)["sentence_embedding"] for batch in features][-1]
         return run
 
     def launched(transformer, features: list[dict], **kwargs):
         def run() -> float:
             seconds = 0.0
-            with counting(transformer):
+            with as_encode(transformer):
                 for batch in features:
                     _synchronize(device)
                     start = time.perf_counter()

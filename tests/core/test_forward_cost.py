@@ -210,6 +210,25 @@ def test_the_gpu_runs_wait_counter_names_each_waits_line_and_ignores_other_warni
     assert f"test_forward_cost.py:{wait.__code__.co_firstlineno + 1} wait (thread MainThread)" in place, place
 
 
+def test_the_benchmarks_forward_stages_run_a_calibrated_pass_as_encode_does(minilm):
+    """The forward pass alone and its launch (``bench_calibration.py``'s stages, which ``kernel_time.py`` profiles) run
+    outside ``encode``, where gradients are on: a calibrated pass refuses to record them, so the stages run without,
+    as ``encode`` does, and give ``encode_document``'s embeddings."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    from bench_calibration import stages
+
+    from mteb_fairpos import FairSentenceTransformer
+
+    fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=8, layers="last", strength=0.5))
+    texts = ["a lighthouse on the harbour wall is repainted every spring", "the final ended after a late penalty"]
+    runs = stages(minilm, fair, texts, 2, "cpu", host=True)
+    assert torch.is_grad_enabled()
+    embeddings = runs["fast forward"]()
+    assert torch.allclose(embeddings, fair.encode_document(texts, convert_to_tensor=True), atol=1e-6)
+    assert not torch.allclose(embeddings, runs["plain forward"](), atol=1e-3)  # calibration changed them
+    assert runs["fast launch"]() > 0 and runs["plain launch"]() > 0
+
+
 def test_kernel_time_groups_what_a_pass_ran_by_name():
     """``benchmarks/gpu/kernel_time.py`` groups what one call ran by name, with its own time (on a CPU, the ATen
     operations; a GPU's kernels are grouped alike), and lists the calibrated pass's differences largest first."""
