@@ -553,8 +553,11 @@ def _at_least_one(text: str) -> int:
 
 
 def use_kernel_configs(path: str) -> list[dict]:
-    """Put the launch settings ``bench_kernels.py --tune`` picked (its JSON's ``launch_configs``) ahead of
-    ``triton_attention.CONFIGS`` in this process, so a run can time them before they are committed; returns them."""
+    """Put each launch setting ``bench_kernels.py --tune`` picked (its JSON's ``launch_configs``) in
+    ``triton_attention.CONFIGS`` in this process, so a run can time them before they are committed; returns them. A
+    pick goes right before the first entry it would take over (same dtype, pooling and largest head size, on its
+    GPU), so the entries before that one, for smaller heads, keep theirs: a setting tuned at head size 64 is not
+    timed at 32; a pick no entry has the same bound as goes first."""
     import torch
 
     from mteb_fairpos import triton_attention
@@ -570,7 +573,13 @@ def use_kernel_configs(path: str) -> list[dict]:
     except (KeyError, TypeError) as err:
         raise SystemExit(f"--kernel-configs {path}: a launch_configs entry lacks or mistypes {err} (written by an "
                          "older bench_kernels.py? rerun it with --tune)") from err
-    triton_attention.CONFIGS = entries + triton_attention.CONFIGS
+    configs = list(triton_attention.CONFIGS)
+    for entry in entries:
+        (dtype,), largest, pooled, archs, _ = entry
+        taken = [i for i, (dtypes, bound, rows_only, where, _) in enumerate(configs)
+                 if dtype in dtypes and bound == largest and rows_only == pooled and archs[0] in where]
+        configs.insert(taken[0] if taken else 0, entry)
+    triton_attention.CONFIGS = tuple(configs)
     return picked
 
 

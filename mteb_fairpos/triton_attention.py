@@ -92,17 +92,18 @@ CONFIGS: tuple[tuple[tuple[torch.dtype, ...], int, bool, range, LaunchConfig], .
     # as at a real launch; fp32 at 128 spills 4 bytes, and some builds spill at 256). The pooling rows of one sequence and KV
     # head (its query heads) are a handful: 16 rows, the least tl.dot takes. On Hopper the half-precision mean rows up
     # to head size 64 take the fastest setting of bench_kernels.py --tune on an H200 (docs/gpu.md; key blocks of 128
-    # hold a default basket whole), at head size 64 reading K and V through tensor descriptors (0.96-0.97x the masked
-    # loads' time at 2,048 tokens in two H200 runs, 0.99-1.00x at 512 and 8,192; at 32, and for baskets that span
-    # key blocks, untimed, so masked loads: see launch_config); on
+    # hold a default basket whole), in bf16 at head size 64 reading K and V through tensor descriptors (0.96-0.97x the
+    # masked loads' time at 2,048 tokens in two H200 runs, 0.99-1.00x at 512 and 8,192 in the second; fp16, other head
+    # sizes and baskets that span key blocks were not timed so, and keep masked loads: see launch_config); on
     # Ampere it spills, so the setting before the tuning stays (and later GPUs, with other shared memory, keep the
     # untuned ones). At 128 the tuned settings up to 0.62x the old one's time spill; Hopper takes the fastest that
     # does not (0.82x), Ampere the old one. The other entries are untimed first choices.
     ((torch.bfloat16, torch.float16), 64, True, ANY, LaunchConfig(16, 64, 4, 2)),
     ((torch.bfloat16, torch.float16), 256, True, ANY, LaunchConfig(16, 32, 4, 2)),
     ((torch.float32,), 256, True, ANY, LaunchConfig(16, 16, 4, 2)),
-    ((torch.bfloat16, torch.float16), 32, False, HOPPER, LaunchConfig(64, 128, 4, 3)),
-    ((torch.bfloat16, torch.float16), 64, False, HOPPER, LaunchConfig(64, 128, 4, 3, tma=True)),
+    ((torch.bfloat16, torch.float16), 63, False, HOPPER, LaunchConfig(64, 128, 4, 3)),
+    ((torch.bfloat16,), 64, False, HOPPER, LaunchConfig(64, 128, 4, 3, tma=True)),
+    ((torch.float16,), 64, False, HOPPER, LaunchConfig(64, 128, 4, 3)),
     ((torch.bfloat16, torch.float16), 64, False, ANY, LaunchConfig(64, 64, 4, 3)),
     ((torch.bfloat16, torch.float16), 128, False, HOPPER, LaunchConfig(64, 128, 8, 2)),
     ((torch.bfloat16, torch.float16), 128, False, ANY, LaunchConfig(64, 64, 8, 3)),

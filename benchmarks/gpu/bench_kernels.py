@@ -293,7 +293,7 @@ warps, 128 x 64 on 8). The last four read K and V through tensor descriptors (``
 TUNED_ON = ("gte-mean-2048", "gte-mean-512")
 """The shapes ``--tune`` times every setting on, in this order: the first of a head size picks its ``CONFIGS`` entry
 (``launch_configs``), the others say whether another setting wins at their length. Qwen3's head size of 128 is not
-tuned: two H200 runs found the same order of settings there, and every one faster than the default spills registers
+tuned: two H200 runs found the same three settings fastest there, and every one faster than the default spills registers
 (docs/gpu.md)."""
 QUICK_TUNING = ((64, 64, 4, 2), (64, 64, 4, 3, True))
 """The dry run's settings: one that reads K and V by masked loads, one through tensor descriptors."""
@@ -315,7 +315,7 @@ def tune_fused(device: str, dtype_name: str, shape: FusedShape, basket: int, min
     layout = triton_attention.fused_layout(basket_layout(torch.ones(shape.n, shape.length, dtype=torch.long, device=device),
                                                          shape.pooling, basket, shape.isolated()))
     arch = triton_attention.device_arch(torch.device(device))
-    default = triton_attention.launch_config(dtype, shape.head_dim, layout.pooled, arch)
+    default = triton_attention.launch_config(dtype, shape.head_dim, layout.pooled, arch, basket)
     expected = triton_attention.fused_calibrated_attention(q, k, v, layout, STRENGTH, shape.causal, shape.head_dim ** -0.5)
     rows = []
     for setting in [default, *(triton_attention.LaunchConfig(*t) for t in settings)]:

@@ -1,8 +1,9 @@
 """Build the fused kernel for NVIDIA GPUs on a machine without one, and print one JSON line per build.
 
-Triton compiles a kernel to a GPU binary without a GPU: its wheel brings ``ptxas``. So every kernel the package
-can launch (each launch config of :data:`~mteb_fairpos.triton_attention.CONFIGS`, with the compile-time arguments
-``fused_calibrated_attention`` passes) is built here for Hopper (sm_90: H100, H200) and Ampere (sm_80: A100), the
+Triton compiles a kernel to a GPU binary without a GPU: its wheel brings ``ptxas``. So the kernels the package
+launches (each launch config of :data:`~mteb_fairpos.triton_attention.CONFIGS` at the default calibration's baskets and
+at baskets within a key block, with the compile-time arguments ``fused_calibrated_attention`` passes; not the masked
+fallback of a setting that reads through descriptors) are built here for Hopper (sm_90: H100, H200) and Ampere (sm_80: A100), the
 common half-precision calls also for Ada (sm_89: L4, L40S, RTX 4090) and Blackwell (sm_100: B200; sm_120: RTX 50
 series), and ``ptxas -v`` reports its registers and spills. The interpreter tests check what the kernel computes; this checks
 that the compiler takes it, and that it fits the GPU's shared memory. Run without ``TRITON_INTERPRET`` (under the

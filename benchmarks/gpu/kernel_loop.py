@@ -125,7 +125,7 @@ def settings(which: str, head: int) -> dict[str, object]:
     both (``all``)."""
     found = {}
     if which in ("default", "all"):
-        found["default"] = triton_attention.launch_config(torch.bfloat16, head, False, 90)
+        found["default"] = triton_attention.launch_config(torch.bfloat16, head, False, 90, BASKET)
     if which in ("tuning", "all"):
         for setting in TUNING:
             config = triton_attention.LaunchConfig(*setting)

@@ -85,7 +85,7 @@ else
     batches=(--gte-layers 12 --reps 5 --scale 16 --batches 6 --host --cases qwen3-last-2048,gte-cls-2048)
     # bf16 only, tuned: fp32 and the one-basket table were measured on the H200 (docs/gpu.md)
     kernels=(--tables fused --dtypes bf16 --tune)
-    # gte-cls-512 (forward 0.970 and 0.961 in the sixth and seventh runs, target 0.97: 2.2 ms more per batch of 128
+    # gte-cls-512 (forward 0.970 and 0.961 in the sixth and seventh runs, target 0.97: 2.1 ms more per batch of 128
     # whose pooling-row kernel is estimated at 0.07 ms a layer), gte-mean-8192 (0.93, the lowest forward ratio), qwen3
     profile=(--scale 16 --cases gte-cls-512,qwen3-last-2048,gte-mean-8192)
     # on a 2-core CPU the calibrated host loop reads as plain's (the truncation count: 0.2-0.4 ms per batch of 32

@@ -575,7 +575,8 @@ def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_t
     """bench_kernels.py --tune picks the fastest setting within the dtype's rounding of the default, per dtype and head
     size, on the first shape tuned at that size (a setting that failed or strayed is never picked, nor one timed on a
     later shape, of another length); bench_calibration.py --kernel-configs puts the picks
-    ahead of CONFIGS for that compute capability alone, and names the file it cannot use."""
+    into CONFIGS for that compute capability alone, right before the entry it takes over (smaller heads keep their
+    entries), and names the file it cannot use."""
     import json
 
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "gpu"))
@@ -598,11 +599,19 @@ def test_tuned_launch_settings_reach_the_model_benchmark_for_the_gpu_they_were_t
     assert picks[0]["vs_sdpa"] == pytest.approx(1.25) and picks[0]["plain_triton_vs_sdpa"] == pytest.approx(1.1)
     assert "vs_sdpa" not in picks[1]
     path = tmp_path / "kernels.json"
+    picks[0]["config"]["tma"] = True  # a setting the smaller heads' entry does not have
     path.write_text(json.dumps({"launch_configs": picks}))
     monkeypatch.setattr(triton_attention, "CONFIGS", triton_attention.CONFIGS)
+    monkeypatch.setattr(triton_attention, "_interpreting", lambda: False)  # the settings as a GPU gets them
+    others = [(torch.bfloat16, 32, False, 90), (torch.float16, 64, False, 90), (torch.bfloat16, 64, False, 80),
+              (torch.bfloat16, 64, True, 90)]  # a smaller head, another dtype, GPU or pooling
+    untouched = [triton_attention.launch_config(*call) for call in others]
+    before = triton_attention.CONFIGS
     use_kernel_configs(str(path))
-    first = triton_attention.CONFIGS[0]
-    assert first[:4] == ((torch.bfloat16,), 64, False, range(90, 91)) and first[4] == triton_attention.LaunchConfig(64, 128, 4, 3)
+    assert len(triton_attention.CONFIGS) == len(before) + 2
+    assert triton_attention.launch_config(torch.bfloat16, 64, False, 90) == triton_attention.LaunchConfig(64, 128, 4, 3, tma=True)
+    assert triton_attention.launch_config(torch.bfloat16, 128, False, 90) == triton_attention.LaunchConfig(**picks[1]["config"])
+    assert [triton_attention.launch_config(*call) for call in others] == untouched
     path.write_text(json.dumps({"launch_configs": [{k: v for k, v in picks[0].items() if k != "arch"}]}))
     with pytest.raises(SystemExit, match=f"--kernel-configs {path}: .*'arch'"):
         use_kernel_configs(str(path))
