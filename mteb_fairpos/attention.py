@@ -265,7 +265,7 @@ def calibrated_attention(
         raise UnsupportedModelError(
             f"{state.plan.architecture} is in training mode (attention dropout {dropout}), which calibrated rows do not "
             "apply: calibrate in eval mode (model.eval(); encode() runs in it).")
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+    if triton_attention.records_gradients(query, key, value):
         raise UnsupportedModelError(
             f"{state.plan.architecture}: a calibrated pass records no gradients (its rows are written in place, by the "
             "kernel or into SDPA's output): run it under torch.no_grad() or torch.inference_mode(), as encode() does.")

@@ -234,7 +234,7 @@ def call_refusal(query: Tensor, key: Tensor, value: Tensor, layout: BasketLayout
     batch, keys = (layout.n, layout.length) if isinstance(layout, FusedLayout) else layout.key_valid.shape
     if (batch, keys) != (n, length):
         return f"the basket layout is for another batch ({batch} sequences of {keys}) than query {tuple(query.shape)}"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+    if records_gradients(query, key, value):
         return "inputs that require grad: the kernel has no backward pass"
     return None
 
@@ -383,6 +383,11 @@ def descriptors(key: Tensor, value: Tensor, block_n: int, block_d: int) -> tuple
     if not (fits(key) and fits(value)):
         return None
     return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block_n, block_d]) for t in (key, value))
+
+
+def records_gradients(*tensors: Tensor) -> bool:
+    """Whether autograd would record an operation on ``tensors`` here: what a pass that writes rows in place refuses."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def _out_refusal(out: Tensor, query: Tensor, pooled: bool) -> str | None:

@@ -79,7 +79,8 @@ def build(arch: int, dtype: torch.dtype, head: int, pooled: bool, causal: bool, 
     compiled, config, constants = compile_fused(arch, dtype, head, pooled, causal, basket, tma)
     registers, spills = register_use(compiled, arch)
     package = triton_attention.launch_config(dtype, head, pooled, arch, basket)
-    return {"tma": config.tma, "launch": "package" if config == package else "tuning", "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
+    return {"tma": config.tma, "launch": "package" if config == package else "tuning",
+            "bulk_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),  # the TMA's copies
             "one_block": constants["ONE_BLOCK"], "shared": compiled.metadata.shared, "registers": registers,
             "spills": spills, "block_m": config.block_m, "block_n": config.block_n}
 
