@@ -1,9 +1,9 @@
 """The fast calibrated attention backend (docs/method.md#s1-5), registered with transformers by name.
 
-``attach(model, config, pooling)`` switches a transformers model to the ``"fairpos"`` attention
-implementation and returns a :class:`CalibrationPlan`. Outside ``plan.applied(mask)`` the
-backend *is* plain SDPA, so one loaded model serves both calibrated documents and
-uncalibrated queries. Inside it, calibrated layers run, on CUDA, the one-pass Triton kernel of
+``attach(model, config, pooling)`` resolves a calibration against a transformers model and returns a
+:class:`CalibrationPlan`. Inside ``plan.applied(mask)`` the model runs the ``"fairpos"`` attention
+implementation; outside it, its own, so one loaded model serves both calibrated documents and
+uncalibrated queries. In a calibrated pass, calibrated layers run, on CUDA, the one-pass Triton kernel of
 :mod:`mteb_fairpos.triton_attention` wherever it computes the layer exactly (:func:`fused_kernel`), and
 elsewhere this module's PyTorch path (the CPU's, and the reference):
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers import AttentionInterface, PreTrainedModel
+from transformers import AttentionInterface, PretrainedConfig, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -155,10 +155,13 @@ _ACTIVE: ContextVar[_ForwardState | None] = ContextVar("fairpos_calibration", de
 
 @dataclass
 class _Switch:
-    """One model's calibrated passes running now, in any thread, and the attention implementation it had before."""
+    """One model's calibrated passes running now, in any thread; the configs a switch sets, and the implementations
+    they had before the passes running now began."""
 
     passes: int = 0
-    own: str | None = None
+    configs: tuple[PretrainedConfig, ...] | None = None
+    """Every config ``set_attn_implementation`` put on the backend at the model's first calibrated pass."""
+    own: tuple[str | None, ...] = ()
 
 
 _SWITCHES: weakref.WeakKeyDictionary[nn.Module, _Switch] = weakref.WeakKeyDictionary()
@@ -172,21 +175,46 @@ def _switched(model: nn.Module) -> Iterator[None]:
     run plain SDPA). A plain pass that overlaps a calibrated one in another thread runs the backend too, which without
     a calibrated pass of its own is SDPA: the same pass where the model's own implementation is SDPA; with another
     (eager, flash attention) its mask and its attention may come from different implementations
-    (docs/calibration.md)."""
+    (docs/calibration.md).
+
+    The model's first calibrated pass switches through transformers' ``set_attn_implementation``, which checks the
+    backend and walks every module (about 0.4 ms a call for 12 layers on a CPU core: host time a GPU waits for in
+    every batch); later passes set the configs it switched, and give each back the implementation it had."""
     with _SWITCHING:
         switch = _SWITCHES.setdefault(model, _Switch())
         if switch.passes == 0:
-            switch.own = model.config._attn_implementation
-            if switch.own != ATTENTION_NAME:
+            if switch.configs is None:
+                configs = _configs(model)
+                own = {id(config): config._attn_implementation for config in configs}
                 model.set_attn_implementation(ATTENTION_NAME)
+                switch.configs = tuple(config for config in configs if config._attn_implementation == ATTENTION_NAME)
+                switch.own = tuple(own[id(config)] for config in switch.configs)
+            else:
+                switch.own = tuple(config._attn_implementation_internal for config in switch.configs)
+                for config in switch.configs:
+                    config._attn_implementation_internal = ATTENTION_NAME
         switch.passes += 1
     try:
         yield
     finally:
         with _SWITCHING:
             switch.passes -= 1
-            if switch.passes == 0 and switch.own != ATTENTION_NAME:
-                model.set_attn_implementation(switch.own)
+            if switch.passes == 0:  # as set by hand: set_attn_implementation would give one value to every config
+                for config, own in zip(switch.configs, switch.own):
+                    config._attn_implementation_internal = own
+
+
+def _configs(model: nn.Module) -> list[PretrainedConfig]:
+    """Every config of ``model`` that may name an attention implementation: its (sub)models' and their sub-configs,
+    parents first."""
+    found: dict[int, PretrainedConfig] = {}
+    pending = [module.config for module in model.modules() if isinstance(module, PreTrainedModel)]
+    while pending:
+        config = pending.pop(0)
+        if id(config) not in found:
+            found[id(config)] = config
+            pending.extend(sub for key in config.sub_configs if isinstance(sub := getattr(config, key, None), PretrainedConfig))
+    return list(found.values())
 
 
 def transformer_layers(model: nn.Module) -> list[nn.Module]:

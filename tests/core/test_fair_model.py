@@ -209,6 +209,30 @@ def test_wrapping_keeps_the_models_own_attention(tmp_path, minilm_dir):
     assert eager.transformers_model.config._attn_implementation == "eager"  # said, and only for calibrated passes
 
 
+def test_calibrated_passes_give_back_the_attention_the_model_has_now(minilm_dir, monkeypatch):
+    """Only a model's first calibrated pass switches through transformers' set_attn_implementation (which walks every
+    module); later passes switch the configs it switched, and give back what the model runs now, not at first."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(minilm_dir, device="cpu", model_kwargs={"attn_implementation": "eager"})
+    inner = model.transformers_model
+    calls = []
+    switch = inner.set_attn_implementation
+    monkeypatch.setattr(inner, "set_attn_implementation", lambda name, **kw: calls.append(name) or switch(name, **kw))
+    with pytest.warns(UserWarning, match="attn_implementation='eager'"):
+        fair = FairSentenceTransformer(model, CalibrationConfig(basket_size=8, strength=1.0))
+    texts = [LONG, LONG[: len(LONG) // 2], LONG[: len(LONG) // 3]]
+    first = fair.encode_document(texts, batch_size=1, convert_to_tensor=True)
+    assert inner.config._attn_implementation == "eager"
+    switch("sdpa")  # the user's own switch, between calls
+    second = fair.encode_document(texts, batch_size=1, convert_to_tensor=True)
+    assert inner.config._attn_implementation == "sdpa"
+    assert calls == ["fairpos"]  # the first pass's switch: none back, none for the five passes after
+    assert torch.allclose(first, second, atol=1e-6)  # calibrated passes run the backend, whatever the model's own
+    with fair.calibration_disabled():
+        assert not torch.allclose(fair.encode_document(texts, batch_size=1, convert_to_tensor=True), second, atol=1e-3)
+
+
 @pytest.mark.slow
 def test_multi_process_encoding_with_a_real_two_process_pool(minilm):
     """Workers unpickle the models without this package's backend registered: the calibrated model
