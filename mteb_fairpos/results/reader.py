@@ -236,7 +236,7 @@ def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[
 
 def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: Path, folder: Path, experiment: str,
                  tasks: Sequence[str] | None, models: Sequence[str] | None) -> None:
-    files = sorted(p for p in folder.glob("*.json") if p.name not in _RESULT_SIDE_FILES)
+    files = sorted(p for p in folder.glob("*.json") if p.name not in _RESULT_SIDE_FILES and p.is_file())
     if not files:
         return
     key = _model_key(found, root, model_dir, revision_dir, folder, experiment)
@@ -257,6 +257,11 @@ def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: P
             scores.units = None  # the intervals the result records itself (`stored`) still hold
         for kind, note in scores.notes:
             found.issues.append(Issue(kind, f"{key.label}: {_rel(file, root)}", note))
+        if (key, scores.task) in found.scores:  # two folders name the same model and revision: keep the first
+            kept = found.scores[(key, scores.task)].path
+            found.issues.append(Issue("duplicate", f"{key.label}: {_rel(file, root)}",
+                                      f"another result of this model and task was read first ({_rel(kept, root)}); skipped."))
+            continue
         found.scores[(key, scores.task)] = scores
 
 
@@ -267,9 +272,12 @@ def _model_key(found: Collection, root: Path, model_dir: Path, revision_dir: Pat
     if meta_file.is_file():
         try:
             meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            wrong = [field for field in ("name", "revision") if not isinstance(meta.get(field) or "", str)]
+            if wrong:
+                raise ValueError(f"its {' and '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not text")
             name = meta.get("name") or name
             revision = meta.get("revision") or revision
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+        except (ValueError, UnicodeDecodeError, AttributeError) as err:  # JSONDecodeError is a ValueError
             found.issues.append(Issue("corrupt", _rel(meta_file, root), f"unreadable ({err}); model name taken from the folder."))
         else:
             if isinstance(meta.get("experiment_kwargs"), dict):
@@ -298,11 +306,16 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
     except Exception as err:  # noqa: BLE001 - mteb's parser: pydantic validation and format conversions
         _add(issues, _rejected(text, where, err))
         return None
-    scores = summarize(result)
-    scores.path = file
-    scores.mteb_version = str(result.mteb_version or "")
-    scores.dataset_revision = str(result.dataset_revision or "")
-    _read_units(scores, result, file)
+    try:  # mteb checks a result's frame; what this package reads inside its entries is checked as it is read
+        scores = summarize(result)
+        scores.path = file
+        scores.mteb_version = str(result.mteb_version or "")
+        scores.dataset_revision = str(result.dataset_revision or "")
+        _read_units(scores, result, file)
+    except (TypeError, KeyError, AttributeError, ValueError) as err:
+        _add(issues, Issue("corrupt", where, f"its scores do not read as {result.task_name}'s ({type(err).__name__}: "
+                                             f"{_first_line(err)}); skipped."))
+        return None
     return scores
 
 

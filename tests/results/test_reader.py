@@ -57,3 +57,39 @@ def test_a_current_file_that_does_not_validate_is_named(tmp_path):
     assert read_result(_written(tmp_path, "broken", broken), issues, where="broken.json") is None
     assert [(issue.kind, issue.where) for issue in issues] == [("foreign", "broken.json")]
     assert "mteb cannot read it" in issues[0].message
+
+
+@pytest.mark.parametrize("entry", [
+    {"cells": {"Q1": {"0.00-0.05": ["3", "1.5"]}}},  # counts and sums as text
+    {"cells": {"Q1": [1, 2]}},                      # a bucket's bins as a list
+    {"cells": {"Q9": {"0.00-0.05": [3, 1.5]}}},     # a length bucket PosIR does not have
+    {"n_queries": "3"},
+])
+def test_an_entry_whose_contents_do_not_read_is_a_named_skip(tmp_path, entry):
+    from results_folders import posir_entry
+
+    scores = {"test": [{**posir_entry("eng-Latn.Q", 0.5, {"Q1": {"0.00-0.05": [3, 1.5]}}), **entry}]}
+    data = {**_current("2.26.24"), "task_name": "PosIR", "scores": scores}
+    issues = []
+    assert read_result(_written(tmp_path, "PosIR", data), issues, where="m/r/PosIR.json") is None
+    assert [(issue.kind, issue.where) for issue in issues] == [("corrupt", "m/r/PosIR.json")]
+    assert "do not read as PosIR's" in issues[0].message
+
+
+def test_a_folder_tree_that_names_one_model_twice_keeps_the_first_and_says_so(tmp_path):
+    from results_folders import write_result
+
+    from mteb_fairpos.results import collect
+
+    write_result(tmp_path, "fair/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [retrieval_entry(0.5, PROFILE)]})
+    copy = write_result(tmp_path, "fair/all-MiniLM-L6-v2", "abc_copy", "SQuADPosQTiny", {"test": [retrieval_entry(0.9, PROFILE)]})
+    (copy.parent / "model_meta.json").write_text(json.dumps({"name": "fair/all-MiniLM-L6-v2", "revision": "abc"}))
+    broken = write_result(tmp_path, "fair/bge-m3", "r1", "SQuADPosQTiny", {"test": [retrieval_entry(0.7, PROFILE)]})
+    (broken.parent / "model_meta.json").write_text(json.dumps({"name": ["fair/bge-m3"], "revision": "r1"}))
+    (broken.parent / "Other.json").mkdir()  # a folder is no result
+    found = collect(tmp_path)
+    assert {(key.label, task): scores.main_score for (key, task), scores in found.scores.items()} == {
+        ("fair/all-MiniLM-L6-v2 [abc]", "SQuADPosQTiny"): 0.5, ("fair/bge-m3 [r1]", "SQuADPosQTiny"): 0.7}
+    kinds = {(issue.kind, issue.where) for issue in found.issues}
+    assert ("duplicate", "fair/all-MiniLM-L6-v2 [abc]: fair__all-MiniLM-L6-v2/abc_copy/SQuADPosQTiny.json") in kinds
+    assert ("corrupt", "fair__bge-m3/r1/model_meta.json") in kinds
