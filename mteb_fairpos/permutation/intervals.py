@@ -165,19 +165,19 @@ def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str
         variance = max(one_way["sets"] + one_way["topics"] - one_way["cells"], one_way["sets"], one_way["topics"])
     else:
         variance = one_way["sets"]
-    if not np.isfinite(estimate) or not np.isfinite(variance):
+    # no variation in the resamples: a change of exactly 0 (identical models) is no change; any other figure has no
+    # interval and no test (a t statistic divided by 0 would call it certain)
+    if not np.isfinite(estimate) or not np.isfinite(variance) or (variance == 0 and estimate != 0):
         return Bootstrapped(estimate, float("nan"), float("nan"), float("nan"), float("nan"), samples)
     se = variance ** 0.5
     df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
     half = float(student_t.ppf(0.5 + resampling.confidence / 2, df)) * se
-    if se > 0:
-        p = float(2 * student_t.sf(abs(estimate) / se, df))
-    else:
-        p = 1.0 if estimate == 0 else 0.0
+    p = float(2 * student_t.sf(abs(estimate) / se, df)) if se > 0 else 1.0
     return Bootstrapped(estimate, se, estimate - half, estimate + half, p, samples)
 
 
 def _variance(samples: np.ndarray) -> float:
-    """The variance of the defined resampled values; NaN when more than half are undefined (`resampling.defined`)."""
+    """The variance of the defined resampled values; NaN when more than half are undefined (`resampling.defined`), or
+    fewer than two are defined (one resample has no spread to measure)."""
     kept = defined(samples)
-    return float("nan") if kept is None else float(np.var(kept))
+    return float("nan") if kept is None or len(kept) < 2 else float(np.var(kept))

@@ -16,7 +16,8 @@ where a topic occurs in more than one set the errors are two-way cluster-robust 
 ``G - 1`` degrees of freedom for ``G`` clusters (the smaller factor's count when two-way; statsmodels
 ``use_t=True``), honest for the few clusters of small runs. With few clusters the two-way subtraction can
 leave a coefficient a negative variance (statsmodels then gives no standard error); that coefficient takes
-the larger one-way variance instead, as the fairness bootstrap does (`intervals`).
+the larger one-way variance instead. (The fairness bootstrap, `intervals`, takes it wherever the two-way
+variance is smaller than it, negative or not.)
 """
 
 from __future__ import annotations

@@ -258,3 +258,17 @@ def test_nominal_95_intervals_cover_the_pooled_fairness_of_subsets_that_share_to
     fairness_coverage, change_coverage = pooled_coverage(5)
     assert 0.93 <= fairness_coverage <= 0.97, fairness_coverage
     assert 0.93 <= change_coverage <= 0.97, change_coverage
+
+
+def test_a_change_the_resamples_do_not_vary_has_no_interval_and_no_test():
+    """One resample has no spread: the change gets no interval and no p-value, where a t test divided by a zero error
+    would call any change certain (p = 0)."""
+    rng = np.random.default_rng(4)
+    set_of, topic_of, position = design(30, 40, rng)
+    values = BASE[position - 1] + shared_effects(set_of, topic_of, position, rng)
+    other = values + rng.normal(0, 0.05, len(values))
+    for topics in (topic_of, set_of):
+        boot = fairness_bootstrap(other, position, set_of, topics, Resampling(1), baseline_values=values)
+        assert boot.change.estimate != 0
+        assert all(np.isnan(x) for x in (boot.change.se, boot.change.ci_low, boot.change.ci_high, boot.change.pvalue))
+        assert np.isnan(boot.fairness.pvalue) and np.isnan(boot.fairness.ci_low)
