@@ -395,14 +395,15 @@ def _mask_fits(state: _ForwardState, kind: tuple, causal: bool, attention_mask: 
     known = layout.known()
     contiguous = known.contiguous if known is not None else None
     checked = attention_mask is not None and length > plan.fitted.get(kind, 0)
-    flags = [] if contiguous is not None else [triton_attention.padding_fits(layout)]
+    with_layout = known is None and layout.query_rows is None  # a mean layout's own read brings it
+    flags = [] if contiguous is not None or with_layout else [triton_attention.padding_fits(layout)]
     if checked:
         flags.append(triton_attention.model_mask_fits(layout, causal, attention_mask))
         if known is None or known.full is None:
             flags.append(_full(layout))
-    _, values = layout.on_host(*flags)  # one read with the layout, or none where all of it is known
+    host, values = layout.on_host(*flags)  # one read with the layout, or none where all of it is known
     if contiguous is None:
-        contiguous, values = values[0], values[1:]
+        contiguous = host.contiguous if host.contiguous is not None else values.pop(0)
     if not checked:
         return contiguous, None
     fits, full = values[0], values[1] if len(values) > 1 else known.full
@@ -425,8 +426,11 @@ def _full(layout: BasketLayout) -> Tensor:
 
 def mean_rows(query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool, scaling: float,
               layout: BasketLayout, strength: float) -> Tensor:
-    """Every calibrated row for mean pooling, (N, L, H, D), by the path :func:`mean_kernel` selects."""
-    return MEAN_KERNELS[_MEAN_KERNEL.get()](query, key, value, attention_mask, causal, scaling, layout, strength)
+    """Every calibrated row for mean pooling, (N, L, H, D), by the path :func:`mean_kernel` selects; the tiled path
+    where a sequence's valid tokens have gaps (a mask no tokenizer makes), whose baskets the grouped path's key
+    windows cannot hold."""
+    path = _MEAN_KERNEL.get() if layout.on_host()[0].contiguous else "tiled"
+    return MEAN_KERNELS[path](query, key, value, attention_mask, causal, scaling, layout, strength)
 
 
 def pooled_row(output: Tensor, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None, causal: bool,

@@ -56,13 +56,16 @@ class BasketLayout:
         if "layout" in self._host and not flags:
             return self._host["layout"], []
         content = self.basket >= 0
-        summary = torch.cat([self.active.long(), first_valid(content), content.sum(1),
+        mean = self.query_rows is None  # mean pooling's grouped path needs to know the padding (`attention.mean_rows`)
+        runs = [contiguous(self.key_valid).long().view(1)] if mean and "layout" not in self._host else []
+        summary = torch.cat([self.active.long(), first_valid(content), content.sum(1), *runs,
                              *(flag.long().view(1) for flag in flags)])
         values = summary.tolist()
         n = self.key_valid.shape[0]
         if "layout" not in self._host:
-            self._host["layout"] = HostLayout(values[:n], values[n:2 * n], values[2 * n:3 * n], self.basket_size)
-        return self._host["layout"], [bool(value) for value in values[3 * n:]]
+            self._host["layout"] = HostLayout(values[:n], values[n:2 * n], values[2 * n:3 * n], self.basket_size,
+                                              contiguous=bool(values[3 * n]) if runs else None)
+        return self._host["layout"], [bool(value) for value in values[3 * n + len(runs):]]
 
     def known(self) -> HostLayout | None:
         """The host values, where they are known without a read (given, or read already)."""
@@ -104,8 +107,9 @@ class HostLayout:
     """Per sequence: its content keys."""
     basket_size: int
     contiguous: bool | None = None
-    """Every sequence's valid tokens are contiguous (padding on one side only); ``None``: not known on the host (a
-    layout read from the device; :meth:`CalibrationPlan.host_layout` knows it)."""
+    """Every sequence's valid tokens are contiguous (padding on one side only), as the fused paths' key windows assume
+    (:func:`contiguous`); ``None``: not known on the host (a cls/last layout read from the device: only the kernel's
+    check reads it there)."""
     full: bool | None = None
     """A sequence fills the batch's whole length; ``None``: not known on the host."""
     shape: tuple[int, ...] | None = None
@@ -126,6 +130,14 @@ class HostLayout:
     def first_basket(self) -> int:
         """Keys in the largest first basket (at least 1): the key slots of every basket's window."""
         return max(1, max(min(self.basket_size, count) for count in self.n_content))
+
+
+def contiguous(valid: Tensor) -> Tensor:
+    """0-d bool: every row of a (N, K) bool mask holds its valid tokens in one run (padding on one side only, as a
+    tokenizer pads), so a sequence's baskets are ``basket_size`` keys each from its first content key."""
+    positions = torch.arange(valid.shape[1], device=valid.device)
+    start = first_valid(valid)[:, None]
+    return valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
 
 
 def first_valid(valid: Tensor) -> Tensor:
@@ -227,7 +239,8 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     within = probs / torch.where(key_mass > 0, key_mass, 1)
     # Rows left alone keep p_k and their own isolated values, so they come out unchanged.
     rows = row_mask[:, None, :, None]
-    keep = torch.where(rows, 1 - strength, 1.0)
+    exact = torch.promote_types(probs.dtype, torch.float32)  # float64 rows keep 1 - a in float64
+    keep = torch.where(rows, torch.tensor(1 - strength, dtype=exact), torch.tensor(1.0, dtype=exact))
     gain = torch.where(rows, strength * target, 0.0)
     isolated = torch.where(rows, strength * iso_target + (1 - strength) * original_iso, original_iso)
     return within.mul_(gain).add_(probs * keep).scatter_(-1, iso_index, isolated)

@@ -150,10 +150,11 @@ def explicit_with_lse(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | 
     """The same as the fused kernels, computed explicitly in query tiles (a fully masked row: 0, lse 0)."""
     outs, lses = [], []
     exact = torch.promote_types(query.dtype, torch.float32)  # scores and softmax in fp32 at least
+    keys = key.transpose(-1, -2).to(exact)  # products of half-precision operands, not their rounded sums
     tile = max(1, TILE_ELEMENTS // (query.shape[0] * query.shape[1] * key.shape[2]))
     for start in range(0, query.shape[2], tile):
         stop = min(start + tile, query.shape[2])
-        scores = (query[:, :, start:stop] @ key.transpose(-1, -2)).to(exact) * scaling
+        scores = (query[:, :, start:stop].to(exact) @ keys) * scaling
         if bias is not None:
             scores = scores + (bias[:, :, start:stop] if bias.shape[2] > 1 else bias).to(exact)
         lse = torch.logsumexp(scores, dim=-1)

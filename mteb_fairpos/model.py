@@ -137,8 +137,11 @@ class FairSentenceTransformer(SentenceTransformer):
 
     Args:
         model: a model name or path (loaded by sentence-transformers) or a loaded
-            ``SentenceTransformer``, whose modules are reused (no second copy of the weights).
-        calibration: the settings; ``None`` (or strength 0) gives exactly the plain model.
+            ``SentenceTransformer``, whose modules and settings (prompts, similarity function, truncation
+            dimension) are reused (no second copy of the weights); a loaded ``FairSentenceTransformer`` also
+            passes on its calibration and flags where none are given.
+        calibration: the settings, or their text form (``"b128_lhalf_a0.5"``); ``None`` (or strength 0) gives
+            exactly the plain model.
         calibrate_encode: whether plain ``encode()`` calibrates (``encode_document`` always does).
         calibrate_queries: whether ``encode_query`` calibrates too (an ablation; the papers do not).
         **kwargs: passed to ``SentenceTransformer`` when ``model`` is a name or path.
@@ -151,7 +154,7 @@ class FairSentenceTransformer(SentenceTransformer):
     def __init__(
         self,
         model: str | SentenceTransformer,
-        calibration: CalibrationConfig | None = _UNSET,
+        calibration: CalibrationConfig | str | None = _UNSET,
         *,
         calibrate_encode: bool | None = None,
         calibrate_queries: bool | None = None,
@@ -161,7 +164,12 @@ class FairSentenceTransformer(SentenceTransformer):
             if kwargs:
                 raise TypeError(f"loading options {sorted(kwargs)} cannot apply to an already loaded model.")
             super().__init__(modules=[m for m in model if not isinstance(m, Calibration)], device=str(model.device),
-                             prompts=model.prompts, default_prompt_name=model.default_prompt_name)
+                             prompts=model.prompts, default_prompt_name=model.default_prompt_name,
+                             similarity_fn_name=model.similarity_fn_name, truncate_dim=model.truncate_dim)
+            if isinstance(model, FairSentenceTransformer):  # rewrapped: its own settings, unless given here
+                calibration = model.calibration if calibration is _UNSET else calibration
+                calibrate_encode = model.calibrate_encode if calibrate_encode is None else calibrate_encode
+                calibrate_queries = model.calibrate_queries if calibrate_queries is None else calibrate_queries
         else:
             token = _LOADING.set(True)
             try:
@@ -171,6 +179,11 @@ class FairSentenceTransformer(SentenceTransformer):
         saved = self._take_saved_calibration()
         if calibration is _UNSET:  # a saved model comes back with its own calibration, else the default
             calibration = _saved_config(saved) if saved is not None else CalibrationConfig()
+        elif isinstance(calibration, str):
+            calibration = CalibrationConfig.parse(calibration)
+        elif calibration is not None and not isinstance(calibration, CalibrationConfig):
+            raise TypeError(f"calibration must be a CalibrationConfig, its text form (e.g. 'b128_lhalf_a0.5') or None; "
+                            f"got {type(calibration).__name__}.")
         self.calibration = calibration
         self.calibrate_encode = bool(calibrate_encode if calibrate_encode is not None else saved and saved.calibrate_encode)
         self.calibrate_queries = bool(calibrate_queries if calibrate_queries is not None else saved and saved.calibrate_queries)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .calibration import BasketLayout, basket_layout, calibrate_rows, first_valid
+from .calibration import BasketLayout, basket_layout, calibrate_rows, contiguous, first_valid
 from .config import SharePolicy
 from .lse_kernels import set_aside
 
@@ -255,10 +255,7 @@ def unsupported_reason(query: Tensor, key: Tensor, value: Tensor, layout: Basket
 
 def padding_fits(layout: BasketLayout) -> Tensor:
     """0-d bool, where the layout is: padding on one side only (every sequence's valid tokens contiguous)."""
-    valid = layout.key_valid
-    positions = torch.arange(valid.shape[1], device=valid.device)
-    start = first_valid(valid)[:, None]
-    return valid.eq((positions >= start) & (positions < start + valid.sum(1, keepdim=True))).all()
+    return contiguous(layout.key_valid)
 
 
 def model_mask_fits(layout: BasketLayout, causal: bool, attention_mask: Tensor | None) -> Tensor:

@@ -435,3 +435,22 @@ def test_a_two_percent_strength_change_is_caught(transformers_modules, pooling):
     fast = mutated.encode_document(TEXTS, convert_to_tensor=True, batch_size=3)
     reference = reference_embeddings(FairSentenceTransformer(model, config), TEXTS, config, batch_size=3)
     assert (fast - reference).abs().max().item() > 10 * TOLERANCE
+
+
+def test_mean_pooling_over_a_mask_with_a_gap_inside_a_sequence_matches_the_reference(transformers_modules):
+    """A mask that hides a span inside a text (no tokenizer makes one, but ``plan.applied`` takes any mask): the
+    baskets count the valid tokens around the gap, which the grouped path's key windows cannot hold, so such a
+    pass takes the tiled path; the fused kernel refuses it (`padding_fits`)."""
+    transformer = transformers_modules["bert"]
+    inner = transformer.model
+    batch = dict(transformer.tokenizer(TEXTS[4:6], padding=True, return_tensors="pt"))
+    batch.pop("token_type_ids", None)
+    batch["attention_mask"][:, 3:6] = 0
+    config = CalibrationConfig(basket_size=4, layers="last_half", strength=1.0)
+    plan = attach(inner, config, "mean")
+    with torch.no_grad(), plan.applied(batch["attention_mask"]) as layout:
+        hidden = inner(**batch).last_hidden_state
+    assert layout.on_host()[0].contiguous is False
+    mask = batch["attention_mask"].bool()
+    fast = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    assert (fast - reference_embeddings(inner, batch, config, "mean")).abs().max().item() <= TOLERANCE

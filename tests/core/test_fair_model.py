@@ -209,6 +209,20 @@ def test_wrapping_keeps_the_models_own_attention(tmp_path, minilm_dir):
     assert eager.transformers_model.config._attn_implementation == "eager"  # said, and only for calibrated passes
 
 
+def test_wrapping_a_loaded_model_keeps_its_settings_and_a_fair_one_its_calibration(minilm_dir):
+    from sentence_transformers import SentenceTransformer
+
+    plain = SentenceTransformer(minilm_dir, device="cpu", truncate_dim=64, similarity_fn_name="dot")
+    fair = FairSentenceTransformer(plain, "b8_llast_a1", calibrate_encode=True)  # the text form, as the CLI takes it
+    assert (fair.truncate_dim, fair.similarity_fn_name, fair.encode(["hello"]).shape) == (64, "dot", (1, 64))
+    assert fair.calibration == CalibrationConfig(basket_size=8, layers="last", strength=1.0)
+    again = FairSentenceTransformer(fair)
+    assert (again.calibration, again.calibrate_encode, again.calibrate_queries) == (fair.calibration, True, False)
+    assert FairSentenceTransformer(fair, None, calibrate_encode=False).plan is None
+    with pytest.raises(TypeError, match="calibration must be a CalibrationConfig, its text form"):
+        FairSentenceTransformer(plain, {"basket_size": 8})
+
+
 def test_calibrated_passes_give_back_the_attention_the_model_has_now(minilm_dir, monkeypatch):
     """Only a model's first calibrated pass switches through transformers' set_attn_implementation (which walks every
     module); later passes switch the configs it switched, and give back what the model runs now, not at first."""

@@ -76,6 +76,20 @@ def test_the_cpu_kernel_returns_the_log_sum_exp_it_promises():
     assert torch.allclose(lse, torch.logsumexp(scores, -1), atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_explicit_fallback_scores_half_precision_inputs_in_fp32(dtype):
+    """The fallback that stands in for a kernel sets its scores from the inputs' exact products (as a half-precision
+    matrix unit accumulates them in fp32), not from their sums rounded to the inputs' precision: its log-sum-exp
+    follows float64 to fp32 rounding (bf16 sums: errors of 0.03)."""
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = ((torch.randn(1, 2, 64, 64, generator=generator) * scale).to(dtype) for scale in (2, 2, 1))
+    out, lse = explicit_with_lse(q, k, v, None, 0.125)
+    expected_out, expected_lse = explicit_with_lse(q.double(), k.double(), v.double(), None, 0.125)
+    assert lse.dtype == torch.float32
+    assert (lse.double() - expected_lse).abs().max().item() <= 1e-5
+    assert (out.double() - expected_out).abs().max().item() <= 4 * torch.finfo(dtype).eps  # P and its product: rounded
+
+
 def test_a_head_dimension_with_a_stride_gives_the_same_rows(device):
     """Views whose head dimension is strided (every other element of a wider tensor) give the rows their contiguous
     copies give: the fused ops read that dimension as contiguous (before, one sequence's mean rows were off by 1.5)."""

@@ -92,6 +92,21 @@ def test_full_strength_equalises_baskets_and_gives_isolated_tokens_their_share(b
 
 @settings(max_examples=150, deadline=None)
 @given(batches())
+def test_any_strength_blends_the_row_with_its_full_strength_calibration(batch):
+    """Step 5 on its own: a calibrated row at strength a is (1 - a) p + a c, with c its strength-1 row (checked
+    above), to float64's rounding: the reference is computed in float64 through and through."""
+    probs, _, layout, config = batch
+    strength = config.strength
+    expected = (1 - strength) * probs + strength * _calibrate(probs, layout, 1.0)
+    active = layout.active[:, None, None, None].expand_as(probs)
+    out = _calibrate(probs, layout, strength)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out[active], expected[active], rtol=0, atol=1e-14)
+    assert torch.equal(out[~active], probs[~active])
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
 def test_proportions_inside_a_basket_are_preserved(batch):
     probs, _, layout, config = batch
     out = _calibrate(probs, layout, 1.0)
@@ -135,6 +150,7 @@ def test_the_host_layout_made_from_the_tokenizers_mask_is_what_a_pass_would_read
     layout = basket_layout(mask, "mean", basket, isolated)
     read, (contiguous, full) = layout.on_host(padding_fits(layout), _full(layout))
     made = host_layout(mask, basket, isolated)
+    assert read.contiguous == contiguous  # a mean layout reads it with itself, as its grouped path needs it
     assert made == type(read)(read.active, read.content_start, read.n_content, basket, contiguous=contiguous, full=full,
                               shape=tuple(mask.shape), isolated=tuple(name for name, _ in isolated))
     assert all(type(v) is int for v in made.active + made.content_start + made.n_content)
