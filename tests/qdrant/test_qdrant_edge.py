@@ -97,6 +97,14 @@ def test_mismatch_is_refused_and_a_store_has_one_client(tmp_path, model):
     local.close()
     with pytest.raises(ValueError, match="local-mode store"):
         store.open_store(str(tmp_path / "local-mode"), backend="edge")
+    # and the other way: local mode would write its own files beside the shards, and hide them from the next command
+    before = sorted(p.name for p in (tmp_path / "edge").iterdir())
+    with pytest.raises(ValueError, match="holds a Qdrant Edge store, not a qdrant-client local-mode one"):
+        store.open_store(path, backend="local")
+    assert sorted(p.name for p in (tmp_path / "edge").iterdir()) == before
+    reopened = store.open_store(path)  # still found as Edge
+    assert reopened.count("news") == 3
+    reopened.close()
 
 
 def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):

@@ -50,6 +50,12 @@ def require_edge() -> Any:
     return qdrant_edge
 
 
+def holds_edge(path: str | os.PathLike[str]) -> bool:
+    """Whether the folder ``path`` holds a Qdrant Edge store (a collection's ``<collection>.collection.json``)."""
+    folder = Path(path)
+    return folder.is_dir() and any(folder.glob("*" + COLLECTION_SUFFIX))
+
+
 class EdgeStore(Store):
     """Qdrant Edge shards in one folder, one per collection."""
 
