@@ -256,6 +256,10 @@ def test_mismatched_collection_is_refused_before_anything_is_written(stored, mod
         stored.index(RECORDS, late_chunks=True, show_progress=False)
     with pytest.raises(CollectionMismatchError, match="named vectors"):
         stored.index(RECORDS, uncalibrated=False, show_progress=False)
+    monkeypatch.setattr(model, "max_seq_length", model.max_seq_length // 2)  # another --max-length: other vectors
+    with pytest.raises(CollectionMismatchError, match=r"maximum length: collection's documents were cut at \d+ tokens"):
+        FairQdrantIndex(model, "news", stored.store).index(RECORDS, show_progress=False)
+    monkeypatch.undo()
     assert calls == [] and stored.count() == 3
 
     from qdrant_client import models

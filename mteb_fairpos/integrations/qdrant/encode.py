@@ -216,9 +216,10 @@ def _completed_parts(output: Location, scan: InputScan, spec: store.CollectionSp
         if (info.spec, info.collection, info.spec.store_text) != (spec, collection, store_text):
             raise store.CollectionMismatchError(
                 f"{path} holds points of another run (model {info.spec.model!r}, calibration {info.spec.calibration!r}, "
-                f"vectors {list(info.spec.vectors)}, collection {info.collection!r}, text stored: {info.spec.store_text}); "
-                f"this run encodes {spec.model!r}, {spec.calibration!r}, {list(spec.vectors)} for {collection!r}, text "
-                f"stored: {store_text}. Use a new output folder.")
+                f"vectors {list(info.spec.vectors)}, at most {info.spec.max_tokens} tokens, collection {info.collection!r}, "
+                f"text stored: {info.spec.store_text}); this run encodes {spec.model!r}, {spec.calibration!r}, "
+                f"{list(spec.vectors)}, at most {spec.max_tokens} tokens, for {collection!r}, text stored: {store_text}. "
+                "Use a new output folder.")
         span = planned.get(info.stem)
         if span is None:
             foreign.append(path.name)

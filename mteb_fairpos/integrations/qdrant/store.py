@@ -214,6 +214,9 @@ def check_compatible(collection: str, stored: CollectionSpec, wanted: Collection
         old, new = getattr(stored, attr), getattr(wanted, attr)
         if old != new:
             differences.append(f"{label}: collection has {old!r}, this run uses {new!r}")
+    if stored.max_tokens and stored.max_tokens != wanted.max_tokens:  # 0: not recorded by an earlier release
+        differences.append(f"maximum length: collection's documents were cut at {stored.max_tokens} tokens, this run "
+                           f"cuts at {wanted.max_tokens} (--max-length; the same text would get another vector)")
     if set(stored.vectors) != set(wanted.vectors):
         differences.append(f"named vectors: collection has {sorted(stored.vectors)}, this run writes {sorted(wanted.vectors)} "
                            "(match the uncalibrated / late-chunk options the collection was built with)")
