@@ -29,6 +29,7 @@ import sys
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +207,24 @@ def _extra_tasks() -> list[type]:
 
 
 # ---------------------------------------------------------------------------------- benchmark
+def registered_task(name: str) -> Any:
+    """The mteb task ``name`` names: mteb's own, or for a task of this package run with settings other than its
+    defaults, whose name carries them (``PermutationFairness.sets-3``, ``SQuADPosQ.queries-500``), the task it
+    varies. Raises mteb's ``KeyError`` for a name it does not know either way."""
+    from mteb.get_tasks import get_task
+
+    try:
+        return get_task(name)
+    except KeyError:
+        base, dot, _ = name.partition(".")
+        if not dot:
+            raise
+        task = get_task(base)
+        if not _is_ours(task):
+            raise
+        return task
+
+
 def register_benchmark(task_names: list[str], report: Registration | None = None, *,
                        name: str = BENCHMARK_NAME) -> str | None:
     """The ``FairPos`` (full tasks, each measurement once) or ``FairPosSmall`` (the small samples)

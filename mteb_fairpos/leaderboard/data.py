@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..mteb_plugin import registered_task
 from ..results import pairing
 from ..results.pairing import Change
 from ..results import Collection, Issue, ModelKey, TaskScores, collect, is_twin, plugin_base, twin_for
@@ -293,9 +294,7 @@ def _task_scores(found: Collection, task: str) -> list[TaskScores]:
 @functools.lru_cache(maxsize=None)
 def _task_class(task: str) -> type | None:
     try:
-        import mteb
-
-        return type(mteb.get_task(task))
+        return type(registered_task(task))
     except Exception:  # noqa: BLE001 - a task mteb does not know
         return None
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fairness
+from ..mteb_plugin import registered_task
 from ..resampling import Resampling
 from .schema import Estimate, ScoreEntry, load
 
@@ -449,7 +450,7 @@ def summarize(result) -> TaskScores:
         notes.append(("pooled", f"main score and PSI are means over {len(mains)} subsets (of different n or languages); "
                                 "the profiles are shown per subset, each with its confidence interval."))
     try:
-        task = result.task
+        task = registered_task(result.task_name)  # a task run with other settings: the task it varies
         task_type = task.metadata.type
         missing = result.get_missing_evaluations(task)
         if missing:

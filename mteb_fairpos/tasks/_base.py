@@ -160,6 +160,14 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         super().__init__(**kwargs)
         self.data_dir = data_dir
 
+    def _name_the_settings(self, **settings: str | int | None) -> None:
+        """Put every setting that changes the numbers (``None``: the task's default) into the task's name,
+        ``SQuADPosQ.queries-500``, so mteb's result cache never hands back a result computed with other settings
+        (`mteb_fairpos.mteb_plugin.registered_task` finds the task such a name varies)."""
+        suffix = ".".join(f"{key}-{value}" for key, value in settings.items() if value is not None)
+        if suffix:
+            self.metadata = self.metadata.model_copy(update={"name": f"{type(self).metadata.name}.{suffix}"})
+
     # ---------------------------------------------------------------- loading
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
         raise NotImplementedError

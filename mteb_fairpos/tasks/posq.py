@@ -126,6 +126,7 @@ class SQuADPosQ(PositionGroupedRetrieval):
     def __init__(self, data_dir: Any = None, n_queries: int | None = None, **kwargs: Any) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
         if _positive("n_queries", n_queries) is not None:
+            self._name_the_settings(queries=None if n_queries == self.n_queries else n_queries)
             self.n_queries = n_queries
 
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
@@ -206,6 +207,7 @@ class FineWebPosQ(PositionGroupedRetrieval):
     def __init__(self, data_dir: Any = None, per_group: int | None = None, **kwargs: Any) -> None:
         super().__init__(data_dir=data_dir, **kwargs)
         if _positive("per_group", per_group) is not None:
+            self._name_the_settings(per_group=None if per_group == self.per_group else per_group)
             self.per_group = per_group
 
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:

@@ -360,6 +360,11 @@ def test_paper_query_instruction_option(encoder):
     assert PAPER_QUERY_INSTRUCTION.startswith("Instruct: Given a web search query") and PAPER_QUERY_INSTRUCTION.endswith("\nQuery: ")
     assert PosIR().query_instruction == "" and PosIR(query_instruction=True).query_instruction == PAPER_QUERY_INSTRUCTION
     assert PosIR(query_instruction="Find: ").query_instruction == "Find: "
+    # an instruction changes every figure: the name says which, so mteb's cache keeps the results apart
+    assert [PosIR(query_instruction=i).metadata.name for i in (None, False, True, "Find: ")] == [
+        "PosIR", "PosIR", "PosIR.instruction-paper", "PosIR.instruction-7d8d0fff26a9"]
+    assert [PosIRInstructed(query_instruction=i).metadata.name for i in (True, False)] == [
+        "PosIRInstructed", "PosIRInstructed.instruction-none"]
     assert mteb.get_task("PosIRInstructed").query_instruction == PAPER_QUERY_INSTRUCTION
     assert mteb.get_task("PosIRCrossLingualInstructed").query_instruction == PAPER_QUERY_INSTRUCTION
     assert len(PosIRInstructed().hf_subsets) == 310 and len(PosIRCrossLingualInstructed().hf_subsets) == 248

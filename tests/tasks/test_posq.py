@@ -85,6 +85,27 @@ def test_squad_tiny_is_a_seeded_sample_over_the_full_corpus():
         SQuADPosQTiny(n_queries=0)
 
 
+def test_settings_other_than_the_defaults_are_in_the_name_so_the_cache_keeps_the_results_apart(encoder, tmp_path):
+    """A sample size changes every figure: mteb's result cache, which finds a result by its task's name, must not hand
+    the sampled result back for the full task (or the other way), and the reader reads it as the task it varies."""
+    from mteb_fairpos.results import collect
+
+    assert (SQuADPosQTiny(n_queries=10_000).metadata.name, FineWebPosQ(per_group=3).metadata.name) == (
+        "SQuADPosQTiny", "FineWebPosQ.per_group-3")
+    cache = mteb.ResultCache(tmp_path)
+    sampled = mteb.evaluate(encoder, SQuADPosQTiny(data_dir=SQUAD, n_queries=4), cache=cache, co2_tracker=False)
+    full = mteb.evaluate(encoder, SQuADPosQTiny(data_dir=SQUAD), cache=cache, co2_tracker=False)
+    (sampled,), (full,) = sampled.task_results, full.task_results
+    assert (sampled.task_name, full.task_name) == ("SQuADPosQTiny.queries-4", "SQuADPosQTiny")
+    queries = [result.scores["test"][0]["n_queries"] for result in (sampled, full)]
+    assert queries[0] == 4 < queries[1]
+    found = collect(tmp_path)
+    read = {task: scores for (_, task), scores in found.scores.items()}
+    assert set(read) == {"SQuADPosQTiny.queries-4", "SQuADPosQTiny"}
+    assert read["SQuADPosQTiny.queries-4"].task_type == "Retrieval"  # the task it varies, not "unregistered"
+    assert not [issue for issue in found.issues if issue.kind == "unchecked"]
+
+
 def test_squad_end_to_end_with_minilm(encoder, minilm, tmp_path):
     task = SQuADPosQ(data_dir=SQUAD)
     task.load_data()

@@ -3,6 +3,7 @@ subset's scores grouped by where the answer sits in its document (docs/method.md
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -79,8 +80,9 @@ class PosIR(PositionGroupedRetrieval):
         self._languages = resolve_languages(name, known, selection(languages, None)) if languages is not None else None
         self._domains = resolve_domains(name, selection(domains, DOMAINS_ENV))
         self.hf_subsets = self._selected(self.hf_subsets, named=False)
-        if query_instruction is not None:
+        if query_instruction is not None and instruction_text(query_instruction) != self.query_instruction:
             self.query_instruction = instruction_text(query_instruction)
+            self._name_the_settings(instruction=_instruction_label(self.query_instruction))
         revision = revision or os.environ.get(REVISION_ENV, "").strip() or None
         if revision and revision != self.metadata.dataset["revision"]:
             self.metadata = self.metadata.model_copy(update={"dataset": {**self.metadata.dataset, "revision": revision}})
@@ -243,6 +245,13 @@ class PosIRCrossLingual(PosIR):
     cross_lingual = True
     default_languages = CROSS_LINGUAL_LANGUAGES
     metadata = task_metadata("PosIRCrossLingual", CROSS_LINGUAL_LANGUAGES + EXTRA_LANGUAGES, cross=True)
+
+
+def _instruction_label(instruction: str) -> str:
+    """How a task's name says which query instruction it ran with: ``paper``, ``none`` or the text's digest."""
+    if instruction == PAPER_QUERY_INSTRUCTION:
+        return "paper"
+    return hashlib.sha256(instruction.encode("utf-8")).hexdigest()[:12] if instruction else "none"
 
 
 class PosIRInstructed(PosIR):
