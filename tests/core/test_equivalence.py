@@ -203,16 +203,19 @@ def test_reference_on_a_transformers_model_with_a_tokenized_batch(transformers_m
     plan = attach(inner, config, pooling)
     with torch.no_grad(), plan.applied(batch["attention_mask"]):
         hidden = inner(**batch).last_hidden_state
-    mask = batch["attention_mask"].bool()
-    rows = torch.arange(len(TEXTS))
-    if pooling == "cls":
-        fast = hidden[rows, mask.int().argmax(1)]
-    elif pooling == "last":
-        fast = hidden[rows, mask.shape[1] - 1 - mask.flip(1).int().argmax(1)]
-    else:
-        fast = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
     reference = reference_embeddings(inner, batch, config, pooling)
-    assert (fast - reference).abs().max().item() <= TOLERANCE
+    assert (_pooled(hidden, batch["attention_mask"], pooling) - reference).abs().max().item() <= TOLERANCE
+
+
+def _pooled(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """The sequences' embeddings as ``pooling`` takes them from the final hidden states (unnormalised)."""
+    mask = attention_mask.bool()
+    rows = torch.arange(mask.shape[0])
+    if pooling == "cls":
+        return hidden[rows, mask.int().argmax(1)]
+    if pooling == "last":
+        return hidden[rows, mask.shape[1] - 1 - mask.flip(1).int().argmax(1)]
+    return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
 
 
 def test_an_attention_forward_under_a_decorator_is_still_found(transformers_modules, monkeypatch):
@@ -451,6 +454,6 @@ def test_mean_pooling_over_a_mask_with_a_gap_inside_a_sequence_matches_the_refer
     with torch.no_grad(), plan.applied(batch["attention_mask"]) as layout:
         hidden = inner(**batch).last_hidden_state
     assert layout.on_host()[0].contiguous is False
-    mask = batch["attention_mask"].bool()
-    fast = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    fast = _pooled(hidden, batch["attention_mask"], "mean")
     assert (fast - reference_embeddings(inner, batch, config, "mean")).abs().max().item() <= TOLERANCE
+
