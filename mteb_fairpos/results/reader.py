@@ -542,7 +542,10 @@ def _report_missing(found: Collection) -> None:
 
 
 def plugin_base(name: str) -> str | None:
-    """The base model key of a plugin name (``fair/<key>[-<config>]``, ``fair-off/<key>``), else None."""
+    """The base model key of a plugin name (``fair/<key>[-<config>]``, ``fair-off/<key>``), else None. A key the
+    registry does not know (a checkpoint ``probe --model`` ran, named after its folder) is the name without its
+    organisation and config, so its calibrated results and its twin's still pair."""
+    from ..config import CalibrationConfig, ConfigError
     from ..mteb_models import parse_name
 
     if not name.startswith(("fair/", "fair-off/")):
@@ -550,7 +553,15 @@ def plugin_base(name: str) -> str | None:
     try:
         return parse_name(name)[0].key
     except KeyError:
-        return None
+        org, _, rest = name.partition("/")
+        key, dash, config = rest.rpartition("-")
+        if org == "fair" and dash and key:
+            try:
+                CalibrationConfig.parse(config)
+            except ConfigError:
+                return rest
+            return key
+        return rest
 
 
 def is_twin(model: ModelKey) -> bool:

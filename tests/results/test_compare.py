@@ -220,3 +220,19 @@ def test_tables_and_plots_take_folder_names_as_text(results, tmp_path, monkeypat
     assert plot_psi_scatter(found, "scatter").read_bytes()[:8] == PNG
     assert {p.name for p in write_plots(found, "all")} == {f"profile_{TASK}.png", "psi_vs_score.png"}
     assert {p.name for p in write_tables(found, "tables")} == {"main_scores.md", "main_scores.csv", "profiles.md", "profiles.csv"}
+
+
+def test_a_checkpoint_the_registry_does_not_know_still_pairs_with_its_twin(tmp_path):
+    """`probe --model <folder>` names its results fair/<folder>-<config> and fair-off/<folder>: the pair is found
+    by the name alone, and an ordinary model is paired with nothing."""
+    from mteb_fairpos.results import plugin_base, twin_for
+
+    profile = {"begin": 0.9, "end": 0.6}
+    _write(tmp_path, "fair-off/my-model", "abc", TASK, {"test": [retrieval_entry(0.7, profile)]})
+    _write(tmp_path, "fair/my-model-b128_lhalf_a1", "abc", TASK, {"test": [retrieval_entry(0.8, profile)]})
+    _write(tmp_path, "BAAI/bge-m3", "abc", TASK, {"test": [retrieval_entry(0.75, profile)]})
+    found = collect(tmp_path)
+    pairs = {m.name: getattr(twin_for(m, found.models), "name", None) for m in found.models}
+    assert pairs == {"fair-off/my-model": None, "fair/my-model-b128_lhalf_a1": "fair-off/my-model", "BAAI/bge-m3": None}
+    assert plugin_base("fair/my-model-b128_lhalf_a1") == plugin_base("fair-off/my-model") == "my-model"
+    assert plugin_base("fair/my-model-v2") == "my-model-v2" and plugin_base("BAAI/bge-m3") is None
