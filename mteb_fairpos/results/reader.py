@@ -571,14 +571,24 @@ def is_twin(model: ModelKey) -> bool:
 
 def twin_for(model: ModelKey, models: Iterable[ModelKey]) -> ModelKey | None:
     """The twin ``model``'s changes are taken against: one of the same base model, preferring the same
-    experiment and revision; ``None`` for a twin itself or without one."""
+    experiment and revision; ``None`` for a twin itself or without one. A twin of other weights (another
+    commit of the checkpoint) is none: the change would mix calibration with the weights' change."""
     if is_twin(model):
         return None
     base = plugin_base(model.name) or model.name
-    twins = [m for m in models if is_twin(m) and (plugin_base(m.name) or m.name) == base]
+    twins = [m for m in models if is_twin(m) and (plugin_base(m.name) or m.name) == base and not _other_weights(m, model)]
     if not twins:
         return None
     return min(twins, key=lambda m: (m.experiment != model.experiment, m.revision != model.revision))
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _other_weights(a: ModelKey, b: ModelKey) -> bool:
+    """Whether two results name different commits of the weights (a result folder of this release is named after
+    the commit; earlier releases named it after the config, or ``off``)."""
+    return a.revision != b.revision and all(_COMMIT.fullmatch(key.revision) for key in (a, b))
 
 
 def _report_twins(found: Collection) -> None:
@@ -595,6 +605,12 @@ def _report_twins(found: Collection) -> None:
         present = twin in names if not name.startswith("fair-off/") else len(bases[plugin_base(name)]) > 1
         if not present:
             found.issues.append(Issue("no-twin", name, f"its counterpart {twin} has no results here, so the calibration's effect cannot be isolated."))
+    for model in found.models:
+        others = [m for m in found.models if is_twin(m) and plugin_base(m.name) == plugin_base(model.name)]
+        if not is_twin(model) and others and twin_for(model, found.models) is None:
+            found.issues.append(Issue("no-twin", model.label, "its counterpart has results only for other weights ("
+                                      + ", ".join(m.label for m in others) + "), so the calibration's effect cannot be "
+                                      "isolated."))
 
 
 # ---------------------------------------------------------------------------------- helpers

@@ -236,3 +236,20 @@ def test_a_checkpoint_the_registry_does_not_know_still_pairs_with_its_twin(tmp_p
     assert pairs == {"fair-off/my-model": None, "fair/my-model-b128_lhalf_a1": "fair-off/my-model", "BAAI/bge-m3": None}
     assert plugin_base("fair/my-model-b128_lhalf_a1") == plugin_base("fair-off/my-model") == "my-model"
     assert plugin_base("fair/my-model-v2") == "my-model-v2" and plugin_base("BAAI/bge-m3") is None
+
+
+def test_a_twin_of_other_weights_is_no_twin_and_says_so(tmp_path):
+    """Result folders named after two commits of a checkpoint hold two sets of weights: a change between them would
+    mix calibration with the weights' change, so they are not paired, and the issue says why."""
+    from mteb_fairpos.results import twin_for
+
+    profile = {"begin": 0.9, "end": 0.6}
+    _write(tmp_path, "fair/bge-m3", "a" * 40, TASK, {"test": [retrieval_entry(0.8, profile)]})
+    _write(tmp_path, "fair-off/bge-m3", "b" * 40, TASK, {"test": [retrieval_entry(0.7, profile)]})
+    _write(tmp_path, "fair/all-MiniLM-L6-v2", "c" * 40, TASK, {"test": [retrieval_entry(0.8, profile)]})
+    _write(tmp_path, "fair-off/all-MiniLM-L6-v2", "off", TASK, {"test": [retrieval_entry(0.7, profile)]})  # an earlier release's
+    found = collect(tmp_path)
+    pairs = {m.name: getattr(twin_for(m, found.models), "name", None) for m in found.models if not m.name.startswith("fair-off")}
+    assert pairs == {"fair/bge-m3": None, "fair/all-MiniLM-L6-v2": "fair-off/all-MiniLM-L6-v2"}
+    [issue] = [issue for issue in found.issues if issue.kind == "no-twin"]
+    assert issue.where == f"fair/bge-m3 [{'a' * 7}]" and "only for other weights (fair-off/bge-m3 [bbbbbbb])" in issue.message
