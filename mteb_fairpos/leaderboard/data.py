@@ -18,6 +18,7 @@ from ..mteb_plugin import registered_task
 from ..results import pairing
 from ..results.pairing import Change
 from ..results import Collection, Issue, ModelKey, TaskScores, collect, is_twin, plugin_base, twin_for
+from ..results.reader import GAP_KINDS, report_gaps
 
 @dataclass(frozen=True)
 class Column:
@@ -162,7 +163,7 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
     for folder in folders:
         found = collect(folder, tasks=tasks, models=models)
         roots.append(found.root)
-        issues += [(str(folder), issue) for issue in found.issues]
+        issues += [(str(folder), issue) for issue in found.issues if issue.kind not in GAP_KINDS]  # found below
         for key, task_scores in found.scores.items():
             if key in scores:
                 issues.append((str(folder), Issue("duplicate", f"{key[0].label}: {key[1]}",
@@ -171,6 +172,8 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
             scores[key] = task_scores
             sources[key] = read_source(found, *key, site=site)
     merged = Collection(roots[0] if roots else Path("."), scores)
+    report_gaps(merged)  # a twin or a task in another folder is not missing
+    issues += [(", ".join(map(str, folders)), issue) for issue in merged.issues]
     families = {task: task_family(merged, task) for task in merged.tasks}
     languages = {task: task_languages(merged, task) for task in merged.tasks}
     columns = make_columns(merged, families, languages)

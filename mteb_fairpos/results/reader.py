@@ -230,9 +230,20 @@ def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[
                 folders += [(d, d.name) for d in sorted(experiments.iterdir()) if d.is_dir()]
             for folder, experiment in folders:
                 _read_folder(found, root, model_dir, revision_dir, folder, experiment, tasks, models)
+    report_gaps(found)
+    return found
+
+
+GAP_KINDS = ("missing", "no-twin")
+"""The kinds of issue :func:`report_gaps` finds: what a collection lacks as a whole, not what a file holds."""
+
+
+def report_gaps(found: Collection) -> None:
+    """Add what the collection lacks as a whole to its issues: a task a model has no results for (``missing``), a
+    model without its counterpart (``no-twin``). :func:`collect` finds them in its folder; a page of several folders
+    finds them once, in all of them together (`mteb_fairpos.leaderboard.data.build`)."""
     _report_missing(found)
     _report_twins(found)
-    return found
 
 
 def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: Path, folder: Path, experiment: str,

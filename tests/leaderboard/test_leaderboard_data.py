@@ -107,6 +107,18 @@ def test_several_folders_and_experiments(results, tmp_path):
     assert [r.model.name for r in board.rows].count(MINILM[1]) == 2
 
 
+def test_what_a_model_lacks_is_found_in_all_folders_together(tmp_path):
+    """A twin in another folder is no missing twin, and a task another folder has is missing where a model lacks it."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_result(first, "fair/bge-m3", COMMIT, RETRIEVAL, {"test": [retrieval_entry(0.5, {"begin": 0.5, "end": 0.4})]})
+    write_result(first, "fair/bge-m3", COMMIT, "SQuADPosQTiny", {"test": [retrieval_entry(0.5, {"0-100": 0.5})]})
+    write_result(second, "fair-off/bge-m3", COMMIT, RETRIEVAL, {"test": [retrieval_entry(0.4, {"begin": 0.5, "end": 0.3})]})
+    board = build([first, second], tmp_path / "site")
+    assert next(r for r in board.rows if r.model.name == "fair/bge-m3").partner.name == "fair-off/bge-m3"
+    gaps = [(issue.kind, issue.where, issue.message) for _, issue in board.issues if issue.kind in ("missing", "no-twin")]
+    assert gaps == [("missing", f"fair-off/bge-m3 [{COMMIT[:7]}]", "no results for SQuADPosQTiny.")]
+
+
 def test_an_empty_folder_gives_an_empty_board(tmp_path):
     (tmp_path / "empty").mkdir()
     board = build([Path(tmp_path / "empty")], tmp_path / "site")
