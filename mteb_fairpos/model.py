@@ -41,7 +41,7 @@ from .truncation import cut_count, provable
 logger = logging.getLogger(__name__)
 
 __all__ = ["Calibration", "CalibratedModelError", "FairSentenceTransformer", "TruncationWarning", "UncalibratedWarning",
-           "naming_the_model"]
+           "naming_the_model", "position_limit", "set_max_length"]
 
 TRUNCATION = "fairpos_truncation"
 """The feature under which ``FairSentenceTransformer.preprocess`` hands its ``forward`` the count of the batch's
@@ -373,6 +373,27 @@ class FairSentenceTransformer(SentenceTransformer):
         lengths = self.tokenizer([inputs[i] for i in full], truncation=False, verbose=False)["input_ids"]
         extra = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
         return sum(len(ids) + extra > limit for ids in lengths)
+
+
+def position_limit(model: SentenceTransformer) -> int | None:
+    """The most tokens ``model`` can embed: the rows of its learned position table, less those a RoBERTa-style model
+    keeps before its first position; ``None`` where positions come without a table (rotary, relative)."""
+    inner = model.transformers_model
+    table = next((module for name, module in inner.named_modules() if name.endswith("position_embeddings")
+                  and isinstance(module, torch.nn.Embedding)), None) if inner is not None else None
+    if table is None:
+        return None
+    return table.num_embeddings - (table.padding_idx + 1 if table.padding_idx is not None else 0)
+
+
+def set_max_length(model: SentenceTransformer, tokens: int, option: str = "--max-length") -> None:
+    """Cut ``model``'s inputs at ``tokens`` tokens, refusing more than it has positions for (torch would fail deep
+    inside the model, on the first input that long)."""
+    limit = position_limit(model)
+    if limit is not None and tokens > limit:
+        raise ValueError(f"{option} {tokens}: this model embeds at most {limit} tokens (its position table); give "
+                         f"{limit} or fewer.")
+    model.max_seq_length = tokens
 
 
 def _saved_config(saved: Calibration) -> CalibrationConfig | None:

@@ -114,9 +114,11 @@ def model_for_collection(args: argparse.Namespace, opened, *, calibrated: bool):
     calibration = "none"  # a query is encoded plain
     if calibrated:  # documents: as asked, else as the collection was built, else the model's own
         calibration = args.calibration or (spec.calibration if spec else None)
+    from ..model import set_max_length
+
     model = load_model(name, calibration, getattr(args, "device", None))
     if getattr(args, "max_length", None):
-        model.max_seq_length = args.max_length
+        set_max_length(model, args.max_length)
     return model, name
 
 

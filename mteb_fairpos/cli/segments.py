@@ -46,14 +46,14 @@ def _ratio(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..model import FairSentenceTransformer, naming_the_model
+    from ..model import FairSentenceTransformer, naming_the_model, set_max_length
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
     name = args.model or minilm_path()
     with naming_the_model(name):
         model = FairSentenceTransformer(name, calibration_from_args(args), **({"device": args.device} if args.device else {}))
     if args.max_length:
-        model.max_seq_length = args.max_length
+        set_max_length(model, args.max_length)
     report = segment_report(model, segments)
     print(f"model: {args.model or 'all-MiniLM-L6-v2 (offline)'}   calibration: {model.calibration}")
     print("cosine(document, standalone segment), segments embedded uncalibrated:")

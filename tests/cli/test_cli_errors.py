@@ -26,6 +26,9 @@ from mteb_fairpos.cli import errors, main, options
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
         (["segments", "--segment", "a", "--segment", "b", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
         (["probe", "-o", "{tmp}/out", "-m", "no-such/model", "--quiet"], "cannot load the model 'no-such/model'"),
+        (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--max-length", "2000", "--quiet"],
+         "--max-length 2000: this model embeds at most 512 tokens"),
+        (["segments", "--segment", "a", "--segment", "b", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):

@@ -457,3 +457,24 @@ def test_mean_pooling_over_a_mask_with_a_gap_inside_a_sequence_matches_the_refer
     fast = _pooled(hidden, batch["attention_mask"], "mean")
     assert (fast - reference_embeddings(inner, batch, config, "mean")).abs().max().item() <= TOLERANCE
 
+
+
+@pytest.mark.parametrize(("architecture", "limit"), [("bert", 256), ("xlm_roberta", 255), ("qwen3", None)])
+def test_the_position_limit_is_the_longest_input_the_model_embeds(transformers_modules, architecture, limit, monkeypatch):
+    """A learned position table holds so many tokens (RoBERTa's less the rows before its first position); rotary
+    positions have no table. Checked against the model itself: the limit embeds, one token more fails in torch."""
+    from mteb_fairpos.model import position_limit, set_max_length
+
+    model = st_model(transformers_modules[architecture], "mean", "right")
+    monkeypatch.setattr(model, "max_seq_length", model.max_seq_length)  # the module is shared: restored after
+    assert position_limit(model) == limit
+    if limit is None:
+        return
+    long_text = " ".join(["word"] * (2 * limit))
+    set_max_length(model, limit)
+    assert model.encode([long_text]).shape[0] == 1
+    model.max_seq_length = limit + 1  # what set_max_length refuses
+    with pytest.raises((IndexError, RuntimeError)):
+        model.encode([long_text])
+    with pytest.raises(ValueError, match=f"--max-length {limit + 1}: this model embeds at most {limit} tokens"):
+        set_max_length(model, limit + 1)

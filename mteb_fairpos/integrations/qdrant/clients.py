@@ -117,11 +117,6 @@ class LocalStore(ClientStore):
         """The local-mode store in the folder ``path`` (``None`` or ``":memory:"``: in memory)."""
         if path is None or str(path) == ":memory:":
             return cls(QdrantClient(location=":memory:", **client_kwargs))
-        from .edge import holds_edge  # here: the Edge module builds on this one
-
-        if holds_edge(path) and not holds_local_mode(path):  # local mode would write its own files beside the shards
-            raise ValueError(f"{str(path)!r} holds a Qdrant Edge store, not a qdrant-client local-mode one; open it "
-                             "with the edge backend, or give local mode a folder of its own.")
         try:
             return cls(QdrantClient(path=str(path), **client_kwargs))
         except RuntimeError as err:  # the folder is locked by another local client

@@ -18,7 +18,7 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from ...config import CalibrationConfig
-from ...model import UncalibratedWarning, naming_the_model
+from ...model import UncalibratedWarning, naming_the_model, set_max_length
 from ...offline import MINILM_HUB_ID, minilm_path
 from ...segmented import (
     COVERAGE_CUT,
@@ -127,7 +127,7 @@ class ModelLoader:
             model = FairSentenceTransformer(resolve_model_path(self.name), **kwargs)
         model.fairpos_model_name = self.name
         if self.max_length:
-            model.max_seq_length = self.max_length
+            set_max_length(model, self.max_length)
         return model
 
 
