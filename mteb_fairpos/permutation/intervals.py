@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..fairness import min_max_ratios
-from ..resampling import Resampling, counts, defined, weighted_means
+from ..resampling import Resampling, counts, defined, stratified_counts, weighted_means
 from ..results.schema import Estimate
 
 SETS = "segment sets"
@@ -79,8 +79,9 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
             change ``fairness(values) - fairness(baseline)`` is resampled with the same draws.
         strata: (N,) the subset of each observation, where several are pooled: the figure is then the mean
             over subsets of each one's fairness (the probe task's main score), and the subsets are resampled
-            together: segment sets belong to one subset, a topic that several subsets share is drawn once
-            for all of them (so the dependence between subsets counts).
+            together: a subset's segment sets are drawn within it (every resample holds each subset with its
+            number of sets, as the data does), a topic that several subsets share is drawn once for all of them
+            (so the dependence between subsets counts).
     """
     values = np.asarray(values, dtype=np.float64)
     positions = np.asarray(positions, dtype=np.int64)
@@ -105,7 +106,13 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     clusters = {name: int(units.max()) + 1 for name, units in factors.items()}
     if min(clusters.values()) < 2:
         raise ValueError("the bootstrap needs at least two segment sets (and two topics): one unit has no variance.")
-    weights = {name: counts(clusters[name], resampling, _STREAMS[name])[:, units] for name, units in factors.items()}
+    # a subset's segment sets (and cells) are drawn within it, so every resample holds each subset with as many sets
+    # as the data; topics that subsets share are drawn once for all of them
+    set_subset = np.zeros(clusters["sets"], dtype=np.int64)
+    set_subset[set_code] = stratum
+    within = {"sets": set_subset, "cells": set_subset[cell[:, 0]]}
+    weights = {name: _draws(clusters[name], within.get(name) if n_strata > 1 else None, resampling, _STREAMS[name])[:, units]
+               for name, units in factors.items()}
 
     def profiles(measured: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         sums, sizes = _cell_sums(measured, columns, cell_of, len(cell), n_strata * n_positions)
@@ -128,6 +135,13 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         change = _combine(ratio - base_ratio, {name: ratios[name] - pooled(base_resampled[name]) for name in ratios},
                           clusters, resampling)
     return FairnessBootstrap(_combine(ratio, ratios, clusters, resampling), change, resampled, SETS_AND_TOPICS if shared else SETS)
+
+
+def _draws(n_units: int, strata: np.ndarray | None, resampling: Resampling, stream: int) -> np.ndarray:
+    """(R, n_units) counts: the plain bootstrap, or with ``strata`` each stratum's units drawn within it."""
+    if strata is None:
+        return counts(n_units, resampling, stream)
+    return np.concatenate(list(stratified_counts(strata, resampling, stream)))
 
 
 def cluster_codes(ids: Sequence) -> np.ndarray:

@@ -272,3 +272,19 @@ def test_a_change_the_resamples_do_not_vary_has_no_interval_and_no_test():
         assert boot.change.estimate != 0
         assert all(np.isnan(x) for x in (boot.change.se, boot.change.ci_low, boot.change.ci_high, boot.change.pvalue))
         assert np.isnan(boot.fairness.pvalue) and np.isnan(boot.fairness.ci_low)
+
+
+def test_pooled_subsets_draw_their_sets_within_themselves():
+    """Eight subsets of two segment sets each: a draw of sets across subsets left some subset without a set in most
+    resamples (its fairness undefined, and the interval with it). Drawn within each subset, every resample holds every
+    subset with its two sets: the interval is defined, and each resample keeps each subset's number of sets."""
+    rng = np.random.default_rng(5)
+    parts = [design(2, 12, rng) for _ in range(8)]
+    set_of = np.concatenate([p[0] for p in parts])
+    topic_of = np.concatenate([p[1] for p in parts])
+    position = np.concatenate([p[2] for p in parts])
+    subset = np.repeat(np.arange(8), [len(p[0]) for p in parts]).astype(str)
+    values = BASE[position - 1] + shared_effects(set_of + 100 * subset.astype(int), topic_of, position, rng)
+    boot = fairness_bootstrap(values, position, set_of, topic_of, Resampling(500), strata=subset)
+    assert np.isfinite(boot.profiles["sets"]).all() and np.isfinite(boot.fairness.samples["sets"]).all()
+    assert boot.fairness.ci_low < boot.fairness.estimate < boot.fairness.ci_high
