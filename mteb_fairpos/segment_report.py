@@ -42,7 +42,10 @@ def read_segments(path: Path) -> list[str]:
                 raise ValueError(f"{path}:{number}: not valid JSON ({malformed}).")
             items.append(item)
     else:
-        items = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            items = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not a JSON list of segments ({err}); a file of one segment a line is .jsonl.") from None
         if not isinstance(items, list):
             raise ValueError(f"{path}: expected a JSON list of segments.")
     texts = []

@@ -29,6 +29,7 @@ from mteb_fairpos.cli import errors, main, options
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--max-length", "2000", "--quiet"],
          "--max-length 2000: this model embeds at most 512 tokens"),
         (["segments", "--segment", "a", "--segment", "b", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
+        (["segments", "--file", "{tmp}/file"], "file: not a JSON list of segments"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):

@@ -179,7 +179,7 @@ def format_of(name: str) -> str:
     """``jsonl`` or ``parquet`` from a file name's suffix."""
     fmt = INPUT_SUFFIXES.get(_suffix(name))
     if fmt is None:
-        raise InputError(f"cannot tell the format of {name!r} from its suffix; pass format='jsonl' or 'parquet'.")
+        raise InputError(f"cannot tell the format of {name!r} from its suffix; pass format='jsonl' or 'parquet' (--format on the command line).")
     return fmt
 
 

@@ -123,6 +123,7 @@ def vector_name(spec: store.CollectionSpec, vector: str, level: str) -> str:
         raise ValueError(f"level must be 'document' or 'segment', got {level!r}.")
     if name not in spec.vectors:
         hint = ("late_chunks=True (mteb-fairpos index --late-chunks; mean-pooled models)" if level == "segment"
+                else "a calibration (mteb-fairpos index --calibration CONFIG, not none)" if vector == "calibrated"
                 else "uncalibrated=True (mteb-fairpos index without --no-uncalibrated)")
         raise ValueError(f"the collection has no {name!r} vectors (it has {list(spec.vectors)}); index the documents "
                          f"into a new collection with {hint}.")
