@@ -125,6 +125,22 @@ def test_encode_and_load_equal_the_single_process_index(tmp_path, loader, model,
     assert again.unchanged == 30 and again.written == 0
 
 
+def test_a_load_deletes_the_segments_a_changed_document_no_longer_has(tmp_path, model, new_store):
+    """A document loaded again with fewer segments leaves none of its old ones behind, as `index` deletes them: the
+    collection then holds what `index` of the new input would."""
+    items = records(6, seed=5)
+    items[3]["segments"] = items[3]["segments"] + [{"text": "And one more segment, later cut off again."}]
+    old, new = write_jsonl(tmp_path / "old.jsonl", items), write_jsonl(tmp_path / "new.jsonl", records(6, seed=5))
+    client = new_store()
+    for path, folder in ((old, "first"), (new, "second")):
+        encode_to_parts(path, tmp_path / folder, model, "pages", late_chunks=True, show_progress=False)
+        report = load_parts(tmp_path / folder, client, show_progress=False)
+    assert report.stale_points_deleted == 1 and "1 stale segment point(s)" in report.summary()
+    with FairQdrantIndex(model, "pages", new_store(), model_name=MINILM_HUB_ID) as index:
+        index.index_file(new, late_chunks=True, show_progress=False)
+        assert_same_points(points_of(index.store, "pages"), points_of(client, "pages"))
+
+
 def index_metadata(model, *, late_chunks):
     from mteb_fairpos.integrations.qdrant.points import collection_spec
 

@@ -49,6 +49,8 @@ class LoadReport:
     points: int = 0
     created_collection: bool = False
     deferred_indexing: bool = False
+    stale_points_deleted: int = 0
+    """Segment points of documents the collection held with more segments than the parts now give them."""
     bad_parts: Listing[str] = field(default_factory=Listing)
     #: the run's totals from its manifest (None for a --partial load): a load that skipped parts says what it left out
     manifest_documents: int | None = None
@@ -66,6 +68,8 @@ class LoadReport:
                          f"{self.points} of its {self.manifest_points} point(s) loaded; "
                          f"{self.manifest_documents - self.documents} document(s), "
                          f"{self.manifest_points - self.points} point(s) in skipped part(s)")
+        if self.stale_points_deleted:
+            lines.append(f"{self.stale_points_deleted} stale segment point(s) of changed documents deleted")
         lines += self.bad_parts.summary_lines("part file(s) skipped", report)
         return "\n".join(lines)
 
@@ -74,7 +78,8 @@ class LoadReport:
         return held({"collection": self.collection, "parts": self.parts, "documents": self.documents, "points": self.points,
                 "manifest_documents": self.manifest_documents, "manifest_points": self.manifest_points,
                 "created_collection": self.created_collection, "deferred_indexing": self.deferred_indexing,
-                "bad_parts": self.bad_parts.as_json(str), "seconds": round(self.seconds, 3)}, stream)
+                "stale_points_deleted": self.stale_points_deleted, "bad_parts": self.bad_parts.as_json(str),
+                "seconds": round(self.seconds, 3)}, stream)
 
 
 def load_parts(
@@ -140,11 +145,12 @@ def load_parts(
             for part in parts:
                 points = [p.to_point() for p in part_files.read_points(part.path)]
                 points.sort(key=lambda p: p.payload["kind"] == store.KIND_DOCUMENT)  # segments before documents
-                written = writer.write(points, what=part.path.name,
-                                       resume=f"{report.documents} document(s) of earlier parts were loaded. "
-                                              "Run the same load again")
+                written = writer.write(points, stale=_stale(writer, points, report.created_collection),
+                                       what=part.path.name, resume=f"{report.documents} document(s) of earlier parts "
+                                                                   "were loaded. Run the same load again")
                 report.documents += written.documents
                 report.points += written.points
+                report.stale_points_deleted += written.stale
                 progress.update(len(points))
     finally:
         progress.close()
@@ -153,6 +159,18 @@ def load_parts(
 
 
 # ---------------------------------------------------------------------------- internals
+def _stale(writer: Writer, points: list, created: bool) -> list[str]:
+    """Segment point ids that documents of ``points`` have in the collection beyond their new segments (a document
+    that now has fewer), as ``index`` deletes them; none in a collection this load created."""
+    if created or not writer.spec.late_chunks:
+        return []
+    by_document: dict[str, list] = {}
+    for point in points:
+        by_document.setdefault(point.payload["doc_id"], []).append(point)
+    previous = writer.stored(list(by_document))
+    return [pid for doc_id, own in by_document.items() for pid in writer.stale(doc_id, previous.get(doc_id), own)]
+
+
 @dataclass(frozen=True)
 class _Part:
     """A part file whose rows agree with its metadata, and a digest of each of its document ids (8 bytes a

@@ -123,7 +123,7 @@ class Writer:
         if previous is None or not self.spec.late_chunks:
             return []
         written = {str(p.id) for p in points}
-        positions = range(1, max(int(previous.get("n_segments") or 0), len(points)) + 1)
+        positions = range(1, int(previous.get("n_segments") or 0) + 1)  # the segment points the stored document has
         ids = (store.point_id(self.collection, doc_id, position) for position in positions)
         return [pid for pid in ids if pid not in written]
 
