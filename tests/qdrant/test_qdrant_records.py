@@ -52,11 +52,27 @@ def test_text_with_span_objects_and_span_shorthand_agree():
         ({"id": "d", "segments": "not a list"}, "must be a list"),
         ({"id": "d", "segments": ["x"], "spans": [[0, 1]]}, "not both"),
         ("just a string", "expected a JSON object"),
+        # metadata a payload would keep another way in each store
+        ({"id": "d", "segments": ["x"], "metadata": {"v": float("nan")}}, r"metadata\.v = nan is not a JSON number"),
+        ({"id": "d", "segments": ["x"], "metadata": {"a": [1, {"b": float("inf")}]}}, r"metadata\.a\[1\]\.b = inf"),
+        ({"id": "d", "segments": ["x"], "metadata": {"v": 10**30}}, "does not fit 64 bits"),
+        ({"id": "d", "segments": ["x"], "metadata": {"v": b"\x00\x01"}}, "metadata.v is a bytes, not a JSON value"),
     ],
 )
 def test_bad_records_are_refused_with_a_reason(record, message):
     with pytest.raises(InputError, match=message):
         parse_document(record)
+
+
+def test_dates_in_metadata_are_stored_as_their_iso_text_in_every_store():
+    import datetime
+    import decimal
+
+    doc = parse_document({"id": "d", "segments": ["x"], "metadata": {
+        "when": datetime.datetime(2024, 1, 2, 3, 4), "day": datetime.date(2024, 1, 2), "tags": ["a", 2, None]}})
+    assert doc.metadata == {"when": "2024-01-02T03:04:00", "day": "2024-01-02", "tags": ["a", 2, None]}
+    with pytest.raises(InputError, match="metadata.price is a Decimal"):
+        parse_document({"id": "d", "segments": ["x"], "metadata": {"price": decimal.Decimal("1.50")}})
 
 
 def test_malformed_jsonl_line_is_named(tmp_path):

@@ -17,6 +17,7 @@ left out and reported as a :class:`Problem`. Files are read, and ids checked, by
 
 from __future__ import annotations
 
+import datetime
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,6 +77,36 @@ class Problem:
         return {"where": self.where, "doc_id": self.doc_id, "reason": self.reason}
 
 
+_INT64 = range(-2**63, 2**63)
+"""The integers a payload keeps exactly (Qdrant stores 64-bit integers; a larger one became a rounded float)."""
+
+
+def _json_value(value: Any, where: str, key: str) -> Any:
+    """``value`` as a JSON value, the same in every store: a date or time as its ISO text (as Parquet gives them);
+    anything a payload would keep another way per store (NaN, infinities, decimals, bytes, integers past 64 bits)
+    refused by its key."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        if value not in _INT64:
+            raise InputError(f"{where}: {key} = {value} does not fit 64 bits; store it as text.")
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InputError(f"{where}: {key} = {value} is not a JSON number; leave it out or store it as text.")
+        return value
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        if not all(isinstance(name, str) for name in value):
+            raise InputError(f"{where}: {key} has keys that are not text.")
+        return {name: _json_value(item, where, f"{key}.{name}") for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item, where, f"{key}[{i}]") for i, item in enumerate(value)]
+    raise InputError(f"{where}: {key} is a {type(value).__name__}, not a JSON value (text, number, true/false, null, "
+                     "list or object); convert it, e.g. to text.")
+
+
 def parse_document(record: Any, where: str = "record") -> Document:
     """Validate one record (see the module docstring) and build a :class:`Document`."""
     if not isinstance(record, Mapping):
@@ -89,6 +120,7 @@ def parse_document(record: Any, where: str = "record") -> Document:
         metadata = {}
     elif not isinstance(metadata, Mapping):
         raise InputError(f"{where}: 'metadata' must be an object, got {type(metadata).__name__}.")
+    metadata = _json_value(metadata, where, "metadata")
     text = record.get("text")
     segments = record.get("segments")
     spans = record.get("spans")
