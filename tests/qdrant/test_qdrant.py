@@ -202,7 +202,7 @@ def test_upsert_is_retried_on_transient_errors_and_fails_cleanly(stored, monkeyp
 
     monkeypatch.setattr(stored.store, "write", down)
     more = [{"id": "late", "segments": ["A late story about trains."]}]
-    with pytest.raises(UpsertFailedError, match="Re-run the same command to resume"):
+    with pytest.raises(UpsertFailedError, match="failed despite 2 retries .*Re-run the same command to resume"):
         stored.index(more, retries=2, backoff=0, show_progress=False)
     assert stored.count() == 3
 

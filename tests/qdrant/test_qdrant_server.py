@@ -100,7 +100,7 @@ def test_client_errors_are_not_retried_and_say_how_to_resume(model):
     server = FakeServer()
     server.upsert_failures = [400]
     with _index(model, server) as index:
-        with pytest.raises(UpsertFailedError, match="Re-run the same command to resume"):
+        with pytest.raises(UpsertFailedError, match=r"failed \(not a failure a retry mends\).*Re-run the same command"):
             index.index(DOCS, backoff=0, show_progress=False)
     assert len(server.calls("PUT", "/collections/news/points")) == 1 and server.points["news"] == {}
 

@@ -146,10 +146,11 @@ class Writer:
                                                                     parallel=self.parallel),
                               f"upload of {len(batch)} points")
         except Exception as err:
+            tried = f"despite {self.retries} retries" if store.is_transient(err) else "(not a failure a retry mends)"
             raise store.UpsertFailedError(
-                f"writing {what} into collection {self.collection!r} failed despite {self.retries} retries "
-                f"({store.short(err)}); documents whose points were all written are complete. {resume}: ids are "
-                "deterministic, so it rewrites the same points and adds no duplicate.") from err
+                f"writing {what} into collection {self.collection!r} failed {tried} ({store.short(err)}); documents "
+                f"whose points were all written are complete. {resume}: ids are deterministic, so it rewrites the same "
+                "points and adds no duplicate.") from err
         found = self.read_back(points)
         written.documents, written.points = found
         if written.points != len(points):
