@@ -43,7 +43,7 @@ def raw_lines(handle: IO[bytes], *, start: int = 0, first_line: int = 1,
 def decode_line(raw: bytes) -> tuple[Any, str | None]:
     """``(value, None)``, ``(None, reason)`` for a bad line, or ``(BLANK, None)`` for a blank one."""
     try:
-        line = raw.decode("utf-8")
+        line = raw.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark (Windows tools write one; cat keeps it)
     except UnicodeDecodeError as err:
         return None, f"not UTF-8: {err.reason} at byte {err.start + 1} of the line"
     if not line.strip():
@@ -51,4 +51,6 @@ def decode_line(raw: bytes) -> tuple[Any, str | None]:
     try:
         return json.loads(line), None
     except json.JSONDecodeError as err:
-        return None, f"{err.msg} at column {err.colno}"
+        whole = " (the file looks like one JSON document over many lines; JSON Lines holds one record a line)" \
+            if line.strip() in ("[", "{") else ""
+        return None, f"{err.msg} at column {err.colno}{whole}"

@@ -75,6 +75,17 @@ def test_dates_in_metadata_are_stored_as_their_iso_text_in_every_store():
         parse_document({"id": "d", "segments": ["x"], "metadata": {"price": decimal.Decimal("1.50")}})
 
 
+def test_a_byte_order_mark_is_no_error_and_a_json_document_is_named_as_one(tmp_path):
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b'\xef\xbb\xbf{"id": "a", "segments": ["One.", "Two."]}\n\xef\xbb\xbf{"id": "b", "segments": ["Three."]}\n')
+    documents, problems = read_documents(marked)
+    assert [d.doc_id for d in documents] == ["a", "b"] and problems == []
+    pretty = tmp_path / "pretty.jsonl"
+    pretty.write_text('[\n  {"id": "a", "segments": ["One."]}\n]\n')
+    with pytest.raises(InputError, match="pretty.jsonl line 1: .*looks like one JSON document over many lines"):
+        read_documents(pretty)
+
+
 def test_malformed_jsonl_line_is_named(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text('{"id": "a", "segments": ["one"]}\n\n{"id": "b", "segments": ["two"]\n{"id": "c", "segments": []}\n')
