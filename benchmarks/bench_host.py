@@ -31,11 +31,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_calibration as bench  # noqa: E402  (the offline tokenizer and the argument checks)
 
 
-class _NoLaunch:
-    """Stands in for the Triton kernel object: ``kernel[grid](...)`` returns at once."""
+class InterpretedFunction:
+    """Stands in for the Triton kernel object: ``kernel[grid](...)`` counts the launch and returns at once. Named as
+    Triton's interpreter names a kernel, which is what lets the wrapper take CPU tensors (`_interpreting`)."""
+
+    launches = 0
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: None
+        def launch(*args, **kwargs) -> None:
+            self.launches += 1
+        return launch
 
 
 def tiny_model(architecture: str, folder: Path, tokens: int):
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from mteb_fairpos.attention import fused_kernel
 
     torch.set_num_threads(1)  # the host's thread: a GPU pass is launched from one
-    triton_attention._calibrated_attention_kernel = _NoLaunch()
+    kernel = triton_attention._calibrated_attention_kernel = InterpretedFunction()
     triton_attention._VERIFIED.clear()
     print(f"{'model':<12} | {'plain ms':>9} {'calibrated ms':>14} {'added ms':>9} {'ratio':>6}   "
           f"(per pass of {args.documents} x {args.tokens} tokens, medians of {args.rounds} rounds)")
@@ -97,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             for round_ in range(args.rounds):
                 for name in ("plain", "calibrated")[:: 1 if round_ % 2 else -1]:
                     times[name].append(run(name))
+            if kernel.launches < args.rounds:
+                raise SystemExit("bench_host.py: the calibrated passes did not take the fused kernel's path.")
             p, c = statistics.median(times["plain"]) * 1e3, statistics.median(times["calibrated"]) * 1e3
             print(f"{architecture:<12} | {p:>9.2f} {c:>14.2f} {c - p:>9.2f} {c / p:>6.2f}")
     return 0
