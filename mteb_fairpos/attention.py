@@ -178,8 +178,8 @@ def _switched(model: nn.Module) -> Iterator[None]:
     (docs/calibration.md).
 
     The model's first calibrated pass switches through transformers' ``set_attn_implementation``, which checks the
-    backend and walks every module (about 0.4 ms a call for 12 layers on a CPU core: host time a GPU waits for in
-    every batch); later passes set the configs it switched, and give each back the implementation it had."""
+    backend and walks every module (0.3-0.4 ms a pass, there and back, for 12 layers on this project's CPU: host time
+    a GPU waits for in every batch; benchmarks/bench_host.py); later passes set the configs it switched, and give each back the implementation it had."""
     with _SWITCHING:
         switch = _SWITCHES.setdefault(model, _Switch())
         if switch.passes == 0:
