@@ -294,8 +294,10 @@ _ZERO, _ONE = torch.zeros(()), torch.ones(())
 
 
 def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:
-    if policy == "equal":
-        return (1 / n_total).expand_as(original)
+    """An isolated token's share under ``policy``; none for a row that does not see it (a later token in a causal
+    model), as an empty basket gets none: its original probability is 0 there (or, in fp32, underflows to 0, which
+    counts an empty basket too)."""
     if policy == "original":
         return original
-    return torch.full_like(original, float(policy))
+    share = (1 / n_total).expand_as(original) if policy == "equal" else torch.full_like(original, float(policy))
+    return torch.where(original > 0, share, 0)

@@ -614,9 +614,9 @@ if triton is not None:
         share_0 = tl.zeros([BLOCK_M], dtype=tl.float32)
         share_1 = tl.zeros([BLOCK_M], dtype=tl.float32)
         if N_ISO >= 1:
-            share_0 = _share(share_0, original_0, n_total, fixed_0, POLICY_0)
+            share_0 = _share(share_0, original_0, n_total, fixed_0, score_0 > float("-inf"), POLICY_0)
         if N_ISO == 2:
-            share_1 = _share(share_1, original_1, n_total, fixed_1, POLICY_1)
+            share_1 = _share(share_1, original_1, n_total, fixed_1, score_1 > float("-inf"), POLICY_1)
         share_total = share_0 + share_1
         gain = tl.full([BLOCK_M], 1.0, dtype=tl.float32)
         if RESCALE:  # content gets exactly what the shares leave (nothing where they exceed 1)
@@ -750,14 +750,15 @@ if triton is not None:
         return tl.where(seen, tl.sum(q.to(tl.float32) * k[None, :], 1) * scale_log2, float("-inf"))
 
     @triton.jit
-    def _share(zeros, original, n_total, fixed, POLICY: tl.constexpr):
-        """An isolated token's share (docs/method.md#s1-3 step 2): "equal", "original" or a fixed number."""
+    def _share(zeros, original, n_total, fixed, seen, POLICY: tl.constexpr):
+        """An isolated token's share (docs/method.md#s1-3 step 2): "equal", "original" or a fixed number; none for a
+        row that does not ``seen`` it (a later token in a causal model), as an empty basket gets none."""
         if POLICY == 0:
-            return zeros + 1.0 / n_total
+            return tl.where(seen, zeros + 1.0 / n_total, 0.0)
         elif POLICY == 1:
             return original
         else:
-            return zeros + fixed
+            return tl.where(seen, zeros + fixed, 0.0)
 
     if _interpreting():
         _let_the_interpreter_take_loop_bounds()

@@ -187,3 +187,20 @@ def test_isolated_shares_above_one_leave_content_nothing_and_stay_a_distribution
     torch.testing.assert_close(out.sum(), torch.tensor(1.0, dtype=torch.float64))
     assert out[0, 0, 0, 1] == 0
     torch.testing.assert_close(out[0, 0, 0, 0] / out[0, 0, 0, 2], torch.tensor(0.8446 * 3, dtype=torch.float64))
+
+
+def test_a_row_gives_nothing_to_a_key_it_does_not_see():
+    """Causal rows with the last token isolated at an equal or a fixed share (mean pooling): a row before that token
+    does not see it, and gives it nothing, as it gives nothing to a basket it sees no key of; rows stay distributions."""
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, :3] = 0  # left padding
+    seen = torch.ones(11, 11, dtype=torch.bool).tril()[None, None] & mask.bool()[:, None, None, :]
+    logits = torch.randn(2, 3, 11, 11, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    probs = torch.softmax(logits.masked_fill(~seen, float("-inf")), dim=-1).nan_to_num(0.0)
+    for share in ("equal", 0.2, "original"):
+        config = CalibrationConfig(basket_size=2, strength=1.0, isolate_eos=True, eos_share=share)
+        layout = basket_layout(mask, "mean", 2, config.isolated_tokens("mean"))
+        out = calibrate_rows(probs, layout, 1.0, layout.row_mask())
+        assert torch.all(out[~seen.expand_as(out)] == 0), share
+        rows = layout.row_mask()[:, None, :].expand(out.shape[:3])
+        torch.testing.assert_close(out.sum(-1)[rows], torch.ones_like(out.sum(-1)[rows]))
