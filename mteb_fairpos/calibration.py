@@ -239,8 +239,8 @@ def calibrate_rows(probs: Tensor, layout: BasketLayout, strength: float, row_mas
     within = probs / torch.where(key_mass > 0, key_mass, 1)
     # Rows left alone keep p_k and their own isolated values, so they come out unchanged.
     rows = row_mask[:, None, :, None]
-    exact = torch.promote_types(probs.dtype, torch.float32)  # float64 rows keep 1 - a in float64
-    keep = torch.where(rows, torch.tensor(1 - strength, dtype=exact), torch.tensor(1.0, dtype=exact))
+    exact = dict(dtype=torch.promote_types(probs.dtype, torch.float32), device=probs.device)  # float64 keeps 1 - a
+    keep = torch.where(rows, torch.tensor(1 - strength, **exact), torch.tensor(1.0, **exact))
     gain = torch.where(rows, strength * target, 0.0)
     isolated = torch.where(rows, strength * iso_target + (1 - strength) * original_iso, original_iso)
     return within.mul_(gain).add_(probs * keep).scatter_(-1, iso_index, isolated)
@@ -295,8 +295,9 @@ _ZERO, _ONE = torch.zeros(()), torch.ones(())
 
 def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:
     """An isolated token's share under ``policy``; none for a row that does not see it (a later token in a causal
-    model), as an empty basket gets none: its original probability is 0 there (or, in fp32, underflows to 0, which
-    counts an empty basket too)."""
+    model), as an empty basket gets none: its original probability is 0 there. As for a basket, a probability that
+    underflows to 0 (a logit gap above ~87 in fp32) counts as not seen here, where the fused kernel, which has the
+    scores, counts only what the row cannot see (docs/method.md#s1-5)."""
     if policy == "original":
         return original
     share = (1 / n_total).expand_as(original) if policy == "equal" else torch.full_like(original, float(policy))

@@ -140,8 +140,8 @@ class FairSentenceTransformer(SentenceTransformer):
             ``SentenceTransformer``, whose modules and settings (prompts, similarity function, truncation
             dimension) are reused (no second copy of the weights); a loaded ``FairSentenceTransformer`` also
             passes on its calibration and flags where none are given.
-        calibration: the settings, or their text form (``"b128_lhalf_a0.5"``); ``None`` (or strength 0) gives
-            exactly the plain model.
+        calibration: the settings, or their text form (``"b128_lhalf_a0.5"``); ``None`` (``"none"``, or strength 0)
+            gives exactly the plain model.
         calibrate_encode: whether plain ``encode()`` calibrates (``encode_document`` always does).
         calibrate_queries: whether ``encode_query`` calibrates too (an ablation; the papers do not).
         **kwargs: passed to ``SentenceTransformer`` when ``model`` is a name or path.
@@ -180,7 +180,7 @@ class FairSentenceTransformer(SentenceTransformer):
         if calibration is _UNSET:  # a saved model comes back with its own calibration, else the default
             calibration = _saved_config(saved) if saved is not None else CalibrationConfig()
         elif isinstance(calibration, str):
-            calibration = CalibrationConfig.parse(calibration)
+            calibration = None if calibration == "none" else CalibrationConfig.parse(calibration)
         elif calibration is not None and not isinstance(calibration, CalibrationConfig):
             raise TypeError(f"calibration must be a CalibrationConfig, its text form (e.g. 'b128_lhalf_a0.5') or None; "
                             f"got {type(calibration).__name__}.")

@@ -179,14 +179,15 @@ def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str
         variance = max(one_way["sets"] + one_way["topics"] - one_way["cells"], one_way["sets"], one_way["topics"])
     else:
         variance = one_way["sets"]
-    # no variation in the resamples: a change of exactly 0 (identical models) is no change; any other figure has no
-    # interval and no test (a t statistic divided by 0 would call it certain)
-    if not np.isfinite(estimate) or not np.isfinite(variance) or (variance == 0 and estimate != 0):
+    if not np.isfinite(estimate) or not np.isfinite(variance):
         return Bootstrapped(estimate, float("nan"), float("nan"), float("nan"), float("nan"), samples)
     se = variance ** 0.5
     df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
     half = float(student_t.ppf(0.5 + resampling.confidence / 2, df)) * se
-    p = float(2 * student_t.sf(abs(estimate) / se, df)) if se > 0 else 1.0
+    if se > 0:
+        p = float(2 * student_t.sf(abs(estimate) / se, df))
+    else:  # resamples that never vary (identical models: a change of exactly 0)
+        p = 1.0 if estimate == 0 else 0.0
     return Bootstrapped(estimate, se, estimate - half, estimate + half, p, samples)
 
 

@@ -463,8 +463,10 @@ def summarize(result) -> TaskScores:
     try:
         task = registered_task(result.task_name)  # a task run with other settings: the task it varies
         task_type = task.metadata.type
-        missing = result.get_missing_evaluations(task)
-        if missing:
+        if task.metadata.name != result.task_name:  # its settings may choose other subsets (a user's corpus)
+            notes.append(("unchecked", f"task {result.task_name} runs {task.metadata.name} with settings of its own; "
+                                       "completeness not checked."))
+        elif missing := result.get_missing_evaluations(task):
             status = "partial"
             notes.append(("partial", "missing " + "; ".join(f"split {s}: {_some(v, 'subset')}" for s, v in sorted(missing.items())) + "."))
     except Exception:  # noqa: BLE001 - a task mteb does not know: completeness cannot be checked

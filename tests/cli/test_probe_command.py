@@ -47,6 +47,12 @@ def test_probe_on_a_users_corpus_with_a_prompt_and_several_configs(tmp_path, cap
         assert set(scores) == {"n3_en", "n3_en-de"} and scores["n3_en"]["num_segment_sets"] == 2
         assert scores["n3_en"]["corpus"] == str(corpus)
     assert (out_dir / "profile.png").is_file()
+    # read back as the probe task with settings of its own: its two subsets are all it ran, nothing is missing
+    from mteb_fairpos.results import collect
+
+    found = collect(out_dir / "results")
+    assert {scores.status for scores in found.scores.values()} == {"ok"} and len(found.scores) == 3
+    assert not [issue for issue in found.issues if issue.kind == "partial"]
 
 
 def test_the_prompt_reaches_the_segments_and_documents(tmp_path, capsys):

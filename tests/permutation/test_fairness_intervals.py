@@ -260,9 +260,9 @@ def test_nominal_95_intervals_cover_the_pooled_fairness_of_subsets_that_share_to
     assert 0.93 <= change_coverage <= 0.97, change_coverage
 
 
-def test_a_change_the_resamples_do_not_vary_has_no_interval_and_no_test():
-    """One resample has no spread: the change gets no interval and no p-value, where a t test divided by a zero error
-    would call any change certain (p = 0)."""
+def test_one_resample_gives_no_interval_and_no_test():
+    """One resample has no spread to measure: the change gets no interval and no p-value, where a t test divided by
+    its zero error called any change certain (p = 0)."""
     rng = np.random.default_rng(4)
     set_of, topic_of, position = design(30, 40, rng)
     values = BASE[position - 1] + shared_effects(set_of, topic_of, position, rng)

@@ -144,6 +144,14 @@ def test_changed_document_is_rewritten_and_stale_segment_points_removed(stored):
     assert stored.count("segment") == 5 and stored.count() == 8
 
 
+def test_a_document_that_grows_rewrites_its_points_and_deletes_none(stored):
+    stored.index(RECORDS, late_chunks=True, show_progress=False)
+    grown = [dict(RECORDS[0], segments=RECORDS[0]["segments"] + ["A later paragraph about the harbour."])] + RECORDS[1:]
+    report = stored.index(grown, show_progress=False)
+    assert (report.written, report.unchanged, report.stale_points_deleted) == (1, 2, 0)
+    assert stored.get_document("city")["n_segments"] == len(RECORDS[0]["segments"]) + 1
+
+
 def test_killed_run_resumes_with_exactly_one_point_per_record(model, open_store, monkeypatch):
     records = RECORDS + [{"id": f"extra{i}", "segments": [f"Extra story number {i} about trains and buses.",
                                                           f"A second part of story {i} on harbours and ships."]}

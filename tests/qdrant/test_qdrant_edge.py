@@ -105,6 +105,10 @@ def test_mismatch_is_refused_and_a_store_has_one_client(tmp_path, model):
     reopened = store.open_store(path)  # still found as Edge
     assert reopened.count("news") == 3
     reopened.close()
+    (tmp_path / "edge" / "meta.json").write_text((tmp_path / "local-mode" / "meta.json").read_text())  # as an earlier
+    for backend in (None, "local", "edge"):  # release left it: both engines' files in one folder, refused either way
+        with pytest.raises(ValueError, match="holds both a Qdrant Edge store and qdrant-client local-mode files"):
+            store.open_store(path, backend=backend)
 
 
 def test_bulk_load_and_commands_on_edge(tmp_path, model, capsys):

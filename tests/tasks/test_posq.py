@@ -103,7 +103,9 @@ def test_settings_other_than_the_defaults_are_in_the_name_so_the_cache_keeps_the
     read = {task: scores for (_, task), scores in found.scores.items()}
     assert set(read) == {"SQuADPosQTiny.queries-4", "SQuADPosQTiny"}
     assert read["SQuADPosQTiny.queries-4"].task_type == "Retrieval"  # the task it varies, not "unregistered"
-    assert not [issue for issue in found.issues if issue.kind == "unchecked"]
+    assert [issue.message for issue in found.issues if issue.kind == "unchecked"] == [
+        "task SQuADPosQTiny.queries-4 runs SQuADPosQTiny with settings of its own; completeness not checked."]
+    assert read["SQuADPosQTiny.queries-4"].status == read["SQuADPosQTiny"].status == "ok"
 
 
 def test_squad_end_to_end_with_minilm(encoder, minilm, tmp_path):

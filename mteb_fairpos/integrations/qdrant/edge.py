@@ -56,6 +56,13 @@ def holds_edge(path: str | os.PathLike[str]) -> bool:
     return folder.is_dir() and any(folder.glob("*" + COLLECTION_SUFFIX))
 
 
+def mixed(path: str | os.PathLike[str]) -> str:
+    """Why a folder holding both an Edge store and local mode's files is refused, and how to mend it."""
+    return (f"{str(path)!r} holds both a Qdrant Edge store and qdrant-client local-mode files (an earlier release "
+            "opened the Edge folder in local mode): move meta.json and collection/ to a folder of their own "
+            "(`mteb-fairpos copy` moves their collections into Edge), then open the Edge store as it is.")
+
+
 class EdgeStore(Store):
     """Qdrant Edge shards in one folder, one per collection."""
 
@@ -65,7 +72,8 @@ class EdgeStore(Store):
         self._edge = require_edge()
         self.path = Path(path)
         if holds_local_mode(self.path):
-            raise ValueError(f"{str(self.path)!r} holds a qdrant-client local-mode store, not a Qdrant Edge one; "
+            raise ValueError(mixed(self.path) if holds_edge(self.path) else
+                             f"{str(self.path)!r} holds a qdrant-client local-mode store, not a Qdrant Edge one; "
                              "open it with the local backend, or give Edge a folder of its own.")
         if self.path.exists() and not self.path.is_dir():
             raise QdrantIndexError(f"{str(self.path)!r} is a file; a Qdrant Edge store is a folder.")

@@ -31,7 +31,7 @@ from .backends import (  # noqa: F401 - the errors are part of this module's int
     status_of,
 )
 from .clients import LocalStore, ServerStore, holds_local_mode
-from .edge import EdgeStore, holds_edge  # the store only: qdrant_edge itself is imported when a store is opened
+from .edge import EdgeStore, holds_edge, mixed  # the store only: qdrant_edge itself is imported when a store is opened
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,9 @@ def open_store(
         if path is None or str(path) == ":memory:":
             raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
         return EdgeStore(path)
-    if path is not None and holds_edge(path) and not holds_local_mode(path):  # local mode would write beside the shards
+    if path is not None and holds_edge(path):  # local mode would write beside the shards, and hide them
+        if holds_local_mode(path):
+            raise ValueError(mixed(path))
         raise ValueError(f"{str(path)!r} holds a Qdrant Edge store, not a qdrant-client local-mode one; open it with "
                          "the edge backend, or give local mode a folder of its own.")
     return LocalStore.open(path, **client_kwargs)

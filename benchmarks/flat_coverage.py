@@ -1,0 +1,90 @@
+"""How often the PSI and fairness intervals cover the truth as a profile approaches flat (docs/method.md#s5).
+
+PSI (``1 - min/max``) and the probe's fairness (``min/max``) have no smooth estimator where groups tie: noise
+makes the largest group mean larger and the smallest smaller, so the estimate is biased away from flat, and every
+resample more so. This simulation shows how far that goes, against the profiles well apart that the tests'
+coverage simulations use:
+
+* retrieval: three position groups of ``--queries`` queries each, every query's nDCG@10 0 or 1 (so a group's true
+  mean is its probability), the intervals of `mteb_fairpos.retrieval_intervals.intervals`;
+* probe: 3 positions in every order of ``--sets`` segment sets, a set effect per position and noise, the
+  intervals of `mteb_fairpos.permutation.intervals.fairness_bootstrap` (sets share no topic).
+
+    python benchmarks/flat_coverage.py                       # 200 datasets per profile, 400 resamples
+    python benchmarks/flat_coverage.py --datasets 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import numpy as np
+
+PSI_PROFILES = ([0.55, 0.55, 0.55], [0.56, 0.55, 0.54], [0.58, 0.55, 0.52], [0.70, 0.55, 0.40])
+FAIRNESS_PROFILES = ([0.62, 0.62, 0.62], [0.63, 0.62, 0.61], [0.66, 0.62, 0.57])
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def psi_coverage(means: np.ndarray, queries: int, datasets: int, resamples: int, rng: np.random.Generator) -> float:
+    from mteb_fairpos.resampling import Resampling
+    from mteb_fairpos.retrieval_intervals import QueryScores, intervals
+
+    groups = ("begin", "middle", "end")
+    truth = 1 - means.min() / means.max()
+    ids = [f"q{i}" for i in range(3 * queries)]
+    memberships = {qid: (groups[i // queries],) for i, qid in enumerate(ids)}
+    hits = 0
+    for _ in range(datasets):
+        scores = (rng.random(3 * queries) < np.repeat(means, queries)).astype(float)
+        figure = intervals(QueryScores.build(dict(zip(ids, scores)), memberships, groups),
+                           Resampling(resamples, seed=int(rng.integers(2**31))))["psi"]
+        hits += figure.ci_low <= truth <= figure.ci_high
+    return hits / datasets
+
+
+def fairness_coverage(profile: np.ndarray, sets: int, datasets: int, resamples: int, rng: np.random.Generator) -> float:
+    from mteb_fairpos.permutation.intervals import fairness_bootstrap
+    from mteb_fairpos.resampling import Resampling
+
+    truth = profile.min() / profile.max()
+    rows = [(s, p + 1) for s in range(sets) for order in itertools.permutations(range(3)) for p in order]
+    set_of, position = (np.array(column) for column in zip(*rows))
+    hits = 0
+    for _ in range(datasets):
+        values = (profile[position - 1] + rng.normal(0, 0.03, (sets, 3))[set_of, position - 1]
+                  + rng.normal(0, 0.03, len(position)))
+        figure = fairness_bootstrap(values, position, set_of, set_of,
+                                    Resampling(resamples, seed=int(rng.integers(2**31)))).fairness
+        hits += figure.ci_low <= truth <= figure.ci_high
+    return hits / datasets
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", type=_positive, default=200, help="simulated datasets per profile (default 200)")
+    parser.add_argument("--resamples", type=_positive, default=400, help="bootstrap resamples (default 400)")
+    parser.add_argument("--queries", type=_positive, default=200, help="queries per group (default 200)")
+    parser.add_argument("--sets", type=_positive, default=40, help="segment sets of the probe (default 40)")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    print(f"nominal 95 % intervals, {args.datasets} datasets per profile (coverage's standard error about "
+          f"{(0.95 * 0.05 / args.datasets) ** 0.5:.3f})")
+    print(f"{'figure':<9} | {'group means':<20} | {'truth':>6} | {'coverage':>8}")
+    for means in map(np.array, PSI_PROFILES):
+        coverage = psi_coverage(means, args.queries, args.datasets, args.resamples, rng)
+        print(f"{'PSI':<9} | {str(means.tolist()):<20} | {1 - means.min() / means.max():>6.3f} | {coverage:>8.3f}")
+    for profile in map(np.array, FAIRNESS_PROFILES):
+        coverage = fairness_coverage(profile, args.sets, args.datasets, args.resamples, rng)
+        print(f"{'fairness':<9} | {str(profile.tolist()):<20} | {profile.min() / profile.max():>6.3f} | {coverage:>8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
