@@ -61,6 +61,15 @@ def test_intervals_of_group_means_harmonic_mean_and_psi_cover_the_truth_95_perce
     assert all(0.93 <= share <= 0.97 for share in coverage.values()), coverage
 
 
+def test_a_flat_profiles_psi_interval_covers_zero_95_percent():
+    """PSI's percentile interval alone covered a flat profile's PSI of 0 in no dataset (noise pulls every resample's
+    min and max apart). Reaching down to 0 where the test of equal group means keeps a flat profile, it covers 0 as
+    often as the test keeps it: at the nominal 95 %."""
+    rng = np.random.default_rng(3)
+    coverage = _coverage({"psi": 0.0}, lambda: intervals(_queries(*_draw(rng, np.full(3, 0.55))), SETTINGS))
+    assert 0.93 <= coverage["psi"] <= 0.97, coverage
+
+
 def test_paired_changes_cover_the_true_differences_95_percent():
     """A calibrated model that lifts the late groups (multiplying the twin's query scores, plus noise of
     mean 0): correlated per query, with known true changes of every figure."""
