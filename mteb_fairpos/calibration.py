@@ -296,8 +296,8 @@ _ZERO, _ONE = torch.zeros(()), torch.ones(())
 def _share(policy: SharePolicy, original: Tensor, n_total: Tensor) -> Tensor:
     """An isolated token's share under ``policy``; none for a row that does not see it (a later token in a causal
     model), as an empty basket gets none: its original probability is 0 there. As for a basket, a probability that
-    underflows to 0 (a logit gap above ~87 in fp32) counts as not seen here, where the fused kernel, which has the
-    scores, counts only what the row cannot see (docs/method.md#s1-5)."""
+    underflows to 0 counts as not seen here (a logit gap above ~87 in fp32, ~17 where a model's eager softmax runs in
+    fp16), where the fused kernel, which has the scores, counts only what the row cannot see (docs/method.md#s1-5)."""
     if policy == "original":
         return original
     share = (1 / n_total).expand_as(original) if policy == "equal" else torch.full_like(original, float(policy))

@@ -101,7 +101,12 @@ def _figures(queries: QueryScores, weights: np.ndarray) -> dict[str, np.ndarray]
     averaged = {name: _nanmean(np.stack(values)) for name, values in per_stratum.items()}
     out = {f"position_{g}": averaged["groups"][:, i] for i, g in enumerate(queries.groups)}
     out.update({name: averaged[name] for name in ("harmonic_mean", "psi", MEAN)})
+    out[STRATUM_MEANS] = np.stack(per_stratum["groups"], axis=1)  # (R, strata, groups): what PSI = 0 is tested on
     return out
+
+
+STRATUM_MEANS = "stratum_means"
+"""Not a figure: each stratum's group means, (R, strata, groups), which the test of a flat profile takes."""
 
 
 def _harmonic_means(means: np.ndarray) -> np.ndarray:
@@ -143,39 +148,50 @@ def intervals(queries: QueryScores, resampling: Resampling) -> dict[str, Estimat
     to 0 where the group means are consistent with a flat profile (:func:`flat_pvalue`)."""
     point = figures(queries, np.ones((1, len(queries.ids))))
     (samples,) = _resampled([queries], resampling)
-    estimates = {name: _estimate(float(point[name][0]), samples[name], resampling, test=False) for name in point}
+    estimates = {name: _estimate(float(point[name][0]), samples[name], resampling, test=False)
+                 for name in point if name != STRATUM_MEANS}
     psi = estimates.get("psi")
-    if psi is not None and psi.ci_low is not None and psi.ci_low > 0:
-        groups = [f"position_{g}" for g in queries.groups]
-        if flat_pvalue([float(point[g][0]) for g in groups], np.column_stack([samples[g] for g in groups])) \
-                > 1 - resampling.confidence:
-            estimates["psi"] = Estimate(psi.value, pvalue=psi.pvalue, ci_low=0.0, ci_high=psi.ci_high)
+    if psi is not None and psi.ci_low is not None and psi.ci_low > 0 and \
+            flat_pvalue(point[STRATUM_MEANS][0], samples[STRATUM_MEANS]) > 1 - resampling.confidence:
+        estimates["psi"] = Estimate(psi.value, pvalue=psi.pvalue, ci_low=0.0, ci_high=psi.ci_high)
     return estimates
 
 
-def flat_pvalue(means: Sequence[float], resampled: np.ndarray) -> float:
-    """The p-value of "every group has the same mean" (PSI = 0): a Wald test of the groups' differences from the
-    first, with their covariance from the resamples ((R, G), NaN where a resample left a group empty), chi-squared
-    with G - 1 degrees of freedom; 1 where fewer than two groups are defined.
+def flat_pvalue(means: np.ndarray, resampled: np.ndarray) -> float:
+    """The p-value of "every stratum's groups have the same mean" (PSI = 0, PSI being the mean over strata of each
+    one's): a Wald test of each stratum's defined groups' differences from its first, with their covariance from the
+    resamples, chi-squared with as many degrees of freedom as the resamples vary in. ``means``: (strata, groups),
+    NaN for an empty group; ``resampled``: (R, strata, groups). 1 where no stratum has two groups; 0 where a
+    difference that the resamples never vary is not 0 (it is known exactly).
 
     Why PSI needs it: 1 - min/max has no smooth estimator where groups tie. Noise always pulls the largest mean up
     and the smallest down, so a percentile interval of a flat profile's PSI lies above 0 every time (docs/method.md#s5,
     `benchmarks/flat_coverage.py`). The interval therefore reaches 0 wherever this test keeps a flat profile: a flat
-    profile is then covered as often as the test keeps it, and an interval only grows, so coverage elsewhere is kept."""
+    profile is covered at least as often as the test keeps it, and an interval only grows, so coverage elsewhere is
+    kept."""
     from scipy.stats import chi2
 
     means = np.asarray(means, dtype=np.float64)
-    defined = np.isfinite(means)
-    if defined.sum() < 2:
+    contrasts, columns = [], []
+    for stratum, row in enumerate(means):
+        defined = np.flatnonzero(np.isfinite(row))
+        if len(defined) >= 2:
+            contrasts.append(row[defined[1:]] - row[defined[0]])
+            columns.append(resampled[:, stratum, defined[1:]] - resampled[:, stratum, defined[:1]])
+    if not contrasts:
         return 1.0
-    rows = resampled[:, defined]
-    rows = rows[np.isfinite(rows).all(axis=1)]
-    if len(rows) < 2:
+    difference = np.concatenate(contrasts)
+    draws = np.concatenate(columns, axis=1)
+    draws = draws[np.isfinite(draws).all(axis=1)]
+    if len(draws) < 2:
         return 1.0
-    contrasts = (means[defined][1:] - means[defined][0])
-    spread = np.atleast_2d(np.cov(rows[:, 1:] - rows[:, :1], rowvar=False))
-    statistic = float(contrasts @ np.linalg.pinv(spread) @ contrasts)
-    return float(chi2.sf(statistic, np.linalg.matrix_rank(spread)))
+    spread = np.atleast_2d(np.cov(draws, rowvar=False))
+    inverse = np.linalg.pinv(spread)
+    fixed = difference - spread @ inverse @ difference  # the part in directions the resamples never vary
+    if np.abs(fixed).max() > 1e-9 * max(np.abs(difference).max(), 1e-12):
+        return 0.0
+    rank = np.linalg.matrix_rank(spread)
+    return 1.0 if rank == 0 else float(chi2.sf(float(difference @ inverse @ difference), rank))
 
 
 @dataclass
@@ -209,7 +225,7 @@ def paired_changes(model: QueryScores, baseline: QueryScores, resampling: Resamp
     point_a, point_b = figures(a, ones), figures(b, ones)
     samples_a, samples_b = _resampled([a, b], resampling)
     changes = {name: _estimate(float(point_a[name][0] - point_b[name][0]), samples_a[name] - samples_b[name], resampling, test=True)
-               for name in point_a}
+               for name in point_a if name != STRATUM_MEANS}
     return PairedChanges(changes, len(shared), len(model.ids) - len(shared), len(baseline.ids) - len(shared))
 
 

@@ -70,6 +70,26 @@ def test_a_flat_profiles_psi_interval_covers_zero_95_percent():
     assert 0.93 <= coverage["psi"] <= 0.97, coverage
 
 
+def test_the_test_of_a_flat_profile_takes_each_stratum_and_what_the_data_fix():
+    """PSI is the mean over strata of each one's: two strata with opposite profiles average to a flat one, yet
+    neither is flat, so PSI's interval does not reach 0. And a difference the resamples never vary (a group scored 1
+    by every query, another 0) is known exactly: no test keeps it flat."""
+    rng = np.random.default_rng(12)
+    scores, groups = [], []
+    for means in (np.array([0.65, 0.55, 0.45]), np.array([0.45, 0.55, 0.65])):
+        drawn = _draw(rng, means)
+        scores.append(drawn[0])
+        groups.append(drawn[1])
+    strata = ["deu"] * len(groups[0]) + ["fra"] * len(groups[1])
+    found = intervals(_queries(np.concatenate(scores), np.concatenate(groups), strata), SETTINGS)
+    assert found["position_begin"].ci_low < 0.55 < found["position_begin"].ci_high  # the averaged profile is flat
+    assert found["psi"].ci_low > 0.2
+    fixed_groups = np.repeat([0, 1, 2], 50)
+    fixed = np.concatenate([rng.random(50), np.ones(50), np.zeros(50)])
+    psi_fixed = intervals(_queries(fixed, fixed_groups), SETTINGS)["psi"]
+    assert (psi_fixed.value, psi_fixed.ci_low, psi_fixed.ci_high) == (1.0, 1.0, 1.0)
+
+
 def test_paired_changes_cover_the_true_differences_95_percent():
     """A calibrated model that lifts the late groups (multiplying the twin's query scores, plus noise of
     mean 0): correlated per query, with known true changes of every figure."""
