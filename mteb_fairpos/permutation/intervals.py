@@ -142,10 +142,11 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
 
 
 def _flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: dict[str, int]) -> float:
-    """The p-value of "every subset's positions have the same mean" (fairness 1): a Wald test of each subset's
-    position differences from its first position, their covariance combined over the resampled factors as the
-    figure's variance is (`_combine`: two-way where sets share topics, the larger one-way covariance where that is
-    not positive semi-definite), as an F test with the interval's degrees of freedom. ``point``: (subsets, n).
+    """The p-value of "every subset's positions have the same mean" (fairness 1): Hotelling's T2 of each subset's
+    position differences from its first position, their covariance combined over the resampled factors (two-way
+    where sets share topics, as the figure's variance is, `_combine`; the larger one-way covariance where the two-way
+    one is not positive semi-definite), as an F with the interval's degrees of freedom; NaN (no test) where the
+    clusters are too few for the differences. ``point``: (subsets, n).
 
     Why: min/max has no smooth estimator where positions tie; noise pulls the largest mean up and the smallest down,
     so the t interval of a flat profile's fairness lies below 1 too often (docs/method.md#s5). The interval reaches
@@ -180,7 +181,10 @@ def _flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: 
     if rank == 0:
         return 1.0
     df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
-    return float(fisher.sf(float(difference @ inverse @ difference) / rank, rank, df))
+    if df - rank + 1 < 1:  # fewer clusters than the differences need: no test
+        return float("nan")
+    statistic = float(difference @ inverse @ difference)  # Hotelling's T2 with df degrees of freedom, as an F
+    return float(fisher.sf(statistic * (df - rank + 1) / (df * rank), rank, df - rank + 1))
 
 
 def _draws(n_units: int, strata: np.ndarray | None, resampling: Resampling, stream: int) -> np.ndarray:
