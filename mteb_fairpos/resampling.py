@@ -124,3 +124,29 @@ def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 
         rows = (np.arange(size) * len(strata))[:, None]
         picks = np.concatenate([units[rng.integers(0, len(units), size=(size, len(units)))] + rows for units in members], axis=1)
         yield np.bincount(picks.ravel(), minlength=size * len(strata)).reshape(size, len(strata)).astype(np.float64)
+
+
+def flat_differences(means: np.ndarray, resampled: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """What a test of a flat profile takes (PSI 0, fairness 1): each stratum's defined groups' differences from its
+    first, ``(q,)``, and the same under every resample where all are defined, ``(R', q)``. ``means``: (strata, groups),
+    NaN for an empty group; ``resampled``: (R, strata, groups). ``None`` where no stratum has two defined groups."""
+    points, draws = [], []
+    for stratum, row in enumerate(np.asarray(means, dtype=np.float64)):
+        present = np.flatnonzero(np.isfinite(row))
+        if len(present) >= 2:
+            points.append(row[present[1:]] - row[present[0]])
+            draws.append(resampled[:, stratum, present[1:]] - resampled[:, stratum, present[:1]])
+    if not points:
+        return None
+    together = np.concatenate(draws, axis=1)
+    return np.concatenate(points), together[np.isfinite(together).all(axis=1)]
+
+
+def wald(difference: np.ndarray, spread: np.ndarray) -> tuple[float, int] | None:
+    """The Wald statistic ``d' S+ d`` of ``difference`` with covariance ``spread``, and the rank of ``spread`` (the
+    directions the resamples vary in); ``None`` where a difference lies where they never vary and is not 0: it is
+    known exactly, and no test keeps it at 0."""
+    inverse = np.linalg.pinv(spread)
+    if np.abs(difference - spread @ inverse @ difference).max() > 1e-9 * max(np.abs(difference).max(), 1e-12):
+        return None
+    return float(difference @ inverse @ difference), int(np.linalg.matrix_rank(spread))

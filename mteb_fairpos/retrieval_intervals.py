@@ -22,7 +22,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
-from .resampling import Resampling, interval, pvalue, stratified_counts, weighted_means
+from .resampling import Resampling, flat_differences, interval, pvalue, stratified_counts, wald, weighted_means
 from .results.schema import Estimate
 
 MEAN = "ndcg_at_10"
@@ -171,27 +171,15 @@ def flat_pvalue(means: np.ndarray, resampled: np.ndarray) -> float:
     kept."""
     from scipy.stats import chi2
 
-    means = np.asarray(means, dtype=np.float64)
-    contrasts, columns = [], []
-    for stratum, row in enumerate(means):
-        defined = np.flatnonzero(np.isfinite(row))
-        if len(defined) >= 2:
-            contrasts.append(row[defined[1:]] - row[defined[0]])
-            columns.append(resampled[:, stratum, defined[1:]] - resampled[:, stratum, defined[:1]])
-    if not contrasts:
+    found = flat_differences(means, resampled)
+    if found is None or len(found[1]) < 2:
         return 1.0
-    difference = np.concatenate(contrasts)
-    draws = np.concatenate(columns, axis=1)
-    draws = draws[np.isfinite(draws).all(axis=1)]
-    if len(draws) < 2:
-        return 1.0
-    spread = np.atleast_2d(np.cov(draws, rowvar=False))
-    inverse = np.linalg.pinv(spread)
-    fixed = difference - spread @ inverse @ difference  # the part in directions the resamples never vary
-    if np.abs(fixed).max() > 1e-9 * max(np.abs(difference).max(), 1e-12):
+    difference, draws = found
+    tested = wald(difference, np.atleast_2d(np.cov(draws, rowvar=False)))
+    if tested is None:
         return 0.0
-    rank = np.linalg.matrix_rank(spread)
-    return 1.0 if rank == 0 else float(chi2.sf(float(difference @ inverse @ difference), rank))
+    statistic, rank = tested
+    return 1.0 if rank == 0 else float(chi2.sf(statistic, rank))
 
 
 @dataclass

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..fairness import min_max_ratios
-from ..resampling import Resampling, counts, defined, stratified_counts, weighted_means
+from ..resampling import Resampling, counts, defined, flat_differences, stratified_counts, wald, weighted_means
 from ..results.schema import Estimate
 
 SETS = "segment sets"
@@ -153,37 +153,27 @@ def _flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: 
     up to 1 wherever this test keeps a flat profile, which only widens it."""
     from scipy.stats import f as fisher
 
-    subsets, n = point.shape
-    picks = [(s * n + d[1:], s * n + d[0]) for s, row in enumerate(point)
-             if len(d := np.flatnonzero(np.isfinite(row))) >= 2]
-    if not picks:
+    found = {name: flat_differences(point, profiles.reshape(len(profiles), *point.shape))
+             for name, profiles in resampled.items()}
+    if any(value is None or len(value[1]) < 2 for value in found.values()):
         return 1.0
-    difference = np.concatenate([point.reshape(-1)[later] - point.reshape(-1)[first] for later, first in picks])
-
-    def covariance(name: str) -> np.ndarray:
-        draws = np.concatenate([resampled[name][:, later] - resampled[name][:, [first]] for later, first in picks], axis=1)
-        draws = draws[np.isfinite(draws).all(axis=1)]
-        size = clusters[name]
-        return np.atleast_2d(np.cov(draws, rowvar=False)) * size / (size - 1) if len(draws) >= 2 else None
-
-    one_way = {name: covariance(name) for name in resampled}
-    if any(value is None for value in one_way.values()):
-        return 1.0
+    one_way = {name: np.atleast_2d(np.cov(draws, rowvar=False)) * clusters[name] / (clusters[name] - 1)
+               for name, (_, draws) in found.items()}
     spread = one_way["sets"]
     if "topics" in one_way:
         spread = one_way["sets"] + one_way["topics"] - one_way["cells"]
         if np.linalg.eigvalsh(spread).min() < 0:
             spread = max(one_way["sets"], one_way["topics"], key=np.trace)
-    inverse = np.linalg.pinv(spread)
-    if np.abs(difference - spread @ inverse @ difference).max() > 1e-9 * max(np.abs(difference).max(), 1e-12):
-        return 0.0  # a difference the resamples never vary is known exactly
-    rank = np.linalg.matrix_rank(spread)
+    tested = wald(found["sets"][0], spread)
+    if tested is None:
+        return 0.0
+    statistic, rank = tested
     if rank == 0:
         return 1.0
     df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
     if df - rank + 1 < 1:  # fewer clusters than the differences need: no test
         return float("nan")
-    statistic = float(difference @ inverse @ difference)  # Hotelling's T2 with df degrees of freedom, as an F
+    # Hotelling's T2 with df degrees of freedom, as an F
     return float(fisher.sf(statistic * (df - rank + 1) / (df * rank), rank, df - rank + 1))
 
 
