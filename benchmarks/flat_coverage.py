@@ -8,7 +8,9 @@ coverage simulations use:
 * retrieval: three position groups of ``--queries`` queries each, every query's nDCG@10 0 or 1 (so a group's true
   mean is its probability), the intervals of `mteb_fairpos.retrieval_intervals.intervals`;
 * probe: 3 positions in every order of ``--sets`` segment sets, a set effect per position and noise, the
-  intervals of `mteb_fairpos.permutation.intervals.fairness_bootstrap` (sets share no topic).
+  intervals of `mteb_fairpos.permutation.intervals.fairness_bootstrap` (sets share no topic);
+* pooled probe: the task's main score, the mean fairness of ``--subsets`` subsets of ``--subset-sets`` sets each,
+  every subset with the same profile.
 
     python benchmarks/flat_coverage.py                       # 200 datasets per profile, 400 resamples
     python benchmarks/flat_coverage.py --datasets 500
@@ -49,19 +51,22 @@ def psi_coverage(means: np.ndarray, queries: int, datasets: int, resamples: int,
     return hits / datasets
 
 
-def fairness_coverage(profile: np.ndarray, sets: int, datasets: int, resamples: int, rng: np.random.Generator) -> float:
+def fairness_coverage(profile: np.ndarray, sets: int, datasets: int, resamples: int, rng: np.random.Generator,
+                      subsets: int = 1) -> float:
+    """Coverage of the fairness of ``subsets`` subsets of ``sets`` segment sets each (their mean where several)."""
     from mteb_fairpos.permutation.intervals import fairness_bootstrap
     from mteb_fairpos.resampling import Resampling
 
     truth = profile.min() / profile.max()
-    rows = [(s, p + 1) for s in range(sets) for order in itertools.permutations(range(3)) for p in order]
+    rows = [(s, p + 1) for s in range(subsets * sets) for order in itertools.permutations(range(3)) for p in order]
     set_of, position = (np.array(column) for column in zip(*rows))
+    strata = set_of // sets if subsets > 1 else None
     hits = 0
     for _ in range(datasets):
-        values = (profile[position - 1] + rng.normal(0, 0.03, (sets, 3))[set_of, position - 1]
+        values = (profile[position - 1] + rng.normal(0, 0.03, (subsets * sets, 3))[set_of, position - 1]
                   + rng.normal(0, 0.03, len(position)))
-        figure = fairness_bootstrap(values, position, set_of, set_of,
-                                    Resampling(resamples, seed=int(rng.integers(2**31)))).fairness
+        figure = fairness_bootstrap(values, position, set_of, set_of, Resampling(resamples, seed=int(rng.integers(2**31))),
+                                    strata=strata).fairness
         hits += figure.ci_low <= truth <= figure.ci_high
     return hits / datasets
 
@@ -72,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=_positive, default=400, help="bootstrap resamples (default 400)")
     parser.add_argument("--queries", type=_positive, default=200, help="queries per group (default 200)")
     parser.add_argument("--sets", type=_positive, default=40, help="segment sets of the probe (default 40)")
+    parser.add_argument("--subsets", type=_positive, default=3, help="subsets of the pooled probe (default 3)")
+    parser.add_argument("--subset-sets", type=_positive, default=12, help="segment sets per pooled subset (default 12)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"nominal 95 % intervals, {args.datasets} datasets per profile (coverage's standard error about "
@@ -83,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     for profile in map(np.array, FAIRNESS_PROFILES):
         coverage = fairness_coverage(profile, args.sets, args.datasets, args.resamples, rng)
         print(f"{'fairness':<9} | {str(profile.tolist()):<20} | {profile.min() / profile.max():>6.3f} | {coverage:>8.3f}")
+    for profile in map(np.array, FAIRNESS_PROFILES):
+        coverage = fairness_coverage(profile, args.subset_sets, args.datasets, args.resamples, rng, args.subsets)
+        print(f"{'pooled':<9} | {str(profile.tolist()):<20} | {profile.min() / profile.max():>6.3f} | {coverage:>8.3f}")
     return 0
 
 

@@ -135,26 +135,51 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         change = _combine(ratio - base_ratio, {name: ratios[name] - pooled(base_resampled[name]) for name in ratios},
                           clusters, resampling)
     fairness = _combine(ratio, ratios, clusters, resampling)
-    if fairness.ci_high < 1 and _flat_pvalue(point.reshape(n_strata, n_positions), resampled, clusters) \
+    own = [{"sets": int(np.count_nonzero(set_subset == s)), "topics": len(np.unique(cell[within["cells"] == s, 1])),
+            "cells": int(np.count_nonzero(within["cells"] == s))} for s in range(n_strata)]  # each subset's clusters
+    subset_clusters = [{name: number[name] for name in factors} for number in own]
+    if fairness.ci_high < 1 and _flat_pvalue(point.reshape(n_strata, n_positions), resampled, subset_clusters) \
             > 1 - resampling.confidence:  # a flat profile is kept: its fairness of 1 is in the interval
         fairness = replace(fairness, ci_high=1.0)
     return FairnessBootstrap(fairness, change, resampled, SETS_AND_TOPICS if shared else SETS)
 
 
-def _flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: dict[str, int]) -> float:
-    """The p-value of "every subset's positions have the same mean" (fairness 1): Hotelling's T2 of each subset's
-    position differences from its first position, their covariance combined over the resampled factors (two-way
-    where sets share topics, as the figure's variance is, `_combine`; the larger one-way covariance where the two-way
-    one is not positive semi-definite), as an F with the interval's degrees of freedom; NaN (no test) where the
-    clusters are too few for the differences. ``point``: (subsets, n).
+def _flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: list[dict[str, int]]) -> float:
+    """The p-value of "every subset's positions have the same mean" (fairness 1): each subset's Hotelling test
+    (`_subset_flat_pvalue`, its own clusters ``clusters[s]``), combined by Simes' test of them all, ``min_k S p_(k) / k``
+    over the S p-values in ascending order (valid where the subsets are independent or positively dependent, as
+    subsets that share topics are); NaN (no test) where some subset has too few clusters for its differences and no
+    other rejects on its own. ``point``: (subsets, n); ``resampled``: factor -> (R, subsets * n).
+
+    Why per subset: each subset's differences rest on its own segment sets, so one joint test with the degrees of
+    freedom of all subsets' sets takes their covariance as better known than it is, and rejects a flat profile too
+    often (a pooled flat profile was covered in 81-84 % of datasets)."""
+    n_strata, n_positions = point.shape
+    pvalues = np.array([_subset_flat_pvalue(point[s:s + 1], {name: profiles.reshape(len(profiles), n_strata, n_positions)[:, s]
+                                                             for name, profiles in resampled.items()}, clusters[s])
+                        for s in range(n_strata)])
+    tested = np.sort(pvalues[np.isfinite(pvalues)])
+    simes = float(np.min(len(pvalues) * tested / np.arange(1, len(tested) + 1))) if len(tested) else float("nan")
+    if len(tested) < len(pvalues) and not simes <= 1:  # an untested subset and no rejection: nothing is known
+        return float("nan")
+    return min(simes, 1.0)
+
+
+def _subset_flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: dict[str, int]) -> float:
+    """The p-value of "one subset's positions have the same mean": Hotelling's T2 of its position differences from
+    its first position, their covariance combined over the resampled factors (two-way where sets share topics, as the
+    figure's variance is, `_combine`; the larger one-way covariance where the two-way one is not positive
+    semi-definite), as an F with the subset's degrees of freedom; NaN (no test) where its clusters are too few for the
+    differences. ``point``: (1, n); ``resampled``: factor -> (R, n).
 
     Why: min/max has no smooth estimator where positions tie; noise pulls the largest mean up and the smallest down,
     so the t interval of a flat profile's fairness lies below 1 too often (docs/method.md#s5). The interval reaches
     up to 1 wherever this test keeps a flat profile, which only widens it."""
     from scipy.stats import f as fisher
 
-    found = {name: flat_differences(point, profiles.reshape(len(profiles), *point.shape))
-             for name, profiles in resampled.items()}
+    if min(clusters.values()) < 2:  # one set (or topic) has no spread to measure: no test
+        return float("nan")
+    found = {name: flat_differences(point, profiles[:, None]) for name, profiles in resampled.items()}
     if any(value is None or len(value[1]) < 2 for value in found.values()):
         return 1.0
     one_way = {name: np.atleast_2d(np.cov(draws, rowvar=False)) * clusters[name] / (clusters[name] - 1)
