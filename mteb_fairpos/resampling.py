@@ -12,12 +12,15 @@ are paired by giving both the *same* count matrix, so their difference is resamp
 * :func:`stratified_counts`: the same, each stratum drawn within itself, in blocks of resamples;
 * :func:`weighted_means`: per-group means under every resample;
 * :func:`interval`: the percentile interval of a statistic's resampled values;
-* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0" that the percentile interval inverts.
+* :func:`pvalue`: the two-sided bootstrap p-value of "the statistic is 0" that the percentile interval inverts;
+* :func:`flat_differences`, :func:`wald`: what a test of a flat profile takes (PSI 0, fairness 1);
+* :class:`Level`, :func:`level_change`: the interval of a profile's figure that reaches its flat value where a flat
+  profile is kept, and the interval and p-value of a change between two models, either of which may be flat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,3 +153,71 @@ def wald(difference: np.ndarray, spread: np.ndarray) -> tuple[float, int] | None
     if np.abs(difference - spread @ inverse @ difference).max() > 1e-9 * max(np.abs(difference).max(), 1e-12):
         return None
     return float(difference @ inverse @ difference), int(np.linalg.matrix_rank(spread))
+
+
+Bounds = Callable[[float], tuple[float, float]]
+"""An interval at any confidence: ``confidence -> (low, high)``, nested (a higher confidence, a wider interval)."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One model's figure of a profile (PSI, the probe's fairness): its interval at any confidence (``bounds``), the
+    p-value of a flat profile (``flat_pvalue``; NaN where there is no test) and the figure's value there (``flat``:
+    0 for PSI, 1 for fairness)."""
+
+    bounds: Bounds
+    flat_pvalue: float
+    flat: float
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """``bounds`` at ``confidence``, reaching ``flat`` wherever the test keeps a flat profile at that level: a flat
+        profile is then covered at least as often as the test keeps it (docs/method.md#s5)."""
+        low, high = self.bounds(confidence)
+        if self.flat_pvalue > 1 - confidence and np.isfinite(low) and np.isfinite(high):
+            low, high = min(low, self.flat), max(high, self.flat)
+        return low, high
+
+
+def level_change(direct: Bounds, pvalue: float, model: Level, baseline: Level, confidence: float) -> tuple[float, float, float]:
+    """(low, high, p) of the change ``model - baseline`` of a profile's figure, where either model may be flat.
+
+    ``direct`` is the change's own interval (from its resampled values) and ``pvalue`` the test of "no change" it
+    inverts. Near a flat profile both figures are biased away from flat, so ``direct`` misses a flat model's change
+    (PSI: 3-62 % coverage where the model is flat and the baseline is not, docs/method.md#s5). The interval is the hull
+    of ``direct`` and, at level ``alpha = 1 - confidence``:
+
+    * where the model's flat test keeps a flat profile at ``alpha / 2``: the model's flat value less the baseline's
+      interval at ``1 - alpha / 2`` (if the model is flat, the change is exactly that);
+    * where the baseline's does, symmetrically.
+
+    If the model is flat, both hold with probability at least ``1 - alpha`` (Bonferroni), so the change is covered at
+    least that often; where neither is flat ``direct`` covers as before, and a change the resamples never vary is
+    known exactly, so ``direct`` stays. The p-value is the largest ``alpha`` whose
+    interval still holds 0 (by bisection: the intervals are nested), at least ``pvalue``, so that interval and
+    p-value never disagree."""
+
+    def bounds(alpha: float) -> tuple[float, float]:
+        parts = [direct(1 - alpha)]
+        if model.flat_pvalue > alpha / 2:
+            low, high = baseline.interval(1 - alpha / 2)
+            parts.append((model.flat - high, model.flat - low))
+        if baseline.flat_pvalue > alpha / 2:
+            low, high = model.interval(1 - alpha / 2)
+            parts.append((low - baseline.flat, high - baseline.flat))
+        if not np.isfinite(parts[0]).all():
+            return float("nan"), float("nan")
+        kept = [part for part in parts if np.isfinite(part).all()]
+        return min(low for low, _ in kept), max(high for _, high in kept)
+
+    low, high = direct(confidence)
+    if low == high:  # resamples that never vary: the change is known exactly (identical models)
+        return low, high, pvalue
+    low, high = bounds(1 - confidence)
+    if not np.isfinite(pvalue) or not (model.flat_pvalue > 0 or baseline.flat_pvalue > 0):
+        return low, high, pvalue  # no level is ever flat: the hull is ``direct``
+    inside, outside = 0.0, 1.0  # 0 lies in the widest interval; find the level where it leaves
+    for _ in range(40):
+        middle = (inside + outside) / 2
+        low_m, high_m = bounds(middle)
+        inside, outside = (middle, outside) if low_m <= 0 <= high_m else (inside, middle)
+    return low, high, max(pvalue, inside)

@@ -22,7 +22,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
-from .resampling import Resampling, flat_differences, interval, pvalue, stratified_counts, wald, weighted_means
+from .resampling import Level, Resampling, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
 from .results.schema import Estimate
 
 MEAN = "ndcg_at_10"
@@ -150,11 +150,17 @@ def intervals(queries: QueryScores, resampling: Resampling) -> dict[str, Estimat
     (samples,) = _resampled([queries], resampling)
     estimates = {name: _estimate(float(point[name][0]), samples[name], resampling, test=False)
                  for name in point if name != STRATUM_MEANS}
-    psi = estimates.get("psi")
-    if psi is not None and psi.ci_low is not None and psi.ci_low > 0 and \
-            flat_pvalue(point[STRATUM_MEANS][0], samples[STRATUM_MEANS]) > 1 - resampling.confidence:
-        estimates["psi"] = Estimate(psi.value, pvalue=psi.pvalue, ci_low=0.0, ci_high=psi.ci_high)
+    psi = estimates["psi"]
+    low, high = _psi_level(point, samples).interval(resampling.confidence)
+    estimates["psi"] = Estimate(psi.value, pvalue=psi.pvalue, ci_low=low, ci_high=high)
     return estimates
+
+
+def _psi_level(point: dict[str, np.ndarray], samples: dict[str, np.ndarray]) -> Level:
+    """PSI as a level of a profile: its percentile interval, which reaches 0 where the group means are consistent
+    with a flat profile (:func:`flat_pvalue`)."""
+    return Level(lambda confidence: interval(samples["psi"], confidence),
+                 flat_pvalue(point[STRATUM_MEANS][0], samples[STRATUM_MEANS]), 0.0)
 
 
 def flat_pvalue(means: np.ndarray, resampled: np.ndarray) -> float:
@@ -214,6 +220,11 @@ def paired_changes(model: QueryScores, baseline: QueryScores, resampling: Resamp
     samples_a, samples_b = _resampled([a, b], resampling)
     changes = {name: _estimate(float(point_a[name][0] - point_b[name][0]), samples_a[name] - samples_b[name], resampling, test=True)
                for name in point_a if name != STRATUM_MEANS}
+    psi = changes["psi"]  # either model may be flat, where the direct interval is biased (`level_change`)
+    resampled = samples_a["psi"] - samples_b["psi"]
+    low, high, p = level_change(lambda confidence: interval(resampled, confidence), psi.pvalue,
+                                _psi_level(point_a, samples_a), _psi_level(point_b, samples_b), resampling.confidence)
+    changes["psi"] = Estimate(psi.value, pvalue=p, ci_low=low, ci_high=high)
     return PairedChanges(changes, len(shared), len(model.ids) - len(shared), len(baseline.ids) - len(shared))
 
 

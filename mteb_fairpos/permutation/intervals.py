@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..fairness import min_max_ratios
-from ..resampling import Resampling, counts, defined, flat_differences, stratified_counts, wald, weighted_means
+from ..resampling import (Bounds, Level, Resampling, counts, defined, flat_differences, level_change, stratified_counts, wald,
+                          weighted_means)
 from ..results.schema import Estimate
 
 SETS = "segment sets"
@@ -122,25 +123,33 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         """(R, S * n) profiles -> (R,) the mean over subsets of each subset's min/max."""
         return min_max_ratios(profile.reshape(-1, n_positions)).reshape(len(profile), n_strata).mean(axis=1)
 
-    point, resampled = profiles(values)
-    ratio = float(pooled(point[None])[0])
-    ratios = {name: pooled(p) for name, p in resampled.items()}
+    own = [{"sets": int(np.count_nonzero(set_subset == s)), "topics": len(np.unique(cell[within["cells"] == s, 1])),
+            "cells": int(np.count_nonzero(within["cells"] == s))} for s in range(n_strata)]  # each subset's clusters
+    subset_clusters = [{name: number[name] for name in factors} for number in own]
+
+    def level(measured: np.ndarray) -> tuple[Bootstrapped, Level, np.ndarray, dict[str, np.ndarray]]:
+        """The figure of ``measured`` with its interval reaching 1 where a flat profile is kept (`_flat_pvalue`), as
+        a `Level`, and the profiles it comes from."""
+        point, resampled = profiles(measured)
+        figure = _combine(float(pooled(point[None])[0]), {name: pooled(p) for name, p in resampled.items()},
+                          clusters, resampling)
+        flat = Level(_t_bounds(figure.estimate, figure.se, clusters), _flat_pvalue(point.reshape(n_strata, n_positions), resampled,
+                                                                 subset_clusters), 1.0)
+        low, high = flat.interval(resampling.confidence)
+        return replace(figure, ci_low=low, ci_high=high), flat, point, resampled
+
+    fairness, flat, point, resampled = level(values)
     change = None
     if baseline_values is not None:
         baseline_values = np.asarray(baseline_values, dtype=np.float64)
         if baseline_values.shape != values.shape:
             raise ValueError("baseline_values must hold one value per observation, as values does.")
-        base_point, base_resampled = profiles(baseline_values)
-        base_ratio = float(pooled(base_point[None])[0])
-        change = _combine(ratio - base_ratio, {name: ratios[name] - pooled(base_resampled[name]) for name in ratios},
-                          clusters, resampling)
-    fairness = _combine(ratio, ratios, clusters, resampling)
-    own = [{"sets": int(np.count_nonzero(set_subset == s)), "topics": len(np.unique(cell[within["cells"] == s, 1])),
-            "cells": int(np.count_nonzero(within["cells"] == s))} for s in range(n_strata)]  # each subset's clusters
-    subset_clusters = [{name: number[name] for name in factors} for number in own]
-    if fairness.ci_high < 1 and _flat_pvalue(point.reshape(n_strata, n_positions), resampled, subset_clusters) \
-            > 1 - resampling.confidence:  # a flat profile is kept: its fairness of 1 is in the interval
-        fairness = replace(fairness, ci_high=1.0)
+        base, base_flat, _, _ = level(baseline_values)
+        change = _combine(fairness.estimate - base.estimate,
+                          {name: fairness.samples[name] - base.samples[name] for name in fairness.samples}, clusters, resampling)
+        # either model may be flat, where the change's own interval is biased (`level_change`)
+        low, high, p = level_change(_t_bounds(change.estimate, change.se, clusters), change.pvalue, flat, base_flat, resampling.confidence)
+        change = replace(change, ci_low=low, ci_high=high, pvalue=p)
     return FairnessBootstrap(fairness, change, resampled, SETS_AND_TOPICS if shared else SETS)
 
 
@@ -247,13 +256,28 @@ def _combine(estimate: float, samples: dict[str, np.ndarray], clusters: dict[str
     if not np.isfinite(estimate) or not np.isfinite(variance):
         return Bootstrapped(estimate, float("nan"), float("nan"), float("nan"), float("nan"), samples)
     se = variance ** 0.5
-    df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
-    half = float(student_t.ppf(0.5 + resampling.confidence / 2, df)) * se
+    low, high = _t_bounds(estimate, se, clusters)(resampling.confidence)
     if se > 0:
-        p = float(2 * student_t.sf(abs(estimate) / se, df))
+        p = float(2 * student_t.sf(abs(estimate) / se, _df(clusters)))
     else:  # resamples that never vary (identical models: a change of exactly 0)
         p = 1.0 if estimate == 0 else 0.0
-    return Bootstrapped(estimate, se, estimate - half, estimate + half, p, samples)
+    return Bootstrapped(estimate, se, low, high, p, samples)
+
+
+def _df(clusters: dict[str, int]) -> int:
+    """The t degrees of freedom: ``G - 1`` for the smaller factor's ``G`` clusters."""
+    return min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
+
+
+def _t_bounds(estimate: float, se: float, clusters: dict[str, int]) -> Bounds:
+    """The t interval ``estimate +- t * se`` at any confidence (NaN where ``se`` is undefined)."""
+    from scipy.stats import t as student_t
+
+    def bounds(confidence: float) -> tuple[float, float]:
+        half = float(student_t.ppf(0.5 + confidence / 2, _df(clusters))) * se
+        return estimate - half, estimate + half
+
+    return bounds
 
 
 def _variance(samples: np.ndarray) -> float:

@@ -75,3 +75,44 @@ def test_min_max_ratios_follow_the_one_rule_row_by_row():
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError):
         Resampling(**bad)
+
+
+def _t_bounds(estimate: float, se: float):
+    from scipy.stats import norm
+
+    return lambda confidence: (estimate - norm.ppf(0.5 + confidence / 2) * se, estimate + norm.ppf(0.5 + confidence / 2) * se)
+
+
+def test_a_change_between_levels_that_may_be_flat_has_an_interval_and_p_value_that_agree():
+    """`level_change` widens a change's interval by the routes of a flat model (its flat value less the other's
+    interval): on random changes and levels, p < 1 - confidence exactly where the widened interval leaves out 0, at
+    every confidence, and the interval always holds the change's own."""
+    from scipy.stats import norm
+
+    from mteb_fairpos.resampling import Level, level_change
+
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        model = Level(_t_bounds(rng.uniform(0.8, 1.0), rng.uniform(0.01, 0.05)), rng.uniform(0, 0.2), 1.0)
+        baseline = Level(_t_bounds(rng.uniform(0.8, 1.0), rng.uniform(0.01, 0.05)), rng.uniform(0, 0.2), 1.0)
+        estimate, se = rng.normal(0, 0.05), rng.uniform(0.01, 0.05)
+        direct, p_direct = _t_bounds(estimate, se), float(2 * norm.sf(abs(estimate) / se))
+        for confidence in (0.8, 0.9, 0.95, 0.99):
+            low, high, p = level_change(direct, p_direct, model, baseline, confidence)
+            assert low <= direct(confidence)[0] and direct(confidence)[1] <= high
+            assert p >= p_direct
+            if abs(p - (1 - confidence)) > 1e-9:
+                assert (p < 1 - confidence) == (not low <= 0 <= high), (p, confidence, low, high)
+
+
+def test_a_change_known_exactly_or_between_levels_never_flat_is_the_changes_own_interval():
+    from mteb_fairpos.resampling import Level, level_change
+
+    flat = Level(_t_bounds(0.99, 0.02), 0.9, 1.0)
+    assert level_change(lambda confidence: (0.0, 0.0), 1.0, flat, flat, 0.95) == (0.0, 0.0, 1.0)
+    never = Level(_t_bounds(0.8, 0.02), 0.0, 1.0)
+    direct = _t_bounds(0.05, 0.02)
+    assert level_change(direct, 0.012, never, never, 0.95) == (*direct(0.95), 0.012)
+    # the model may be flat: the change reaches 1 less the baseline's interval at half the level
+    low, high, _ = level_change(direct, 0.012, Level(_t_bounds(0.97, 0.01), 0.5, 1.0), never, 0.95)
+    assert (low, high) == (direct(0.95)[0], pytest.approx(1 - never.interval(0.975)[0]))
