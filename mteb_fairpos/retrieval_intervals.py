@@ -1,9 +1,11 @@
 """Intervals of the position-grouped retrieval figures, and paired changes between two models
 (docs/method.md#s3-1, #s5).
 
-The unit is the query: every figure (nDCG@10 per position group, their harmonic mean, PSI, the
-overall nDCG@10) is recomputed from the queries' nDCG@10 under resamples of the queries
-(`mteb_fairpos.resampling`). Queries fall in *strata* that a task averages with equal weight (PosIR's
+Every figure (nDCG@10 per position group, their harmonic mean, PSI, the overall nDCG@10) is recomputed from the
+queries' nDCG@10 under resamples (`mteb_fairpos.resampling`). The unit drawn is the query, or where queries are
+clustered (several questions asked of one passage, as in SQuAD), the cluster with all its queries: queries of one
+passage share how well that passage is embedded, so drawing them one by one takes them as more independent than they
+are and the intervals too narrow (docs/method.md#s5). Queries fall in *strata* that a task averages with equal weight (PosIR's
 query languages, docs/method.md#s3-4); each stratum is resampled within itself and its figures are
 computed from its own queries, then averaged over strata as the task averages them. With one stratum
 (SQuAD-PosQ, FineWeb-PosQ) the figures are the task's own.
@@ -23,7 +25,7 @@ from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
 from .resampling import Level, Resampling, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
-from .results.schema import Estimate
+from .results.schema import CLUSTERS, QUERIES, Estimate
 
 MEAN = "ndcg_at_10"
 """The figure name of the overall nDCG@10 (mean over a stratum's queries, averaged over strata)."""
@@ -34,7 +36,9 @@ class QueryScores:
     """One model's per-query nDCG@10 with each query's position groups and stratum.
 
     ``members[i, g]`` is whether query ``i`` counts in group ``groups[g]`` (a query may count in none,
-    or in two: FineWeb-PosQ); ``strata[i]`` the code of its stratum (index into ``strata_labels``).
+    or in two: FineWeb-PosQ); ``strata[i]`` the code of its stratum (index into ``strata_labels``);
+    ``clusters[i]`` the cluster the bootstrap draws query ``i`` with (its relevant document), ``None`` where every
+    query is drawn on its own.
     """
 
     ids: np.ndarray
@@ -43,12 +47,15 @@ class QueryScores:
     strata: np.ndarray
     groups: tuple[str, ...]
     strata_labels: tuple[str, ...] = ("",)
+    clusters: np.ndarray | None = None
 
     @classmethod
     def build(cls, scores: Mapping[str, float], memberships: Mapping[str, Iterable[str | None]], groups: Sequence[str],
-              strata: Mapping[str, str] | None = None) -> QueryScores:
+              strata: Mapping[str, str] | None = None, clusters: Mapping[str, str] | None = None) -> QueryScores:
         """From ``{query id: nDCG@10}``, ``{query id: its groups}`` (a ``None`` group: counts in none) and,
-        where there are several, ``{query id: stratum}``; queries sorted by (stratum, id)."""
+        where there are several, ``{query id: stratum}``; ``clusters``: ``{query id: cluster}`` where queries are
+        drawn together (a query without one is a cluster of its own; none at all: queries are drawn one by one);
+        queries sorted by (stratum, id)."""
         strata = strata or {}
         ids = sorted(scores, key=lambda q: (strata.get(q, ""), q))
         labels = tuple(sorted({strata.get(q, "") for q in ids})) or ("",)
@@ -59,11 +66,49 @@ class QueryScores:
                 if group is not None:
                     members[row, index[group]] = True
         codes = {label: i for i, label in enumerate(labels)}
+        drawn = None if not clusters else np.asarray([str(clusters.get(q, f"query {q}")) for q in ids], dtype=object)
         return cls(np.asarray(ids, dtype=object), np.asarray([scores[q] for q in ids], dtype=np.float64), members,
-                   np.asarray([codes[strata.get(q, "")] for q in ids]), tuple(groups), labels)
+                   np.asarray([codes[strata.get(q, "")] for q in ids]), tuple(groups), labels, drawn)
 
     def subset(self, rows: np.ndarray) -> QueryScores:
-        return QueryScores(self.ids[rows], self.scores[rows], self.members[rows], self.strata[rows], self.groups, self.strata_labels)
+        return QueryScores(self.ids[rows], self.scores[rows], self.members[rows], self.strata[rows], self.groups,
+                           self.strata_labels, None if self.clusters is None else self.clusters[rows])
+
+    @property
+    def resampled(self) -> str:
+        """What the bootstrap draws (`QUERIES` or `CLUSTERS`), as a result records it."""
+        return QUERIES if self.clusters is None else CLUSTERS
+
+    def units(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bootstrap's units: each unit's stratum, in the order the draws take them, and each query's unit. A unit
+        is a query, or a cluster within a stratum (a cluster in two strata is drawn in each, as strata are drawn apart)."""
+        if self.clusters is None:
+            return self.strata, np.arange(len(self.ids))
+        keys = np.char.add(np.char.add(self.strata.astype(str), "\x1f"), self.clusters.astype(str))
+        _, first, unit_of = np.unique(keys, return_index=True, return_inverse=True)
+        return self.strata[first], unit_of.reshape(-1)
+
+
+def relevant_clusters(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """``{query id: cluster}``: queries that share a relevant document (relevance above 0), directly or through other
+    queries, form one cluster, named by its least document id; a query with no relevant document is in none."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    pairs = [(qid, doc) for qid, docs in qrels.items() for doc, relevance in docs.items() if relevance > 0]
+    if not pairs:
+        return {}
+    queries = sorted({qid for qid, _ in pairs})
+    documents = sorted({doc for _, doc in pairs})
+    row = {qid: i for i, qid in enumerate(queries)}
+    column = {doc: len(queries) + i for i, doc in enumerate(documents)}
+    size = len(queries) + len(documents)
+    edges = coo_matrix((np.ones(len(pairs)), ([row[q] for q, _ in pairs], [column[d] for _, d in pairs])), shape=(size, size))
+    _, component = connected_components(edges, directed=False)
+    names: dict[int, str] = {}
+    for doc in documents:  # sorted: each component is named by its least document id
+        names.setdefault(int(component[column[doc]]), doc)
+    return {qid: names[int(component[row[qid]])] for qid in queries}
 
 
 def figures(queries: QueryScores, weights: np.ndarray) -> dict[str, np.ndarray]:
@@ -128,13 +173,19 @@ def _nanmean(stack: np.ndarray) -> np.ndarray:
 
 
 def _resampled(models: Sequence[QueryScores], resampling: Resampling) -> list[dict[str, np.ndarray]]:
-    """Each model's figures under the same resamples of the (shared, identically ordered) queries."""
+    """Each model's figures under the same resamples of the (shared, identically ordered) queries: a unit's count
+    weighs each of its queries (`QueryScores.units`). Undefined (NaN) where a stratum has one unit: every resample
+    draws it whole, so the resamples would show no spread that the data has, and an interval of no width."""
     parts: list[dict[str, list[np.ndarray]]] = [{} for _ in models]
-    for block in stratified_counts(models[0].strata, resampling):
+    strata, unit_of = models[0].units()
+    for counted in stratified_counts(strata, resampling):
+        block = counted if models[0].clusters is None else counted[:, unit_of]
         for model, acc in zip(models, parts, strict=True):
             for name, values in figures(model, block).items():
                 acc.setdefault(name, []).append(values)
-    return [{name: np.concatenate(values) for name, values in acc.items()} for acc in parts]
+    alone = np.unique(strata, return_counts=True)[1].min() < 2
+    return [{name: np.full_like(np.concatenate(values), np.nan) if alone else np.concatenate(values)
+             for name, values in acc.items()} for acc in parts]
 
 
 def _estimate(value: float, samples: np.ndarray, resampling: Resampling, *, test: bool) -> Estimate:
@@ -203,8 +254,11 @@ def paired_changes(model: QueryScores, baseline: QueryScores, resampling: Resamp
     """``model``'s figures minus ``baseline``'s, each with a paired interval and p-value: both are
     resampled with the same draws of the queries they share (docs/method.md#s5).
 
+    Both are drawn by the clusters either gives (the relevant document is the data's, not the model's: a result
+    written before clusters were recorded pairs with one that records them).
+
     Raises:
-        ValueError: no shared query, or a shared query sits in other groups or strata in the two.
+        ValueError: no shared query, or a shared query sits in other groups, strata or clusters in the two.
     """
     shared = np.intersect1d(model.ids.astype(str), baseline.ids.astype(str))
     if len(shared) == 0:
@@ -214,7 +268,11 @@ def paired_changes(model: QueryScores, baseline: QueryScores, resampling: Resamp
     if a.groups != b.groups or not np.array_equal(a.members, b.members) or \
             [a.strata_labels[c] for c in a.strata] != [b.strata_labels[c] for c in b.strata]:
         raise ValueError("the shared queries sit in different position groups or strata in the two results.")
-    b = QueryScores(b.ids, b.scores, b.members, a.strata, a.groups, a.strata_labels)
+    if a.clusters is not None and b.clusters is not None and not np.array_equal(a.clusters, b.clusters):
+        raise ValueError("the shared queries sit in different clusters (relevant documents) in the two results.")
+    clusters = a.clusters if a.clusters is not None else b.clusters
+    a = QueryScores(a.ids, a.scores, a.members, a.strata, a.groups, a.strata_labels, clusters)
+    b = QueryScores(b.ids, b.scores, b.members, a.strata, a.groups, a.strata_labels, clusters)
     ones = np.ones((1, len(shared)))
     point_a, point_b = figures(a, ones), figures(b, ones)
     samples_a, samples_b = _resampled([a, b], resampling)

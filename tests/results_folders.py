@@ -65,16 +65,17 @@ def add_unreadable(root: Path, folder: Path) -> None:
 
 def write_grouped_result(root: Path, model: str, revision: str, scores: dict[str, float], groups: dict[str, str]) -> Path:
     """A SQuAD-PosQ result and its per-query sidecar, as a run writes them: the entry from the task's own
-    ``task_specific_scores`` (``groups``: query id -> its answer-start group), the sidecar from the rows it
-    hands over, through the writer mteb's save calls."""
+    ``task_specific_scores`` (``groups``: query id -> its answer-start group; three questions per passage, in id
+    order), the sidecar from the rows it hands over, through the writer mteb's save calls."""
     from mteb_fairpos.results import units
     from mteb_fairpos.tasks._base import retrieval_split, with_groups
     from mteb_fairpos.tasks.posq import SQuADPosQ
 
     task = SQuADPosQ()
-    split = retrieval_split({"d": "text"}, dict.fromkeys(scores, "question?"), dict.fromkeys(scores, "d"))
+    passages = {q: f"passage-{i // 3}" for i, q in enumerate(sorted(scores))}  # three questions per passage
+    split = retrieval_split(dict.fromkeys(passages.values(), "text"), dict.fromkeys(scores, "question?"), passages)
     task.dataset = {"default": {"test": with_groups(split, {q: (g,) for q, g in groups.items()}, {})}}
-    entry = task.task_specific_scores({q: {"ndcg_cut_10": v} for q, v in scores.items()}, dict.fromkeys(scores, {"d": 1}),
+    entry = task.task_specific_scores({q: {"ndcg_cut_10": v} for q, v in scores.items()}, split["relevant_docs"],
                                       {}, hf_split="test", hf_subset="default")
     entry.update({"hf_subset": "default", "languages": ["eng-Latn"], "main_score": entry["harmonic_mean"],
                   "ndcg_at_10": sum(scores.values()) / len(scores)})

@@ -64,6 +64,8 @@ class Cell:
     """``ok``, ``partial`` or ``missing``."""
     source: str = ""
     """The result file, relative to the page."""
+    drawn: str = ""
+    """What the interval's bootstrap draws (`TaskScores.drawn`), where the result says."""
 
 
 @dataclass
@@ -235,9 +237,11 @@ def cell(scores: TaskScores | None, column: Column, source: Source | None) -> Ce
                          for label, value in profile.items() if value is not None)
         estimate = scores.headline.get(pairing.measure_key("fairness", column.subset))
         return Cell(scores.figure("fairness", column.subset), interval=estimate.interval if estimate else None,
-                    note=note and f"95 % CI per position: {note}", status=scores.status, source=href)
+                    note=note and f"95 % CI per position: {note}", status=scores.status, source=href,
+                    drawn=scores.drawn or "")
     estimate = scores.headline.get(column.measure)
-    return Cell(scores.figure(column.measure), interval=estimate.interval if estimate else None, pooled=pooled_marker(scores), status=scores.status, source=href)
+    return Cell(scores.figure(column.measure), interval=estimate.interval if estimate else None, pooled=pooled_marker(scores),
+                status=scores.status, source=href, drawn=scores.drawn or "")
 
 
 def pooled_marker(scores: TaskScores) -> str:

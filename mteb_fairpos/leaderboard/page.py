@@ -113,7 +113,7 @@ def _cell(cell: Cell, column: Column) -> str:
         number = f'<a href="{escape(cell.source)}"{title}>{number}</a>'
     marks = f'<sup class="pooled-mark" title="{escape(cell.pooled)}">&dagger;</sup>' if cell.pooled else ""
     if cell.interval is not None:
-        units = "segment sets and topics" if column.family == "probe" else "queries"
+        units = cell.drawn or ("segment sets and topics" if column.family == "probe" else "queries")
         marks += f'<span class="ci" title="95 % interval (bootstrap over {units})">[{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]</span>'
     if cell.change is not None:
         marks += _change(cell.change, column)

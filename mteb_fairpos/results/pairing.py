@@ -75,18 +75,22 @@ def _retrieval_units(sidecar: Any, task: Any, labels: list[str]) -> Any:
     scores: dict[str, float] = {}
     groups: dict[str, list[str | None]] = {}
     strata: dict[str, str] = {}
+    clusters: dict[str, str] = {}  # a sidecar written before clusters were recorded has none: queries drawn alone
     for (split, subset), table in sidecar.tables.items():
         ids = table.column("unit").to_pylist()
         found = table.column("group").to_pylist()
         values = table.column("score").to_numpy().astype(np.float64)
+        drawn = table.column("cluster").to_pylist() if "cluster" in table.column_names else [None] * len(ids)
         layer = stratum(subset)
-        for qid, group, value in zip(ids, found, values, strict=True):
+        for qid, group, value, cluster in zip(ids, found, values, drawn, strict=True):
             key = f"{split}/{subset}/{qid}"
             scores[key] = float(value)
             groups.setdefault(key, []).append(group)
             strata[key] = layer
+            if cluster is not None:  # a subset's own corpus: its documents are its own
+                clusters[key] = f"{split}/{subset}/{cluster}"
     ordered = list(labels) + sorted({g for gs in groups.values() for g in gs if g is not None} - set(labels))
-    return QueryScores.build(scores, groups, ordered, strata)
+    return QueryScores.build(scores, groups, ordered, strata, clusters or None)
 
 
 def _retrieval_intervals(units: Any, resampling: Resampling) -> dict[str, Estimate]:

@@ -30,7 +30,7 @@ from typing import Any
 from .. import fairness
 from ..mteb_plugin import registered_task
 from ..resampling import Resampling
-from .schema import Estimate, ScoreEntry, load
+from .schema import CLUSTERS, QUERIES, Estimate, ScoreEntry, load
 
 _RESULT_SIDE_FILES = {"model_meta.json"}
 
@@ -130,6 +130,15 @@ class TaskScores:
                                    if not _agrees(estimate.value, self.figure(*pairing.measure_of(key)))}
                 self._headline = {key: estimate for key, estimate in drawn.items() if key not in self._unmatched}
         return self._headline
+
+    @property
+    def drawn(self) -> str | None:
+        """What the headline's intervals draw (`Settings.resampled`): the sidecar's units where it has them, else what
+        the entries record where they record one kind; ``None`` where neither says."""
+        if self.units is not None:
+            return getattr(self.units, "resampled", None)
+        kinds = self.settings.get("bootstrap_units", [])
+        return kinds[0] if len(kinds) == 1 else None
 
     @property
     def unmatched(self) -> set[str]:
@@ -431,7 +440,7 @@ def summarize(result) -> TaskScores:
             psi = entry_psi(entry)
             if psi is not None:
                 psis.append(psi)
-            by_queries = entry.settings.resampled == "queries"
+            by_queries = entry.settings.resampled in (QUERIES, CLUSTERS)
             if entry.settings.resamples:  # the bootstrap behind the entry's intervals: the sidecar's are drawn alike
                 resampling = Resampling(entry.settings.resamples, entry.settings.resampling_seed or 0)
             if by_queries and entry.profiles.get(""):  # intervals over queries: kept for a single entry

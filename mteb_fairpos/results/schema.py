@@ -127,6 +127,12 @@ class Counts:
     """queries left out, by reason."""
 
 
+QUERIES = "queries"
+CLUSTERS = "queries by relevant document"
+"""What a retrieval entry's bootstrap draws (`Settings.resampled`): queries one by one, or each relevant document
+with all its queries (`mteb_fairpos.retrieval_intervals`)."""
+
+
 @dataclass
 class Settings:
     """The settings an entry records that change its numbers (the permutation probe writes them), so that a
@@ -147,7 +153,7 @@ class Settings:
     """bootstrap resamples behind the entry's intervals and paired tests (`mteb_fairpos.resampling`)."""
     resampling_seed: int | None = _key("bootstrap_seed")
     resampled: str | None = _key("bootstrap_units")
-    """what the bootstrap draws: ``"queries"``, ``"segment sets"``, ``"segment sets and topics"``."""
+    """what the bootstrap draws: `QUERIES`, `CLUSTERS`, ``"segment sets"``, ``"segment sets and topics"``."""
 
     def stored(self) -> dict[str, Any]:
         """The recorded settings under their stored keys (what a page shows)."""

@@ -29,7 +29,7 @@ from ..hub import hub_access
 from ..resampling import Resampling
 from ..results import units
 from ..results.schema import Counts, ScoreEntry, dump
-from ..retrieval_intervals import QueryScores, intervals
+from ..retrieval_intervals import QueryScores, intervals, relevant_clusters
 from .grouped_metrics import per_query_scores, summarize_groups
 
 logger = logging.getLogger(__name__)
@@ -146,15 +146,15 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
     Subclasses build the data in `_build` and return, besides the split, the groups of each
     query and the counts of queries they skipped (with the reason as key); both are kept in the
     split's data (`GROUPS`, `SKIPPED`). Retrieval, search and pytrec_eval scoring are mteb's;
-    `task_specific_scores` adds the grouped figures, with intervals from a bootstrap over queries, to
-    the same score dict, so they land in the TaskResult JSON; each query's nDCG@10 goes to the
-    per-unit sidecar beside it (`mteb_fairpos.results.units`), never into the JSON.
+    `task_specific_scores` adds the grouped figures, with intervals from a bootstrap over queries (each relevant
+    passage drawn with its questions), to the same score dict, so they land in the TaskResult JSON; each query's
+    nDCG@10 and passage go to the per-unit sidecar beside it (`mteb_fairpos.results.units`), never into the JSON.
     """
 
     position_groups: tuple[str, ...] = ()
     hub_id: str = ""
     resampling = Resampling()
-    """The bootstrap over queries behind the intervals (docs/method.md#s5): resamples and seed, recorded in the result."""
+    """The bootstrap behind the intervals (docs/method.md#s3-1, #s5): resamples and seed, recorded in the result."""
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -215,10 +215,11 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         summary = summarize_groups(query_scores, data[GROUPS], self.position_groups)
         if unscored:
             summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
-        estimates = intervals(QueryScores.build(query_scores, data[GROUPS], self.position_groups), self.resampling)
-        out = summary.to_scores(estimates, self.resampling)
+        clusters = relevant_clusters(qrels)  # queries of one passage are drawn together (docs/method.md#s5)
+        drawn = QueryScores.build(query_scores, data[GROUPS], self.position_groups, clusters=clusters)
+        out = summary.to_scores(intervals(drawn, self.resampling), self.resampling, drawn.resampled)
         out.update(dump(ScoreEntry(counts=Counts(queries=len(query_scores), skipped=dict(data[SKIPPED])))))
-        out[units.DIGEST] = self.hand_over_units(hf_split, hf_subset, query_scores, data[GROUPS])
+        out[units.DIGEST] = self.hand_over_units(hf_split, hf_subset, query_scores, data[GROUPS], cluster=clusters)
         return out
 
     @staticmethod

@@ -329,3 +329,27 @@ def test_a_result_merged_from_another_folder_keeps_its_rows(tmp_path):
     merged.parent.mkdir()
     assert units.write_beside(merged, "Task", entries, "m", "r") is not None
     assert units.read(units.sidecar_path(merged)).tables[("test", "one")].column("unit").to_pylist() == ["a", "b"]
+
+
+def test_a_run_draws_each_passage_with_its_questions_and_an_earlier_sidecar_its_queries(encoder, tmp_path):
+    """The sidecar records each query's relevant passage, and the result that its bootstrap drew passages; a sidecar
+    of an earlier release, without that column, is read as it was written: queries drawn one by one."""
+    import pyarrow as pa
+
+    from mteb_fairpos.results.schema import CLUSTERS, QUERIES
+
+    _evaluate(encoder, tmp_path)
+    (path,) = tmp_path.glob("results/*/*/SQuADPosQ.json")
+    stored = json.loads(path.read_text())["scores"]["test"][0]
+    assert stored["bootstrap_units"] == CLUSTERS
+    rows = units.read(units.sidecar_path(path)).tables[("test", "default")]
+    task = SQuADPosQ(data_dir=FIXTURES / "squad_v2")
+    task.load_data()
+    qrels = task.dataset["default"]["test"]["relevant_docs"]
+    assert {q: c for q, c in zip(rows.column("unit").to_pylist(), rows.column("cluster").to_pylist())} == {
+        q: next(iter(docs)) for q, docs in qrels.items()}
+    (scores,) = collect(tmp_path).scores.values()
+    assert scores.drawn == CLUSTERS and scores.units.clusters is not None
+    earlier = dataclasses.make_dataclass("Sidecar", ["tables"])({("test", "default"): rows.drop_columns(["cluster"])})
+    drawn = pairing._retrieval_units(earlier, None, list(task.position_groups))
+    assert drawn.clusters is None and drawn.resampled == QUERIES

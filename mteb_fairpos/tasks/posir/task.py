@@ -14,6 +14,7 @@ from mteb.timing import TimingStack
 from .._base import DatasetSchemaError, PositionGroupedRetrieval, resolve_data_dir
 from ...results.schema import Counts, ScoreEntry, dump
 from ...results import units
+from ...retrieval_intervals import relevant_clusters
 from ..grouped_metrics import add_to_cells, cell_figures, empty_cells, per_query_scores
 from .corpus_cache import CorpusCache
 from .dataset import (
@@ -204,7 +205,8 @@ class PosIR(PositionGroupedRetrieval):
         scores.update(position_scores(query_scores, data.positions))
         placed = {qid: place for qid, place in data.positions.items() if place is not None}
         scores[units.DIGEST] = self.hand_over_units(hf_split, hf_subset, query_scores, {q: (p[1],) for q, p in placed.items()},
-                                                    bucket={q: p[0] for q, p in placed.items()})
+                                                    bucket={q: p[0] for q, p in placed.items()},
+                                                    cluster=relevant_clusters(data.split["relevant_docs"]))
         scores.update(dump(ScoreEntry(counts=Counts(skipped=data.skipped))))
         scores["query_instruction"] = self.query_instruction
         scores.update(where)
