@@ -77,9 +77,9 @@ def defined(samples: np.ndarray) -> np.ndarray | None:
 
 def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
     """The percentile interval of a statistic's resampled values; resamples where it is undefined (NaN) are
-    left out, and the interval is (NaN, NaN) when more than half of them are (`defined`)."""
+    left out, and the interval is (NaN, NaN) when more than half of them are (`defined`) or fewer than two are left."""
     samples = defined(samples)
-    if samples is None:
+    if samples is None or len(samples) < 2:  # one resample has no spread to measure
         return float("nan"), float("nan")
     tail = (1 - confidence) / 2
     low, high = np.quantile(samples, [tail, 1 - tail])
@@ -92,9 +92,9 @@ def pvalue(estimate: float, samples: np.ndarray) -> float:
     ``min(1, 2 (1 + hits) / (1 + R))``, so never 0, and 1 for a statistic that is 0 in every resample
     (identical models). p < 1 - confidence exactly when the interval at that confidence excludes 0, up to
     the counting at the ends, so a report never calls a change significant by one and not by the other.
-    NaN where the estimate or most resamples are undefined (`defined`)."""
+    NaN where the estimate or most resamples are undefined (`defined`), or fewer than two resamples are left."""
     samples = defined(samples)
-    if not np.isfinite(estimate) or samples is None:
+    if not np.isfinite(estimate) or samples is None or len(samples) < 2:
         return float("nan")
     hits = min(np.count_nonzero(samples <= 0), np.count_nonzero(samples >= 0))
     return float(min(1.0, 2 * (1 + hits) / (1 + len(samples))))
@@ -192,9 +192,9 @@ def level_change(direct: Bounds, pvalue: float, model: Level, baseline: Level, c
 
     If the model is flat, both hold with probability at least ``1 - alpha`` (Bonferroni), so the change is covered at
     least that often; where neither is flat ``direct`` covers as before, and a change the resamples never vary is
-    known exactly, so ``direct`` stays. The p-value is the largest ``alpha`` whose
-    interval still holds 0 (by bisection: the intervals are nested), at least ``pvalue``, so that interval and
-    p-value never disagree."""
+    known exactly, so ``direct`` stays. The p-value is the largest ``alpha`` whose interval still holds 0 (by
+    bisection: the intervals are nested), at least ``pvalue``: interval and p-value agree as far as ``direct`` and
+    ``pvalue`` do (exactly for a t interval; up to the counting of resamples at the ends for a percentile one)."""
 
     def bounds(alpha: float) -> tuple[float, float]:
         parts = [direct(1 - alpha)]
@@ -214,7 +214,7 @@ def level_change(direct: Bounds, pvalue: float, model: Level, baseline: Level, c
         return low, high, pvalue
     low, high = bounds(1 - confidence)
     if not np.isfinite(pvalue) or not (model.flat_pvalue > 0 or baseline.flat_pvalue > 0):
-        return low, high, pvalue  # no level is ever flat: the hull is ``direct``
+        return low, high, pvalue  # no test of "no change" to invert, or no level is ever flat (the hull is ``direct``)
     inside, outside = 0.0, 1.0  # 0 lies in the widest interval; find the level where it leaves
     for _ in range(40):
         middle = (inside + outside) / 2

@@ -219,7 +219,8 @@ def flat_pvalue(means: np.ndarray, resampled: np.ndarray) -> float:
     one's): a Wald test of each stratum's defined groups' differences from its first, with their covariance from the
     resamples, chi-squared with as many degrees of freedom as the resamples vary in. ``means``: (strata, groups),
     NaN for an empty group; ``resampled``: (R, strata, groups). 1 where no stratum has two groups; 0 where a
-    difference that the resamples never vary is not 0 (it is known exactly).
+    difference that the resamples never vary is not 0 (it is known exactly); NaN (no test) where fewer than two
+    resamples define every difference.
 
     Why PSI needs it: 1 - min/max has no smooth estimator where groups tie. Noise always pulls the largest mean up
     and the smallest down, so a percentile interval of a flat profile's PSI lies above 0 every time (docs/method.md#s5,
@@ -229,8 +230,10 @@ def flat_pvalue(means: np.ndarray, resampled: np.ndarray) -> float:
     from scipy.stats import chi2
 
     found = flat_differences(means, resampled)
-    if found is None or len(found[1]) < 2:
+    if found is None:
         return 1.0
+    if len(found[1]) < 2:  # too few resamples to measure a covariance: no test
+        return float("nan")
     difference, draws = found
     tested = wald(difference, np.atleast_2d(np.cov(draws, rowvar=False)))
     if tested is None:

@@ -293,3 +293,15 @@ def test_a_paired_change_draws_the_clusters_either_result_records_and_refuses_tw
     with pytest.raises(ValueError, match="different clusters"):
         paired_changes(QueryScores.build(calibrated, memberships, GROUPS, clusters=passages),
                        QueryScores.build(plain, memberships, GROUPS, clusters=other), SETTINGS)
+
+
+def test_one_resample_gives_no_interval_and_no_test():
+    """One resample has no spread to measure: no interval (a percentile interval of one value had no width), PSI's
+    not widened to 0 by a flat-profile test that had nothing to test, and a change without p-value."""
+    rng = np.random.default_rng(11)
+    scores, groups = _draw(rng, np.full(3, 0.55))
+    one = Resampling(1)
+    found = intervals(_queries(scores, groups), one)
+    assert all(np.isnan(e.ci_low) and np.isnan(e.ci_high) for e in found.values())
+    change = paired_changes(_queries(scores + 0.01, groups), _queries(scores, groups), one).changes["psi"]
+    assert np.isnan(change.ci_low) and np.isnan(change.pvalue)
