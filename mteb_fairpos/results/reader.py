@@ -92,6 +92,8 @@ class TaskScores:
     """(model, revision) the sidecar records, checked against the folder's model by `collect`."""
     resampling: Resampling | None = None
     """The bootstrap settings the result records (resamples, seed)."""
+    resampled: tuple[str, ...] = ()
+    """What the entries' bootstraps drew (`Settings.resampled`), each kind once."""
     task_object: Any = None
     """mteb's task object, where mteb knows the task."""
     changes_cache: dict[int, Any] = field(default_factory=dict, repr=False)
@@ -137,8 +139,7 @@ class TaskScores:
         the entries record where they record one kind; ``None`` where neither says."""
         if self.units is not None:
             return getattr(self.units, "resampled", None)
-        kinds = self.settings.get("bootstrap_units", [])
-        return kinds[0] if len(kinds) == 1 else None
+        return self.resampled[0] if len(self.resampled) == 1 else None
 
     @property
     def unmatched(self) -> set[str]:
@@ -422,6 +423,7 @@ def summarize(result) -> TaskScores:
     settings: dict[str, list[Any]] = {}
     stored: list[tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]]] = []
     resampling: Resampling | None = None
+    resampled: list[str] = []
     entries = 0
     for split, split_scores in result.scores.items():
         for raw in split_scores:
@@ -441,6 +443,8 @@ def summarize(result) -> TaskScores:
             if psi is not None:
                 psis.append(psi)
             by_queries = entry.settings.resampled in (QUERIES, CLUSTERS)
+            if entry.settings.resampled and entry.settings.resampled not in resampled:
+                resampled.append(entry.settings.resampled)
             if entry.settings.resamples:  # the bootstrap behind the entry's intervals: the sidecar's are drawn alike
                 resampling = Resampling(entry.settings.resamples, entry.settings.resampling_seed or 0)
             if by_queries and entry.profiles.get(""):  # intervals over queries: kept for a single entry
@@ -515,6 +519,7 @@ def summarize(result) -> TaskScores:
         pools=pools,
         stored=own,
         resampling=resampling,
+        resampled=tuple(resampled),
         task_object=task,
     )
 

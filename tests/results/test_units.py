@@ -68,6 +68,7 @@ def test_without_the_save_hook_the_result_is_written_as_before(encoder, tmp_path
     assert not units.sidecar_path(path).exists()
     (scores,) = collect(tmp_path).scores.values()
     assert scores.units is None and scores.main_score is not None
+    assert scores.drawn == "queries by relevant document"  # what the entry records, without a sidecar to say
     assert any("is missing" in issue.message for issue in collect(tmp_path).issues)
 
 
