@@ -305,3 +305,38 @@ def test_one_resample_gives_no_interval_and_no_test():
     assert all(np.isnan(e.ci_low) and np.isnan(e.ci_high) for e in found.values())
     change = paired_changes(_queries(scores + 0.01, groups), _queries(scores, groups), one).changes["psi"]
     assert np.isnan(change.ci_low) and np.isnan(change.pvalue)
+
+
+def test_a_cluster_name_in_two_strata_is_two_units_and_draws_follow_the_grouping_not_the_names():
+    """PosIR draws each query language apart: a document queried in two languages is a unit in each. And the draws
+    depend on how the queries are grouped, not on the clusters' names: a dataset whose passages were renumbered
+    between two runs gives the same intervals, and its results pair."""
+    rng = np.random.default_rng(12)
+    scores, groups = _draw(rng, TRUE_MEANS, 30)
+    ids = [f"q{i:04d}" for i in range(len(scores))]
+    memberships = {q: (GROUPS[g],) for q, g in zip(ids, groups, strict=True)}
+    values = dict(zip(ids, scores.tolist()))
+    strata = {q: ("deu" if i % 2 else "fra") for i, q in enumerate(ids)}
+    passages = {q: f"p{i // 6}" for i, q in enumerate(ids)}  # each passage asked in both languages
+    queries = QueryScores.build(values, memberships, GROUPS, strata, passages)
+    unit_strata, unit_of = queries.units()
+    assert len(unit_strata) == 2 * len(set(passages.values()))
+    assert all(len({strata[q] for q in queries.ids[unit_of == u]}) == 1 for u in range(len(unit_strata)))
+    renamed = {q: f"passage-{99 - int(c[1:])}" for q, c in passages.items()}
+    again = QueryScores.build(values, memberships, GROUPS, strata, renamed)
+    first, second = intervals(queries, SETTINGS), intervals(again, SETTINGS)
+    assert {k: (e.ci_low, e.ci_high) for k, e in first.items()} == {k: (e.ci_low, e.ci_high) for k, e in second.items()}
+    shifted = dict(zip(ids, (scores * 0.9).tolist()))
+    change = paired_changes(QueryScores.build(shifted, memberships, GROUPS, strata, renamed), queries, SETTINGS).changes
+    assert change[MEAN].ci_low < change[MEAN].value < change[MEAN].ci_high
+
+
+def test_few_units_to_draw_are_noted():
+    rng = np.random.default_rng(13)
+    scores, groups = _draw(rng, TRUE_MEANS, 20)
+    ids = [f"q{i:04d}" for i in range(len(scores))]
+    memberships = {q: (GROUPS[g],) for q, g in zip(ids, groups, strict=True)}
+    values = dict(zip(ids, scores.tolist()))
+    assert QueryScores.build(values, memberships, GROUPS).few_units() is None  # 60 queries drawn one by one
+    note = QueryScores.build(values, memberships, GROUPS, clusters={q: f"p{i // 6}" for i, q in enumerate(ids)}).few_units()
+    assert note is not None and note.startswith("only 10 relevant documents to draw")

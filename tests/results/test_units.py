@@ -354,3 +354,14 @@ def test_a_run_draws_each_passage_with_its_questions_and_an_earlier_sidecar_its_
     earlier = dataclasses.make_dataclass("Sidecar", ["tables"])({("test", "default"): rows.drop_columns(["cluster"])})
     drawn = pairing._retrieval_units(earlier, None, list(task.position_groups))
     assert drawn.clusters is None and drawn.resampled == QUERIES
+
+
+def test_a_sidecars_clusters_stay_within_their_subset():
+    """PosIR's subsets each have their own corpus: one document id in two subsets is two documents, so two units."""
+    import pyarrow as pa
+
+    table = pa.table({"unit": ["q1", "q2"], "group": ["a", "a"], "score": pa.array([0.5, 0.7], pa.float32()),
+                      "cluster": ["doc-1", "doc-1"]})
+    sidecar = dataclasses.make_dataclass("Sidecar", ["tables"])({("test", "deu-a"): table, ("test", "deu-b"): table})
+    drawn = pairing._retrieval_units(sidecar, None, ["a"])
+    assert len(set(drawn.clusters.tolist())) == 2 and len(drawn.units()[0]) == 2
