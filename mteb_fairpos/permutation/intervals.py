@@ -123,32 +123,34 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         """(R, S * n) profiles -> (R,) the mean over subsets of each subset's min/max."""
         return min_max_ratios(profile.reshape(-1, n_positions)).reshape(len(profile), n_strata).mean(axis=1)
 
-    own = [{"sets": int(np.count_nonzero(set_subset == s)), "topics": len(np.unique(cell[within["cells"] == s, 1])),
-            "cells": int(np.count_nonzero(within["cells"] == s))} for s in range(n_strata)]  # each subset's clusters
-    subset_clusters = [{name: number[name] for name in factors} for number in own]
+    # each subset's own clusters of each factor: what its flat test's degrees of freedom rest on
+    units = {"sets": lambda s: np.count_nonzero(set_subset == s), "cells": lambda s: np.count_nonzero(within["cells"] == s),
+             "topics": lambda s: len(np.unique(cell[within["cells"] == s, 1]))}
+    subset_clusters = [{name: int(units[name](s)) for name in factors} for s in range(n_strata)]
 
-    def level(measured: np.ndarray) -> tuple[Bootstrapped, Level, np.ndarray, dict[str, np.ndarray]]:
+    def level(measured: np.ndarray) -> tuple[Bootstrapped, Level, dict[str, np.ndarray]]:
         """The figure of ``measured`` with its interval reaching 1 where a flat profile is kept (`_flat_pvalue`), as
-        a `Level`, and the profiles it comes from."""
+        a `Level`, and its resampled profiles."""
         point, resampled = profiles(measured)
         figure = _combine(float(pooled(point[None])[0]), {name: pooled(p) for name, p in resampled.items()},
                           clusters, resampling)
-        flat = Level(_t_bounds(figure.estimate, figure.se, clusters), _flat_pvalue(point.reshape(n_strata, n_positions), resampled,
-                                                                 subset_clusters), 1.0)
-        low, high = flat.interval(resampling.confidence)
-        return replace(figure, ci_low=low, ci_high=high), flat, point, resampled
+        flat = _flat_pvalue(point.reshape(n_strata, n_positions), resampled, subset_clusters)
+        figure_level = Level(_t_bounds(figure.estimate, figure.se, clusters), flat, 1.0)
+        low, high = figure_level.interval(resampling.confidence)
+        return replace(figure, ci_low=low, ci_high=high), figure_level, resampled
 
-    fairness, flat, point, resampled = level(values)
+    fairness, flat, resampled = level(values)
     change = None
     if baseline_values is not None:
         baseline_values = np.asarray(baseline_values, dtype=np.float64)
         if baseline_values.shape != values.shape:
             raise ValueError("baseline_values must hold one value per observation, as values does.")
-        base, base_flat, _, _ = level(baseline_values)
+        base, base_flat, _ = level(baseline_values)
         change = _combine(fairness.estimate - base.estimate,
                           {name: fairness.samples[name] - base.samples[name] for name in fairness.samples}, clusters, resampling)
         # either model may be flat, where the change's own interval is biased (`level_change`)
-        low, high, p = level_change(_t_bounds(change.estimate, change.se, clusters), change.pvalue, flat, base_flat, resampling.confidence)
+        low, high, p = level_change(_t_bounds(change.estimate, change.se, clusters), change.pvalue, flat, base_flat,
+                                    resampling.confidence)
         change = replace(change, ci_low=low, ci_high=high, pvalue=p)
     return FairnessBootstrap(fairness, change, resampled, SETS_AND_TOPICS if shared else SETS)
 
