@@ -104,10 +104,12 @@ BLOCK_CELLS = 2_000_000
 """Counts held at once by `stratified_counts` (16 MB of float64): the block of resamples shrinks as units grow."""
 
 
-def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int | None = None) -> Iterator[np.ndarray]:
+def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 0, *, block: int | None = None,
+                      width: int | None = None) -> Iterator[np.ndarray]:
     """The (R, n) count matrix of a bootstrap that draws each stratum's units from that stratum only,
-    in blocks of ``block`` resamples (default: as many as `BLOCK_CELLS` counts hold, at most 250;
-    ``strata``: (n,) codes; the blocks stack to R rows).
+    in blocks of ``block`` resamples (default: as many as `BLOCK_CELLS` values of ``width`` columns hold, at most
+    250; ``width``: the columns a caller spreads the counts to, the units by default; ``strata``: (n,) codes; the
+    blocks stack to R rows).
 
     A figure that averages strata with equal weight (PosIR's mean over languages) keeps every stratum
     whole in every resample, as the data keeps it whole; one stratum is the plain bootstrap. Blocks keep
@@ -121,7 +123,7 @@ def stratified_counts(strata: np.ndarray, resampling: Resampling, stream: int = 
         raise ValueError("the bootstrap needs at least one unit to resample.")
     rng = resampling.generator(stream)
     members = [np.flatnonzero(strata == code) for code in np.unique(strata)]
-    block = block or max(1, min(250, BLOCK_CELLS // len(strata)))
+    block = block or max(1, min(250, BLOCK_CELLS // max(width or 0, len(strata))))
     for start in range(0, resampling.resamples, block):
         size = min(block, resampling.resamples - start)
         rows = (np.arange(size) * len(strata))[:, None]

@@ -24,7 +24,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
-from .resampling import BLOCK_CELLS, Level, Resampling, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
+from .resampling import Level, Resampling, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
 from .results.schema import CLUSTERS, QUERIES, Estimate
 
 MEAN = "ndcg_at_10"
@@ -37,8 +37,8 @@ class QueryScores:
 
     ``members[i, g]`` is whether query ``i`` counts in group ``groups[g]`` (a query may count in none,
     or in two: FineWeb-PosQ); ``strata[i]`` the code of its stratum (index into ``strata_labels``);
-    ``clusters[i]`` the cluster the bootstrap draws query ``i`` with (its relevant document), ``None`` where every
-    query is drawn on its own.
+    ``clusters[i]`` the cluster the bootstrap draws query ``i`` with (`relevant_clusters`; ``None`` for a query in
+    none, drawn on its own), or ``clusters`` ``None`` where every query is drawn on its own.
     """
 
     ids: np.ndarray
@@ -66,7 +66,8 @@ class QueryScores:
                 if group is not None:
                     members[row, index[group]] = True
         codes = {label: i for i, label in enumerate(labels)}
-        drawn = None if not clusters else np.asarray([str(clusters.get(q, f"query {q}")) for q in ids], dtype=object)
+        drawn = None if not clusters else np.asarray([None if clusters.get(q) is None else str(clusters[q]) for q in ids],
+                                                     dtype=object)
         return cls(np.asarray(ids, dtype=object), np.asarray([scores[q] for q in ids], dtype=np.float64), members,
                    np.asarray([codes[strata.get(q, "")] for q in ids]), tuple(groups), labels, drawn)
 
@@ -86,7 +87,10 @@ class QueryScores:
         clusters are named (a task and a reader of its sidecar name them differently)."""
         if self.clusters is None:
             return self.strata, np.arange(len(self.ids))
-        keys = np.char.add(np.char.add(self.strata.astype(str), "\x1f"), self.clusters.astype(str))
+        unclustered = np.array([cluster is None for cluster in self.clusters])  # a unit of its own
+        names = np.where(unclustered, np.char.add("query\x1f", self.ids.astype(str)),
+                         np.char.add("cluster\x1f", self.clusters.astype(str)))
+        keys = np.char.add(np.char.add(self.strata.astype(str), "\x1f"), names)
         _, first, named = np.unique(keys, return_index=True, return_inverse=True)
         order = np.argsort(first)
         rank = np.empty_like(order)
@@ -98,7 +102,7 @@ class QueryScores:
         simulation of a mean, 85 % with 10 units, 94 % with 30)."""
         strata, _ = self.units()
         labels, sizes = np.unique(strata, return_counts=True)
-        if sizes.min() >= least:
+        if len(sizes) == 0 or sizes.min() >= least:
             return None
         fewest = int(sizes.min())
         where = f" (in {self.strata_labels[int(labels[sizes.argmin()])]})" if len(labels) > 1 else ""
@@ -193,11 +197,12 @@ def _nanmean(stack: np.ndarray) -> np.ndarray:
 def _resampled(models: Sequence[QueryScores], resampling: Resampling) -> list[dict[str, np.ndarray]]:
     """Each model's figures under the same resamples of the (shared, identically ordered) queries: a unit's count
     weighs each of its queries (`QueryScores.units`). Undefined (NaN) where a stratum has one unit: every resample
-    draws it whole, so the resamples would show no spread that the data has, and an interval of no width."""
+    draws it whole, so the resamples would miss that stratum's spread (no spread at all where it is the only one)."""
     parts: list[dict[str, list[np.ndarray]]] = [{} for _ in models]
     strata, unit_of = models[0].units()
-    block = max(1, min(250, BLOCK_CELLS // len(unit_of)))  # the counts are spread to every query: size by queries
-    for counted in stratified_counts(strata, resampling, block=block):
+    if len(strata) == 0:
+        raise ValueError("the bootstrap needs at least one query to resample.")
+    for counted in stratified_counts(strata, resampling, width=len(unit_of)):  # the counts spread to every query
         weights = counted if models[0].clusters is None else counted[:, unit_of]
         for model, acc in zip(models, parts, strict=True):
             for name, values in figures(model, weights).items():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..results import Issue
 from ..results.pairing import Change
+from ..results.schema import QUERIES, SETS_AND_TOPICS
 from .data import Board, Cell, Column, Row, Source
 from .figures import task_figures
 
@@ -113,7 +114,7 @@ def _cell(cell: Cell, column: Column) -> str:
         number = f'<a href="{escape(cell.source)}"{title}>{number}</a>'
     marks = f'<sup class="pooled-mark" title="{escape(cell.pooled)}">&dagger;</sup>' if cell.pooled else ""
     if cell.interval is not None:
-        units = cell.drawn or ("segment sets and topics" if column.family == "probe" else "queries")
+        units = cell.drawn or (SETS_AND_TOPICS if column.family == "probe" else QUERIES)
         marks += f'<span class="ci" title="95 % interval (bootstrap over {units})">[{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]</span>'
     if cell.change is not None:
         marks += _change(cell.change, column)

@@ -30,10 +30,8 @@ import numpy as np
 from ..fairness import min_max_ratios
 from ..resampling import (Bounds, Level, Resampling, counts, defined, flat_differences, level_change, stratified_counts, wald,
                           weighted_means)
-from ..results.schema import Estimate
+from ..results.schema import SETS, SETS_AND_TOPICS, Estimate
 
-SETS = "segment sets"
-SETS_AND_TOPICS = "segment sets and topics"
 _STREAMS = {"sets": 0, "topics": 1, "cells": 2}
 """Each factor's random stream: independent factors, and the same draws for every model of a comparison."""
 
@@ -124,9 +122,11 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
         return min_max_ratios(profile.reshape(-1, n_positions)).reshape(len(profile), n_strata).mean(axis=1)
 
     # each subset's own clusters of each factor: what its flat test's degrees of freedom rest on
-    units = {"sets": lambda s: np.count_nonzero(set_subset == s), "cells": lambda s: np.count_nonzero(within["cells"] == s),
-             "topics": lambda s: len(np.unique(cell[within["cells"] == s, 1]))}
-    subset_clusters = [{name: int(units[name](s)) for name in factors} for s in range(n_strata)]
+    subset_clusters = [{"sets": int(np.count_nonzero(set_subset == s))} for s in range(n_strata)]
+    if shared:
+        for s, number in enumerate(subset_clusters):
+            number.update(topics=len(np.unique(cell[within["cells"] == s, 1])),
+                          cells=int(np.count_nonzero(within["cells"] == s)))
 
     def level(measured: np.ndarray) -> tuple[Bootstrapped, Level, dict[str, np.ndarray]]:
         """The figure of ``measured`` with its interval reaching 1 where a flat profile is kept (`_flat_pvalue`), as
@@ -192,7 +192,7 @@ def _subset_flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clu
     found = {name: flat_differences(point, profiles[:, None]) for name, profiles in resampled.items()}
     if any(value is None for value in found.values()):
         return 1.0  # fewer than two positions measured: nothing to differ
-    df = min(clusters["sets"], clusters.get("topics", clusters["sets"])) - 1
+    df = _df(clusters)
     if df < len(found["sets"][0]) or any(len(draws) < 2 for _, draws in found.values()):
         return float("nan")
     one_way = {name: np.atleast_2d(np.cov(draws, rowvar=False)) * clusters[name] / (clusters[name] - 1)

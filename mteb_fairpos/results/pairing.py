@@ -80,9 +80,9 @@ def _retrieval_units(sidecar: Any, task: Any, labels: list[str]) -> Any:
         ids = table.column("unit").to_pylist()
         found = table.column("group").to_pylist()
         values = table.column("score").to_numpy().astype(np.float64)
-        drawn = table.column("cluster").to_pylist() if "cluster" in table.column_names else [None] * len(ids)
+        cluster_column = table.column("cluster").to_pylist() if "cluster" in table.column_names else [None] * len(ids)
         layer = stratum(subset)
-        for qid, group, value, cluster in zip(ids, found, values, drawn, strict=True):
+        for qid, group, value, cluster in zip(ids, found, values, cluster_column, strict=True):
             key = f"{split}/{subset}/{qid}"
             scores[key] = float(value)
             groups.setdefault(key, []).append(group)

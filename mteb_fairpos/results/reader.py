@@ -137,9 +137,8 @@ class TaskScores:
     def drawn(self) -> str | None:
         """What the headline's intervals draw (`Settings.resampled`): the sidecar's units where it has them, else what
         the entries record where they record one kind; ``None`` where neither says."""
-        if self.units is not None:
-            return getattr(self.units, "resampled", None)
-        return self.resampled[0] if len(self.resampled) == 1 else None
+        from_units = getattr(self.units, "resampled", None)  # retrieval units say; a probe's are drawn as recorded
+        return from_units or (self.resampled[0] if len(self.resampled) == 1 else None)
 
     @property
     def unmatched(self) -> set[str]:

@@ -131,6 +131,10 @@ QUERIES = "queries"
 CLUSTERS = "queries by relevant document"
 """What a retrieval entry's bootstrap draws (`Settings.resampled`): queries one by one, or each relevant document
 with all its queries (`mteb_fairpos.retrieval_intervals`)."""
+SETS = "segment sets"
+SETS_AND_TOPICS = "segment sets and topics"
+"""What a probe entry's bootstrap draws: segment sets, or sets and topics where sets share topics
+(`mteb_fairpos.permutation.intervals`)."""
 
 
 @dataclass
@@ -153,7 +157,7 @@ class Settings:
     """bootstrap resamples behind the entry's intervals and paired tests (`mteb_fairpos.resampling`)."""
     resampling_seed: int | None = _key("bootstrap_seed")
     resampled: str | None = _key("bootstrap_units")
-    """what the bootstrap draws: `QUERIES`, `CLUSTERS`, ``"segment sets"``, ``"segment sets and topics"``."""
+    """what the bootstrap draws: `QUERIES`, `CLUSTERS`, `SETS`, `SETS_AND_TOPICS`."""
 
     def stored(self) -> dict[str, Any]:
         """The recorded settings under their stored keys (what a page shows)."""

@@ -216,10 +216,10 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         if unscored:
             summary.notes.append(f"{unscored} quer(ies) had no pytrec_eval score and count as nDCG@10 = 0.")
         clusters = relevant_clusters(qrels)  # queries of one passage are drawn together (docs/method.md#s5)
-        drawn = QueryScores.build(query_scores, data[GROUPS], self.position_groups, clusters=clusters)
-        if (few := drawn.few_units()) is not None:
+        queries = QueryScores.build(query_scores, data[GROUPS], self.position_groups, clusters=clusters)
+        if (few := queries.few_units()) is not None:
             summary.notes.append(few)
-        out = summary.to_scores(intervals(drawn, self.resampling), self.resampling, drawn.resampled)
+        out = summary.to_scores(intervals(queries, self.resampling), self.resampling, resampled=queries.resampled)
         out.update(dump(ScoreEntry(counts=Counts(queries=len(query_scores), skipped=dict(data[SKIPPED])))))
         out[units.DIGEST] = self.hand_over_units(hf_split, hf_subset, query_scores, data[GROUPS], cluster=clusters)
         return out

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..fairness import psi, undefined_reason
 from ..resampling import Resampling
-from ..results.schema import QUERIES, Counts, Estimate, Profile, ScoreEntry, Settings, dump, reported
+from ..results.schema import Counts, Estimate, Profile, ScoreEntry, Settings, dump, reported
 
 METRIC = "ndcg_cut_10"
 """The pytrec_eval measure the groups are scored with (nDCG@10, binary relevance)."""
@@ -116,14 +116,16 @@ class GroupSummary:
     def empty_groups(self) -> list[str]:
         return [g for g in self.groups if self.counts[g] == 0]
 
-    def to_scores(self, estimates: Mapping[str, Estimate] | None = None, resampling: Resampling | None = None,
-                  resampled: str = QUERIES) -> dict[str, Any]:
+    def to_scores(self, estimates: Mapping[str, Estimate] | None = None, resampling: Resampling | None = None, *,
+                  resampled: str | None = None) -> dict[str, Any]:
         """The mteb score entries, stored through `mteb_fairpos.results.schema` (keys: module docstring).
 
         With ``estimates`` (`mteb_fairpos.retrieval_intervals.intervals` of the same queries), the ``resampling``
         behind them and what it drew (``resampled``: `QueryScores.resampled`), each group's score, the harmonic mean
         and PSI carry their interval.
         """
+        if resampling is not None and resampled is None:
+            raise ValueError("to_scores: say what the resampling drew (resampled=), as the result records it.")
         estimates = estimates or {}
         profile = Profile({g: _with_interval(self.scores[g], estimates.get(f"position_{g}")) for g in self.groups},
                           counts=dict(self.counts))

@@ -340,3 +340,13 @@ def test_few_units_to_draw_are_noted():
     assert QueryScores.build(values, memberships, GROUPS).few_units() is None  # 60 queries drawn one by one
     note = QueryScores.build(values, memberships, GROUPS, clusters={q: f"p{i // 6}" for i, q in enumerate(ids)}).few_units()
     assert note is not None and note.startswith("only 10 relevant documents to draw")
+
+
+def test_a_query_in_no_cluster_is_its_own_unit_whatever_the_clusters_are_named_and_no_query_is_refused():
+    from mteb_fairpos.retrieval_intervals import QueryScores as Scores
+
+    memberships = {q: ("begin",) for q in ("q1", "q2", "q3")}
+    queries = Scores.build({"q1": 0.5, "q2": 0.6, "q3": 0.7}, memberships, GROUPS, clusters={"q1": "query q2", "q3": "d"})
+    assert len(queries.units()[0]) == 3  # a document named like a query's own unit is another unit
+    with pytest.raises(ValueError, match="at least one query"):
+        intervals(Scores.build({}, {}, GROUPS), SETTINGS)

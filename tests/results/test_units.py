@@ -197,6 +197,7 @@ def test_the_probes_sidecar_gives_each_subsets_fairness_its_interval_and_an_unkn
     found = collect(tmp_path)
     calibrated, twin = found.get(*_key(found, CALIBRATED)), found.get(*_key(found, TWIN))
     assert calibrated.unit_kind == "probe" and calibrated.resampling == Resampling(300, 9)
+    assert calibrated.drawn == "segment sets and topics"  # as the entries record it: the probe's units do not say
     expected = fairness_bootstrap(rows["score"], np.asarray(rows["group"], dtype=int), rows["segment_set"], rows["topic"],
                                   Resampling(300, 9)).fairness
     estimate = calibrated.headline["fairness n3_en"]
@@ -335,8 +336,6 @@ def test_a_result_merged_from_another_folder_keeps_its_rows(tmp_path):
 def test_a_run_draws_each_passage_with_its_questions_and_an_earlier_sidecar_its_queries(encoder, tmp_path):
     """The sidecar records each query's relevant passage, and the result that its bootstrap drew passages; a sidecar
     of an earlier release, without that column, is read as it was written: queries drawn one by one."""
-    import pyarrow as pa
-
     from mteb_fairpos.results.schema import CLUSTERS, QUERIES
 
     _evaluate(encoder, tmp_path)
