@@ -172,8 +172,10 @@ def _flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: 
                         for s in range(n_strata)])
     if not np.isfinite(pvalues).any():
         return float("nan")
-    ordered = np.sort(np.where(np.isfinite(pvalues), pvalues, 1.0))
-    return float(min(1.0, np.min(len(ordered) * ordered / np.arange(1, len(ordered) + 1))))
+    from statsmodels.stats.multitest import multipletests  # here, not at import: `import mteb` loads this module
+
+    # Simes' global p-value is the least of the Benjamini-Hochberg adjusted p-values
+    return float(multipletests(np.where(np.isfinite(pvalues), pvalues, 1.0), method="fdr_bh")[1].min())
 
 
 def _subset_flat_pvalue(point: np.ndarray, resampled: dict[str, np.ndarray], clusters: dict[str, int]) -> float:
