@@ -6,8 +6,9 @@ queries' nDCG@10 under resamples (`mteb_fairpos.resampling`). The unit drawn is 
 clustered (several questions asked of one passage, as in SQuAD), the cluster with all its queries: queries of one
 passage share how well that passage is embedded, so drawing them one by one takes them as more independent than they
 are and the intervals too narrow (docs/method.md#s5). Queries fall in *strata* that a task averages with equal weight (PosIR's
-query languages, docs/method.md#s3-4); each stratum is resampled within itself and its figures are
-computed from its own queries, then averaged over strata as the task averages them. With one stratum
+query languages, docs/method.md#s3-4); each stratum is resampled within itself (strata that share a cluster, as
+cross-lingual PosIR's languages share their English documents, together) and its figures are computed from its own
+queries, then averaged over strata as the task averages them. With one stratum
 (SQuAD-PosQ, FineWeb-PosQ) the figures are the task's own.
 
 Every resample is a row of counts, so a figure under all resamples is a few matrix products: no loop
@@ -81,21 +82,34 @@ class QueryScores:
         return QUERIES if self.clusters is None else CLUSTERS
 
     def units(self) -> tuple[np.ndarray, np.ndarray]:
-        """The bootstrap's units: each unit's stratum, in the order the draws take them, and each query's unit. A unit
-        is a query, or a cluster within a stratum (a cluster in two strata is drawn in each, as strata are drawn apart),
-        ordered by its first query, so that the draws depend on the queries' order and grouping, not on how the
-        clusters are named (a task and a reader of its sidecar name them differently)."""
+        """The bootstrap's units: each unit's stratum of draws, in the order the draws take them, and each query's
+        unit. A unit is a query, or a cluster with all its queries, ordered by its first query, so that the draws
+        depend on the queries' order and grouping, not on how the clusters are named (a task and a reader of its
+        sidecar name them differently).
+
+        Strata are drawn apart, except where a cluster spans them: a document queried in several languages (PosIR's
+        cross-lingual setting) is one unit, drawn with its queries in every language, so strata that share clusters,
+        directly or through others, are drawn together (named by the least of their codes)."""
         if self.clusters is None:
             return self.strata, np.arange(len(self.ids))
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
         unclustered = np.array([cluster is None for cluster in self.clusters])  # a unit of its own
         names = np.where(unclustered, np.char.add("query\x1f", self.ids.astype(str)),
                          np.char.add("cluster\x1f", self.clusters.astype(str)))
-        keys = np.char.add(np.char.add(self.strata.astype(str), "\x1f"), names)
-        _, first, named = np.unique(keys, return_index=True, return_inverse=True)
+        _, first, named = np.unique(names, return_index=True, return_inverse=True)
         order = np.argsort(first)
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
-        return self.strata[first[order]], rank[named.reshape(-1)]
+        unit_of = rank[named.reshape(-1)]
+        layers = len(self.strata_labels)  # a graph of strata and units, joined by the queries between them
+        size = layers + len(order)
+        edges = coo_matrix((np.ones(len(unit_of)), (self.strata, layers + unit_of)), shape=(size, size))
+        _, component = connected_components(edges, directed=False)
+        least = np.full(component.max() + 1, layers)
+        np.minimum.at(least, component[:layers], np.arange(layers))
+        return least[component[layers:]], unit_of
 
     def few_units(self, least: int = 30) -> str | None:
         """A note where a stratum has fewer than ``least`` units: percentile intervals then cover too little (in a

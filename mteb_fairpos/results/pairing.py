@@ -72,6 +72,7 @@ def _retrieval_units(sidecar: Any, task: Any, labels: list[str]) -> Any:
     from ..retrieval_intervals import QueryScores
 
     stratum = getattr(task, "unit_stratum", None) or (lambda subset: subset)
+    corpus = getattr(task, "unit_corpus", None) or (lambda subset: subset)
     scores: dict[str, float] = {}
     groups: dict[str, list[str | None]] = {}
     strata: dict[str, str] = {}
@@ -81,14 +82,14 @@ def _retrieval_units(sidecar: Any, task: Any, labels: list[str]) -> Any:
         found = table.column("group").to_pylist()
         values = table.column("score").to_numpy().astype(np.float64)
         cluster_column = table.column("cluster").to_pylist() if "cluster" in table.column_names else [None] * len(ids)
-        layer = stratum(subset)
+        layer, searched = stratum(subset), corpus(subset)
         for qid, group, value, cluster in zip(ids, found, values, cluster_column, strict=True):
             key = f"{split}/{subset}/{qid}"
             scores[key] = float(value)
             groups.setdefault(key, []).append(group)
             strata[key] = layer
-            if cluster is not None:  # a subset's own corpus: its documents are its own
-                clusters[key] = f"{split}/{subset}/{cluster}"
+            if cluster is not None:  # a document is shared by the subsets that search its corpus
+                clusters[key] = f"{split}/{searched}/{cluster}"
     ordered = list(labels) + sorted({g for gs in groups.values() for g in gs if g is not None} - set(labels))
     return QueryScores.build(scores, groups, ordered, strata, clusters or None)
 

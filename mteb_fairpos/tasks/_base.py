@@ -230,6 +230,12 @@ class PositionGroupedRetrieval(AbsTaskRetrieval):
         each is its own (a task that pools subsets, as PosIR pools languages, says so here)."""
         return subset
 
+    def unit_corpus(self, subset: str) -> str:
+        """The subset whose corpus ``subset``'s queries search: the bootstrap's clusters (relevant documents) are
+        named within it, so the queries of subsets that search one corpus share their documents' units. Each
+        subset searches its own here."""
+        return subset
+
     def hand_over_units(self, hf_split: str, hf_subset: str, query_scores: Mapping[str, float],
                         groups: Mapping[str, Iterable[str | None]], **extra: Mapping[str, Any]) -> str:
         """Hand each query's nDCG@10 to the sidecar writer (`mteb_fairpos.results.units`), one row per

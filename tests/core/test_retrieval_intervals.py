@@ -250,6 +250,39 @@ def test_queries_of_one_passage_are_drawn_together_and_then_cover_95_percent():
     assert coverage["queries"][MEAN] < 0.85 and coverage["queries"]["harmonic_mean"] < 0.85, coverage
 
 
+def test_a_document_queried_in_several_languages_is_drawn_with_all_its_queries_and_then_covers_95_percent():
+    """Cross-lingual PosIR: 300 English documents, each queried once in each of four languages, a document effect
+    shared by its queries in every language, and the figures averaged over languages. Each language's documents
+    drawn apart covered every figure in only 76-86 % of datasets (seeds 1-4 of this simulation): what a document
+    shares across languages was missing from the intervals. Drawn once with all its queries, 92.5-96.2 %."""
+    rng = np.random.default_rng(2)
+    documents, languages = 300, ("deu", "fra", "spa", "rus")
+    offsets = np.linspace(-0.05, 0.05, len(languages))
+    truth = {f"position_{g}": float(np.mean(TRUE_MEANS[i] + offsets)) for i, g in enumerate(GROUPS)}
+    truth.update(harmonic_mean=float(np.mean([harmonic_mean((TRUE_MEANS + o).tolist()) for o in offsets])),
+                 psi=float(np.mean([psi((TRUE_MEANS + o).tolist()) for o in offsets])),
+                 **{MEAN: float(np.mean(TRUE_MEANS.mean() + offsets))})
+    ids = [f"{language}/q{d:04d}" for language in languages for d in range(documents)]
+    document = np.tile(np.arange(documents), len(languages))
+    language = np.repeat(np.arange(len(languages)), documents)
+    strata = {q: languages[code] for q, code in zip(ids, language, strict=True)}
+    drawn = {"together": {q: f"d{d}" for q, d in zip(ids, document, strict=True)},
+             "apart": {q: f"{strata[q]}/d{d}" for q, d in zip(ids, document, strict=True)}}
+    hits = {kind: dict.fromkeys(truth, 0) for kind in drawn}
+    for _ in range(DATASETS):
+        groups = rng.integers(0, 3, documents)  # where the answer sits is the document's, in every language
+        means = TRUE_MEANS[groups[document]] + offsets[language] + rng.uniform(-0.25, 0.25, documents)[document]
+        scores = dict(zip(ids, rng.beta(4 * means, 4 * (1 - means)).tolist()))
+        memberships = {q: (GROUPS[groups[d]],) for q, d in zip(ids, document, strict=True)}
+        for kind, clusters in drawn.items():
+            found = intervals(QueryScores.build(scores, memberships, GROUPS, strata, clusters), SETTINGS)
+            for name, value in truth.items():
+                hits[kind][name] += found[name].ci_low <= value <= found[name].ci_high
+    coverage = {kind: {name: count / DATASETS for name, count in found.items()} for kind, found in hits.items()}
+    assert all(0.92 <= share <= 0.97 for share in coverage["together"].values()), coverage
+    assert all(share < 0.87 for share in coverage["apart"].values()), coverage
+
+
 def test_clusters_are_the_queries_that_share_a_relevant_document():
     from mteb_fairpos.retrieval_intervals import relevant_clusters
 
@@ -307,10 +340,11 @@ def test_one_resample_gives_no_interval_and_no_test():
     assert np.isnan(change.ci_low) and np.isnan(change.pvalue)
 
 
-def test_a_cluster_name_in_two_strata_is_two_units_and_draws_follow_the_grouping_not_the_names():
-    """PosIR draws each query language apart: a document queried in two languages is a unit in each. And the draws
-    depend on how the queries are grouped, not on the clusters' names: a dataset whose passages were renumbered
-    between two runs gives the same intervals, and its results pair."""
+def test_a_cluster_in_two_strata_is_one_unit_that_draws_them_together_and_draws_follow_the_grouping_not_the_names():
+    """Cross-lingual PosIR asks of one English document in several languages: the document is one unit, drawn with
+    its queries in every language, so the languages it joins are drawn together, and a language that shares no
+    document stays apart. And the draws depend on how the queries are grouped, not on the clusters' names: a dataset
+    whose passages were renumbered between two runs gives the same intervals, and its results pair."""
     rng = np.random.default_rng(12)
     scores, groups = _draw(rng, TRUE_MEANS, 30)
     ids = [f"q{i:04d}" for i in range(len(scores))]
@@ -320,8 +354,11 @@ def test_a_cluster_name_in_two_strata_is_two_units_and_draws_follow_the_grouping
     passages = {q: f"p{i // 6}" for i, q in enumerate(ids)}  # each passage asked in both languages
     queries = QueryScores.build(values, memberships, GROUPS, strata, passages)
     unit_strata, unit_of = queries.units()
-    assert len(unit_strata) == 2 * len(set(passages.values()))
-    assert all(len({strata[q] for q in queries.ids[unit_of == u]}) == 1 for u in range(len(unit_strata)))
+    assert len(unit_strata) == len(set(passages.values())) and len(set(unit_strata.tolist())) == 1
+    assert all({strata[q] for q in queries.ids[unit_of == u]} == {"deu", "fra"} for u in range(len(unit_strata)))
+    alone = {**strata, **{q: "spa" for q in ids[-12:]}}  # the last two passages are asked in Spanish only
+    unit_strata, _ = QueryScores.build(values, memberships, GROUPS, alone, passages).units()
+    assert sorted(np.unique(unit_strata, return_counts=True)[1].tolist()) == [2, len(unit_strata) - 2]
     renamed = {q: f"passage-{99 - int(c[1:])}" for q, c in passages.items()}
     again = QueryScores.build(values, memberships, GROUPS, strata, renamed)
     first, second = intervals(queries, SETTINGS), intervals(again, SETTINGS)

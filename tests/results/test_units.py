@@ -364,3 +364,25 @@ def test_a_sidecars_clusters_stay_within_their_subset():
     sidecar = dataclasses.make_dataclass("Sidecar", ["tables"])({("test", "deu-a"): table, ("test", "deu-b"): table})
     drawn = pairing._retrieval_units(sidecar, None, ["a"])
     assert len(set(drawn.clusters.tolist())) == 2 and len(drawn.units()[0]) == 2
+
+
+def test_cross_lingual_posir_draws_a_document_once_with_its_queries_in_every_language():
+    """Cross-lingual subsets search their domain's English corpus: one document id in two languages' subsets is one
+    document, so one unit, and the two languages are drawn together; monolingual PosIR's subsets have corpora of
+    their own, so there the same id is two documents."""
+    import pyarrow as pa
+
+    from mteb_fairpos.tasks.posir import PosIR, PosIRCrossLingual
+
+    table = pa.table({"unit": ["q1", "q2"], "group": ["a", "a"], "score": pa.array([0.5, 0.7], pa.float32()),
+                      "cluster": ["doc-1", "doc-2"]})
+    sidecar = dataclasses.make_dataclass("Sidecar", ["tables"])(
+        {("test", "deu-Latn.finance"): table, ("test", "fra-Latn.finance"): table, ("test", "fra-Latn.law"): table})
+    cross = pairing._retrieval_units(sidecar, PosIRCrossLingual(), ["a"])
+    strata, unit_of = cross.units()
+    assert len(strata) == 4  # doc-1 and doc-2 of finance, each in both languages; doc-1 and doc-2 of law
+    assert sorted(np.unique(strata, return_counts=True)[1].tolist()) == [4]  # French joins German: one draw
+    assert len({(cross.strata_labels[s], u) for s, u in zip(cross.strata, unit_of)}) == 6
+    own = pairing._retrieval_units(sidecar, PosIR(), ["a"])
+    assert len(own.units()[0]) == 6 and len(set(own.units()[0].tolist())) == 2
+

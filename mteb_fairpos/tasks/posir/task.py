@@ -237,6 +237,12 @@ class PosIR(PositionGroupedRetrieval):
         bootstrap (`mteb_fairpos.retrieval_intervals`) is its subset's query language."""
         return split_subset(subset)[0]
 
+    def unit_corpus(self, subset: str) -> str:
+        """Cross-lingual subsets search their domain's English corpus: a document queried in several languages is
+        one unit of the bootstrap, drawn with all its queries (docs/method.md#s3-1)."""
+        _, domain = split_subset(subset)
+        return subset_name(ENGLISH, domain) if self.cross_lingual else subset
+
     summarize_scores = staticmethod(summarize_scores)
     """How ``mteb-fairpos compare`` pools this task's subsets (the papers' per-language figures)."""
 
