@@ -328,22 +328,21 @@ def test_a_flat_profiles_fairness_interval_covers_one_95_percent():
     assert 0.93 <= hits / reps <= 0.97, hits / reps
 
 
-def pooled_flat_coverage(sizes: list[int], seed: int, reps: int) -> float:
-    """How often the pooled fairness interval covers 1 for a flat profile, subsets of ``sizes`` segment sets each on
-    24 shared topics."""
+def pooled_flat_coverage(sizes: list[int], seed: int, reps: int, profile: tuple[float, ...] = (0.62, 0.62, 0.62)) -> float:
+    """How often the pooled fairness interval covers the true fairness of ``profile`` (1 for the flat default) in
+    every subset, subsets of ``sizes`` segment sets each on 24 shared topics."""
     rng = np.random.default_rng(seed)
     parts = [design(sets, 24, rng) for sets in sizes]
     set_of = np.concatenate([part[0] + 12 * k for k, part in enumerate(parts)])
     topic_of = np.concatenate([part[1] for part in parts])
     position = np.concatenate([part[2] for part in parts])
     subset = np.repeat(["en", "de", "fr"][:len(sizes)], [len(part[0]) for part in parts])
-    flat = np.full(3, 0.62)
-    hits = 0
+    means, hits = np.asarray(profile), 0
     for rep in range(reps):
-        values = flat[position - 1] + shared_effects(set_of, topic_of, position, rng) + rng.normal(0, 0.03, len(position))
+        values = means[position - 1] + shared_effects(set_of, topic_of, position, rng) + rng.normal(0, 0.03, len(position))
         boot = fairness_bootstrap(values, position, set_of, topic_of, Resampling(resamples=200, seed=rep),
                                   strata=subset).fairness
-        hits += boot.ci_low <= 1.0 <= boot.ci_high
+        hits += boot.ci_low <= min_max_ratio(means) <= boot.ci_high
     return hits / reps
 
 
@@ -354,6 +353,16 @@ def test_a_pooled_flat_profiles_fairness_interval_covers_one_95_percent():
     combined by Simes', it covers 1 at the nominal 95 % (94.7-95.3 % over the same seeds)."""
     coverage = pooled_flat_coverage([12, 12, 12], seed=1, reps=300)
     assert 0.93 <= coverage <= 0.97, coverage
+
+
+def test_a_pooled_profile_near_flat_is_covered_with_the_bias_corrected_interval():
+    """Near a flat profile min/max is biased low, and the pooled score's subsets add their biases while its standard
+    error shrinks: a pooled 0.62/0.62/0.60 of three subsets of 12 sets was covered in 89.4 % of 2,400 datasets (seeds
+    1-8 of this simulation; 89.7 % over the seeds 1-4 asserted here). The interval now also holds the t interval
+    around the estimate less its bootstrap bias: 92.9 % (92.75 % here), still short of 95 %, since the bootstrap
+    sees only part of the bias where positions tie (docs/method.md#s5)."""
+    coverage = np.mean([pooled_flat_coverage([12, 12, 12], seed, 300, (0.62, 0.62, 0.60)) for seed in (1, 2, 3, 4)])
+    assert 0.915 <= coverage <= 0.97, coverage
 
 
 def test_a_subset_too_small_to_test_does_not_reject_a_pooled_flat_profile():
