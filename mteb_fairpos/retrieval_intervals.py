@@ -25,7 +25,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
-from .resampling import Level, Resampling, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
+from .resampling import Level, Resampling, bias_corrected, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
 from .results.schema import CLUSTERS, QUERIES, Estimate
 
 MEAN = "ndcg_at_10"
@@ -248,8 +248,13 @@ def intervals(queries: QueryScores, resampling: Resampling) -> dict[str, Estimat
 def _psi_level(point: dict[str, np.ndarray], samples: dict[str, np.ndarray]) -> Level:
     """PSI as a level of a profile: its percentile interval, which reaches 0 where the group means are consistent
     with a flat profile (:func:`flat_pvalue`)."""
-    return Level(lambda confidence: interval(samples["psi"], confidence),
-                 flat_pvalue(point[STRATUM_MEANS][0], samples[STRATUM_MEANS]), 0.0)
+    value = float(point["psi"][0])
+
+    def bounds(confidence: float) -> tuple[float, float]:
+        (low, high), (low_bc, high_bc) = interval(samples["psi"], confidence), bias_corrected(samples["psi"], value, confidence)
+        return min(low, low_bc), max(high, high_bc)
+
+    return Level(bounds, flat_pvalue(point[STRATUM_MEANS][0], samples[STRATUM_MEANS]), 0.0)
 
 
 def flat_pvalue(means: np.ndarray, resampled: np.ndarray) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mteb_fairpos.fairness import min_max_ratio, min_max_ratios
-from mteb_fairpos.resampling import Resampling, counts, interval, pvalue, weighted_means
+from mteb_fairpos.resampling import Resampling, bias_corrected, counts, interval, pvalue, weighted_means
 
 
 def test_counts_draw_n_of_n_units_and_are_reproducible_by_seed_and_stream():
@@ -56,6 +56,23 @@ def test_the_p_value_and_the_interval_agree_on_a_skewed_bootstrap_distribution()
         excluded = not low <= 0 <= high
         p = pvalue(float(np.median(samples)), samples)
         assert (p < 0.05) == excluded or abs(p - 0.05) < 0.005, (low, high, p)
+
+
+def test_the_bias_corrected_interval_moves_against_the_resamples_bias_and_is_the_percentile_one_without():
+    """Resamples normal around ``estimate + d`` with spread ``s``: the share below the estimate is ``Phi(-d/s)``, so
+    ``z0 = -d/s`` and the BC interval is ``estimate - d +- 1.96 s``, the percentile interval moved by twice the bias.
+    Centred on the estimate, the resamples give the percentile interval itself."""
+    from scipy.stats import norm
+
+    quantiles = norm.ppf((np.arange(200_000) + 0.5) / 200_000)  # an exact normal sample
+    estimate, d, s = 0.3, 0.005, 0.01
+    low, high = bias_corrected(estimate + d + s * quantiles, estimate, 0.95)
+    assert low == pytest.approx(estimate - d - 1.959964 * s, abs=2e-5)
+    assert high == pytest.approx(estimate - d + 1.959964 * s, abs=2e-5)
+    centred = estimate + s * quantiles
+    assert bias_corrected(centred, estimate, 0.95) == pytest.approx(interval(centred, 0.95), abs=1e-9)
+    assert all(np.isnan(bias_corrected(centred[:1], estimate, 0.95)))
+    assert all(np.isnan(bias_corrected(centred, float("nan"), 0.95)))
 
 
 def test_an_interval_is_undefined_when_most_resamples_are():

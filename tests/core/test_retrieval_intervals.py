@@ -70,6 +70,23 @@ def test_a_flat_profiles_psi_interval_covers_zero_95_percent():
     assert 0.93 <= coverage["psi"] <= 0.97, coverage
 
 
+def test_psi_near_a_flat_profile_is_covered_with_the_bias_corrected_interval():
+    """Three groups of 200 queries scored 0 or 1 with means 0.57/0.55/0.53 (PSI 0.07): the flat test often keeps a
+    flat profile, but where it does not, the percentile interval, biased up as PSI is, missed the truth (89-91 %
+    coverage over the seeds 1-3 of this simulation, 89.8 % on this test's data). Its hull with Efron's bias-corrected
+    percentile interval covers 92.9-95.5 %, at 1 % more width."""
+    rng = np.random.default_rng(1)
+    means = np.array([0.57, 0.55, 0.53])
+    groups = np.repeat(np.arange(3), PER_GROUP)
+    datasets, hits = 1200, 0
+    for _ in range(datasets):
+        scores = (rng.random(len(groups)) < means[groups]).astype(float)
+        found = intervals(_queries(scores, groups), Resampling(resamples=400, seed=int(rng.integers(2**31))))["psi"]
+        hits += found.ci_low <= psi(means.tolist()) <= found.ci_high
+    print("coverage", hits / datasets)
+    assert 0.92 <= hits / datasets <= 0.97, hits / datasets
+
+
 def test_the_test_of_a_flat_profile_takes_each_stratum_and_what_the_data_fix():
     """PSI is the mean over strata of each one's: two strata with opposite profiles average to a flat one, yet
     neither is flat, so PSI's interval does not reach 0. And a difference the resamples never vary (a group scored 1
