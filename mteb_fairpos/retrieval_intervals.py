@@ -114,8 +114,7 @@ class QueryScores:
     def few_units(self, least: int = 30) -> str | None:
         """A note where a stratum has fewer than ``least`` units: percentile intervals then cover too little (in a
         simulation of a mean, 85 % with 10 units, 94 % with 30)."""
-        strata, _ = self.units()
-        labels, sizes = np.unique(strata, return_counts=True)
+        labels, sizes = _stratum_units(self.strata, self.units()[1])
         if len(sizes) == 0 or sizes.min() >= least:
             return None
         fewest = int(sizes.min())
@@ -123,6 +122,13 @@ class QueryScores:
         drawn = "relevant documents" if self.clusters is not None else "queries"
         return (f"only {fewest} {drawn} to draw{where}: the intervals rest on fewer than {least} units and are too "
                 "narrow; read them with care.")
+
+
+def _stratum_units(strata: np.ndarray, unit_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each stratum that holds queries (its code) and how many units its queries are in: what a stratum's figures
+    rest on, whether it is drawn alone or with others (`QueryScores.units`)."""
+    codes = np.unique(strata)
+    return codes, np.array([len(np.unique(unit_of[strata == code])) for code in codes], dtype=np.int64)
 
 
 def relevant_clusters(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
@@ -169,9 +175,12 @@ def _blas() -> ThreadpoolController:
 
 def _figures(queries: QueryScores, weights: np.ndarray) -> dict[str, np.ndarray]:
     per_stratum: dict[str, list[np.ndarray]] = {}
+    absent = np.zeros(len(weights), dtype=bool)  # resamples that leave out a stratum the data holds
     for code in range(len(queries.strata_labels)):
         columns = np.flatnonzero(queries.strata == code)
         inside, scores = weights[:, columns], queries.scores[columns]
+        if len(columns):
+            absent |= inside.sum(axis=1) == 0
         members = queries.members[columns].astype(np.float64)
         means = weighted_means(inside, members * scores[:, None], members)
         overall = weighted_means(inside, scores[:, None], np.ones((len(columns), 1)))[:, 0]
@@ -183,7 +192,9 @@ def _figures(queries: QueryScores, weights: np.ndarray) -> dict[str, np.ndarray]
     out = {f"position_{g}": averaged["groups"][:, i] for i, g in enumerate(queries.groups)}
     out.update({name: averaged[name] for name in ("harmonic_mean", "psi", MEAN)})
     out[STRATUM_MEANS] = np.stack(per_stratum["groups"], axis=1)  # (R, strata, groups): what PSI = 0 is tested on
-    return out
+    # strata drawn together (sharing documents) can leave one out of a resample: its mean over the other strata is
+    # another figure, so that resample is undefined (left out of intervals, `resampling.defined`)
+    return {name: np.where(absent.reshape((-1,) + (1,) * (values.ndim - 1)), np.nan, values) for name, values in out.items()}
 
 
 STRATUM_MEANS = "stratum_means"
@@ -210,8 +221,9 @@ def _nanmean(stack: np.ndarray) -> np.ndarray:
 
 def _resampled(models: Sequence[QueryScores], resampling: Resampling) -> list[dict[str, np.ndarray]]:
     """Each model's figures under the same resamples of the (shared, identically ordered) queries: a unit's count
-    weighs each of its queries (`QueryScores.units`). Undefined (NaN) where a stratum has one unit: every resample
-    draws it whole, so the resamples would miss that stratum's spread (no spread at all where it is the only one)."""
+    weighs each of its queries (`QueryScores.units`). Undefined (NaN) where a stratum's queries are in one unit: every
+    resample draws it whole, or (drawn with other strata) whole or not at all, so the resamples would miss that
+    stratum's spread (no spread at all where it is the only one)."""
     parts: list[dict[str, list[np.ndarray]]] = [{} for _ in models]
     strata, unit_of = models[0].units()
     if len(strata) == 0:
@@ -221,7 +233,7 @@ def _resampled(models: Sequence[QueryScores], resampling: Resampling) -> list[di
         for model, acc in zip(models, parts, strict=True):
             for name, values in figures(model, weights).items():
                 acc.setdefault(name, []).append(values)
-    alone = np.unique(strata, return_counts=True)[1].min() < 2
+    alone = _stratum_units(models[0].strata, unit_of)[1].min() < 2
     return [{name: np.full_like(np.concatenate(values), np.nan) if alone else np.concatenate(values)
              for name, values in acc.items()} for acc in parts]
 

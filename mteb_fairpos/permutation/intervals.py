@@ -11,7 +11,8 @@ topic's segment recurs across sets, so the units of the bootstrap are sets *and*
   less those counted twice), at least the larger one-way variance. It is the bootstrap form of two-way
   cluster-robust errors (`stats`).
 
-The interval is ``estimate +- t * SE`` (see `_combine`). The coverage simulation in docs/method.md#s5-1 is
+The interval is ``estimate +- t * SE``, widened to hold the same around the bias-corrected estimate, and a fairness
+interval ends at 1 (see `_combine`, `_bias`). The coverage simulation in docs/method.md#s5-1 is
 why: the pigeonhole bootstrap (sets and topics drawn together) over-covered, resampling sets alone
 under-covered where sets share topics, and percentile intervals under-covered with few sets.
 
@@ -277,7 +278,7 @@ def _bias(estimate: float, samples: dict[str, np.ndarray], one_way: dict[str, fl
 
     Why: min/max is biased away from a flat profile (noise pulls the largest mean up and the smallest down), and
     where the subsets of the probe's main score are pooled, their biases add while the standard error shrinks. Near a
-    flat profile the t interval alone then misses the truth (a pooled 0.62/0.62/0.60 of 3 subsets of 12 sets: 87 %
+    flat profile the t interval alone then misses the truth (a pooled 0.62/0.62/0.60 of 3 subsets of 12 sets: 89.4 %
     coverage); the hull with the interval around the bias-corrected estimate covers it (docs/method.md#s5-1). Where
     positions are well apart the bias is close to 0 and the interval as before."""
     ratios = []

@@ -300,6 +300,32 @@ def test_a_document_queried_in_several_languages_is_drawn_with_all_its_queries_a
     assert all(share < 0.87 for share in coverage["apart"].values()), coverage
 
 
+def test_a_resample_that_leaves_out_a_language_drawn_with_others_is_undefined_and_one_unit_gives_no_interval():
+    """Languages that share documents are drawn together, so a small one can be left out of a resample. Its mean over
+    the other languages is another figure (here far higher: the small language scores 0.05), so such a resample is
+    undefined; averaged anyway, the overall nDCG@10's interval spread from 0.015 to 0.118 wide. A language whose
+    queries are in one unit gives no interval, as a stratum of one unit always has."""
+    from mteb_fairpos.retrieval_intervals import _resampled
+
+    rng = np.random.default_rng(0)
+    scores, memberships, strata, clusters = {}, {}, {}, {}
+    for language, documents, value in (("deu", 300, None), ("fra", 300, None), ("spa", 300, None), ("ita", 3, 0.05)):
+        for d in range(documents):
+            query = f"{language}/{d}"
+            scores[query] = float(rng.beta(5, 5)) if value is None else value
+            memberships[query], strata[query], clusters[query] = (GROUPS[d % 3],), language, f"d{d}"
+    queries = QueryScores.build(scores, memberships, GROUPS, strata, clusters)
+    (samples,) = _resampled([queries], SETTINGS)
+    left_out = np.isnan(samples["stratum_means"][:, queries.strata_labels.index("ita")]).all(axis=1)
+    assert 0 < left_out.sum() < len(left_out) / 5
+    assert np.array_equal(np.isnan(samples[MEAN]), left_out)
+    found = intervals(queries, SETTINGS)[MEAN]
+    assert found.ci_low < found.value < found.ci_high and found.ci_high - found.ci_low < 0.03
+    one = QueryScores.build({q: v for q, v in scores.items() if not q.startswith("ita/") or q == "ita/0"}, memberships,
+                            GROUPS, strata, clusters)
+    assert all(np.isnan(e.ci_low) for e in intervals(one, SETTINGS).values())
+
+
 def test_clusters_are_the_queries_that_share_a_relevant_document():
     from mteb_fairpos.retrieval_intervals import relevant_clusters
 
