@@ -245,8 +245,8 @@ def _estimate(value: float, samples: np.ndarray, resampling: Resampling, *, test
 
 
 def intervals(queries: QueryScores, resampling: Resampling) -> dict[str, Estimate]:
-    """Every figure with its percentile interval over ``resampling``'s resamples of the queries; PSI's reaches down
-    to 0 where the group means are consistent with a flat profile (:func:`flat_pvalue`)."""
+    """Every figure with its percentile interval over ``resampling``'s resamples of the queries; PSI's also holds the
+    bias-corrected one and reaches down to 0 where the group means are consistent with a flat profile (`_psi_level`)."""
     point = figures(queries, np.ones((1, len(queries.ids))))
     (samples,) = _resampled([queries], resampling)
     estimates = {name: _estimate(float(point[name][0]), samples[name], resampling, test=False)
@@ -258,8 +258,9 @@ def intervals(queries: QueryScores, resampling: Resampling) -> dict[str, Estimat
 
 
 def _psi_level(point: dict[str, np.ndarray], samples: dict[str, np.ndarray]) -> Level:
-    """PSI as a level of a profile: its percentile interval, which reaches 0 where the group means are consistent
-    with a flat profile (:func:`flat_pvalue`)."""
+    """PSI as a level of a profile: the hull of its percentile and bias-corrected percentile intervals (near a flat
+    profile PSI is biased up, and the percentile interval with it: docs/method.md#s5), which reaches 0 where the group
+    means are consistent with a flat profile (:func:`flat_pvalue`)."""
     value = float(point["psi"][0])
 
     def bounds(confidence: float) -> tuple[float, float]:
