@@ -386,3 +386,27 @@ def test_cross_lingual_posir_draws_a_document_once_with_its_queries_in_every_lan
     own = pairing._retrieval_units(sidecar, PosIR(), ["a"])
     assert len(own.units()[0]) == 6 and len(set(own.units()[0].tolist())) == 2
 
+
+def test_a_cross_lingual_run_draws_each_english_document_with_its_queries_in_every_language(encoder, tmp_path):
+    """End to end: a cross-lingual PosIR run over two query languages records each query's English document in the
+    sidecar, and the reader draws each document once, with its queries in both languages (one draw for both)."""
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.tasks.posir import PosIRCrossLingual
+
+    copy = tmp_path / "posir"
+    shutil.copytree(FIXTURES / "posir", copy)
+    shutil.copytree(copy / "deu-Latn", copy / "fra-Latn")  # a second query language over the same English corpora
+    task = PosIRCrossLingual(languages=["deu", "fra"], data_dir=copy)
+    mteb.evaluate(encoder, task, cache=ResultCache(tmp_path / "results"), co2_tracker=False)
+    (scores,) = collect(tmp_path / "results").scores.values()
+    drawn = scores.units
+    strata, unit_of = drawn.units()
+    languages = {label: {str(c) for c, code in zip(drawn.clusters, drawn.strata) if drawn.strata_labels[code] == label}
+                 for label in drawn.strata_labels}
+    assert set(languages) == {"deu-Latn", "fra-Latn"} and languages["deu-Latn"] == languages["fra-Latn"]
+    assert all(cluster.startswith("test/eng-Latn.") for cluster in languages["deu-Latn"])
+    assert len(set(strata.tolist())) == 1 and len(strata) == len(languages["deu-Latn"])
+    assert all({drawn.strata_labels[c] for c in drawn.strata[unit_of == u]} == {"deu-Latn", "fra-Latn"}
+               for u in range(len(strata)))
+
