@@ -82,6 +82,11 @@ class QueryScores:
         return QUERIES if self.clusters is None else CLUSTERS
 
     def units(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bootstrap's units (`_units`, worked out once: a task asks for them for its note and its intervals)."""
+        return self._units
+
+    @functools.cached_property
+    def _units(self) -> tuple[np.ndarray, np.ndarray]:
         """The bootstrap's units: each unit's stratum of draws, in the order the draws take them, and each query's
         unit. A unit is a query, or a cluster with all its queries, ordered by its first query, so that the draws
         depend on the queries' order and grouping, not on how the clusters are named (a task and a reader of its
@@ -92,9 +97,6 @@ class QueryScores:
         directly or through others, are drawn together (named by the least of their codes)."""
         if self.clusters is None:
             return self.strata, np.arange(len(self.ids))
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-
         unclustered = np.array([cluster is None for cluster in self.clusters])  # a unit of its own
         names = np.where(unclustered, np.char.add("query\x1f", self.ids.astype(str)),
                          np.char.add("cluster\x1f", self.clusters.astype(str)))
@@ -103,10 +105,8 @@ class QueryScores:
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
         unit_of = rank[named.reshape(-1)]
-        layers = len(self.strata_labels)  # a graph of strata and units, joined by the queries between them
-        size = layers + len(order)
-        edges = coo_matrix((np.ones(len(unit_of)), (self.strata, layers + unit_of)), shape=(size, size))
-        _, component = connected_components(edges, directed=False)
+        layers = len(self.strata_labels)  # strata and units, joined by the queries between them
+        component = _components(self.strata, unit_of, layers, len(order))
         least = np.full(component.max() + 1, layers)
         np.minimum.at(least, component[:layers], np.arange(layers))
         return least[component[layers:]], unit_of
@@ -131,25 +131,32 @@ def _stratum_units(strata: np.ndarray, unit_of: np.ndarray) -> tuple[np.ndarray,
     return codes, np.array([len(np.unique(unit_of[strata == code])) for code in codes], dtype=np.int64)
 
 
-def relevant_clusters(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
-    """``{query id: cluster}``: queries that share a relevant document (relevance above 0), directly or through other
-    queries, form one cluster, named by its least document id; a query with no relevant document is in none."""
+def _components(left: np.ndarray, right: np.ndarray, n_left: int, n_right: int) -> np.ndarray:
+    """The connected components of the two-sided graph with an edge between ``left[i]`` (of ``n_left`` nodes) and
+    ``right[i]`` (of ``n_right``): a component code per node, the left nodes first."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
+    size = n_left + n_right
+    edges = coo_matrix((np.ones(len(left)), (np.asarray(left), n_left + np.asarray(right))), shape=(size, size))
+    return connected_components(edges, directed=False)[1]
+
+
+def relevant_clusters(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """``{query id: cluster}``: queries that share a relevant document (relevance above 0), directly or through other
+    queries, form one cluster, named by its least document id; a query with no relevant document is in none."""
     pairs = [(qid, doc) for qid, docs in qrels.items() for doc, relevance in docs.items() if relevance > 0]
     if not pairs:
         return {}
     queries = sorted({qid for qid, _ in pairs})
     documents = sorted({doc for _, doc in pairs})
     row = {qid: i for i, qid in enumerate(queries)}
-    column = {doc: len(queries) + i for i, doc in enumerate(documents)}
-    size = len(queries) + len(documents)
-    edges = coo_matrix((np.ones(len(pairs)), ([row[q] for q, _ in pairs], [column[d] for _, d in pairs])), shape=(size, size))
-    _, component = connected_components(edges, directed=False)
+    column = {doc: i for i, doc in enumerate(documents)}
+    component = _components(np.array([row[q] for q, _ in pairs]), np.array([column[d] for _, d in pairs]),
+                            len(queries), len(documents))
     names: dict[int, str] = {}
     for doc in documents:  # sorted: each component is named by its least document id
-        names.setdefault(int(component[column[doc]]), doc)
+        names.setdefault(int(component[len(queries) + column[doc]]), doc)
     return {qid: names[int(component[row[qid]])] for qid in queries}
 
 
