@@ -44,14 +44,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     _register_plugin()
     found = collect(args.results, tasks=args.tasks, models=args.models)
-    written = write_tables(found, args.out) + ([] if args.no_plots else write_plots(found, args.out))
     print(f"results: {found.root}   models: {len(found.models)}   tasks: {len(found.tasks)}   issues: {len(found.problems)}")
     print()
     print(report(found))
-    print(f"written to {args.out}: " + ", ".join(path.name for path in written))
     if not found.scores:
-        print("no readable mteb results found.")
+        print(f"no readable mteb results found in {found.root}; nothing written.")
         return 1
+    written = write_tables(found, args.out) + ([] if args.no_plots else write_plots(found, args.out))
+    print(f"written to {args.out}: " + ", ".join(path.name for path in written))
     print(f"a page to look at (sortable, filterable, with charts): mteb-fairpos leaderboard {args.results} -o {args.out / 'site'}")
     return 0
 

@@ -83,8 +83,9 @@ def test_filters_and_empty_folders(results, tmp_path, capsys):
     assert [m.name for m in found.models] == ["fair-off/all-MiniLM-L6-v2", "fair/all-MiniLM-L6-v2"]  # twin first
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert main(["compare", str(empty), "--out", str(tmp_path / "o"), "--no-plots"]) == 1
-    assert "no readable mteb results" in capsys.readouterr().out
+    assert main(["compare", str(empty), "--out", str(tmp_path / "o")]) == 1
+    assert "no readable mteb results found" in capsys.readouterr().out
+    assert not (tmp_path / "o").exists()  # no empty tables that look like a comparison
     assert main(["compare", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     a_file = tmp_path / "scores.json"
