@@ -414,9 +414,11 @@ def _weights_key(path: str, device: str | None, max_seq_length: int | None, kwar
 def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
     from sentence_transformers import SentenceTransformer
 
+    from .model import set_max_length
+
     model = SentenceTransformer(path, device=device, **kwargs)
     if max_seq_length is not None:
-        model.max_seq_length = int(max_seq_length)
+        set_max_length(model, int(max_seq_length), option="max_seq_length")
     return model
 
 

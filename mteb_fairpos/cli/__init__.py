@@ -43,12 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=errors.ArgumentParser)
     for name in SUBCOMMANDS:
-        importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
+        command = importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
+        command.set_defaults(parser=command)  # so that an unknown argument is refused by the command it follows
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         options.check_device(args)  # once for every subcommand that takes it, before any model is loaded
         if getattr(args, "quiet", False):

@@ -209,11 +209,12 @@ def _calibrations(texts: Sequence[str]) -> list[Any]:
 def _model_settings(base: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Apply --max-length and --prompt to the model; the ones that differ from the model's own become
     mteb experiment kwargs, so their results get their own folder."""
+    from ..model import set_max_length
     from ..segmented import document_prompt
 
     experiment: dict[str, Any] = {}
     if args.max_length and args.max_length != base.max_seq_length:
-        base.max_seq_length = args.max_length
+        set_max_length(base, args.max_length)
         experiment["max_seq_length"] = args.max_length
     if args.prompt is not None and args.prompt != document_prompt(base):
         base.prompts = {**(base.prompts or {}), "document": args.prompt}

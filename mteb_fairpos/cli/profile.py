@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     from sentence_transformers import SentenceTransformer
 
-    from ..model import naming_the_model
+    from ..model import naming_the_model, set_max_length
     from ..profile import attention_profile, format_profile, plot_profile
 
     texts = list(args.text) + (read_segments(args.file) if args.file else [])
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     with naming_the_model(path):
         model = SentenceTransformer(path, device=args.device)
     if args.max_length:
-        model.max_seq_length = args.max_length
+        set_max_length(model, args.max_length)
     profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,
                                 pooling=args.pooling, batch_size=args.batch_size)
     name = args.model or "all-MiniLM-L6-v2 (offline)"

@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
                         help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
     parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
-    add_output(parser, default=Path("results"), what="mteb results folder", dest="output_folder", aliases=("--output-folder",))
+    add_output(parser, default=Path("results"), what="mteb results folder", dest="output_folder", aliases=("--output-folder", "--out"))
     parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing",
                         help="mteb's: reuse finished results (only-missing, default), redo them (always) or never run")
     add_batch_size(parser, default=None, unit="texts through the model")

@@ -29,6 +29,8 @@ from mteb_fairpos.cli import errors, main, options
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--max-length", "2000", "--quiet"],
          "--max-length 2000: this model embeds at most 512 tokens"),
         (["segments", "--segment", "a", "--segment", "b", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
+        (["probe", "-o", "{tmp}/out", "--max-length", "1000", "--quiet"], "--max-length 1000: this model embeds at most 512"),
+        (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
         (["segments", "--file", "{tmp}/file"], "file: not a JSON list of segments"),
     ],
 )
@@ -78,6 +80,11 @@ def _refused_by_argparse(argv: list[str], capsys) -> str:
 )
 def test_an_argument_argparse_refuses_is_one_line_pointing_to_help(capsys, argv, message):
     assert _refused_by_argparse(argv, capsys) == f"mteb-fairpos {argv[0]}: error: {message} (see mteb-fairpos {argv[0]} --help)"
+
+
+def test_an_unknown_argument_is_refused_by_the_command_it_follows(capsys):
+    assert _refused_by_argparse(["index", "docs.jsonl", "-c", "c", "--bogus", "x"], capsys) == (
+        "mteb-fairpos index: error: unrecognized arguments: --bogus x (see mteb-fairpos index --help)")
 
 
 def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
@@ -143,7 +150,7 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(tmp_pat
         (["demo", "-o", "{tmp}/file/deeper"], "-o/--output/--out"),
         (["compare", "{tmp}/folder", "-o", "{tmp}/file"], "-o/--output/--out"),
         (["leaderboard", "{tmp}/folder", "-o", "{tmp}/file/site"], "-o/--output/--out"),
-        (["sweep", "-t", "T", "--output-folder", "{tmp}/file"], "-o/--output/--output-folder"),
+        (["sweep", "-t", "T", "--output-folder", "{tmp}/file"], "-o/--output/--output-folder/--out"),
         (["discoverability", "-c", "c", "--path", "{tmp}/store", "-o", "{tmp}/file/<collection>"], "-o/--output/--out"),
         (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/file", "-c", "c"], "-o/--output"),
         (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/file/parts", "-c", "c"], "-o/--output"),

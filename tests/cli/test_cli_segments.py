@@ -131,6 +131,7 @@ def test_one_vocabulary_across_subcommands():
                             (["sweep", "-t", "T", "--output", "o"], "output_folder")):
         assert Path(getattr(parser.parse_args(argv), attribute)) == Path("o"), argv
     assert parser.parse_args(["compare", "r", "--out", "o"]).out == Path("o")  # the earlier spelling still works
+    assert Path(parser.parse_args(["sweep", "-t", "T", "--out", "o"]).output_folder) == Path("o")  # beside --output-folder
     for command in (["index", "f", "-c", "c"], ["search", "q", "-c", "c"], ["discoverability", "-c", "c"],
                     ["segments"], ["profile"], ["demo"], ["sweep", "-t", "T"]):
         assert parser.parse_args([*command, "--max-length", "64"]).max_length == 64, command
