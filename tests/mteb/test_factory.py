@@ -34,6 +34,9 @@ def test_every_kind_of_entry_is_built_by_the_factory_and_shares_weights(minilm_d
     built = build_encoder(shorter, weights=weights, device="cpu")
     assert built.model.max_seq_length == 240 and built.mteb_model_meta.experiment_name is not None
     assert len(weights) == 2  # another length is another loaded copy
+    longer = shorter.model_copy(update={"experiment_kwargs": {"max_seq_length": 1000}})
+    with pytest.raises(ValueError, match="max_seq_length 1000: this model embeds at most 512 tokens"):
+        build_encoder(longer, weights=weights, device="cpu")  # not a size mismatch deep in torch on the first long input
 
     sea = build_encoder(mteb.get_model_meta("sea/sentence-transformers/all-MiniLM-L6-v2"), device="cpu")
     assert isinstance(sea, SegmentEmbedAverage) and sea.mteb_model_meta.name == "sea/sentence-transformers/all-MiniLM-L6-v2"
