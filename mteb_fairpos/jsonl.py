@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -49,8 +50,27 @@ def decode_line(raw: bytes) -> tuple[Any, str | None]:
     if not line.strip():
         return BLANK, None
     try:
-        return json.loads(line), None
+        return loads(line), None
     except json.JSONDecodeError as err:
         whole = " (the file looks like one JSON document over many lines; JSON Lines holds one record a line)" \
             if line.strip() in ("[", "{") else ""
         return None, f"{err.msg} at column {err.colno}{whole}"
+    except DuplicateKey as err:
+        return None, str(err)
+
+
+class DuplicateKey(ValueError):
+    """An object that gives one key twice: JSON parsers keep one of the values and drop the other unseen."""
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that refuses an object with a repeated key instead of keeping only its last value."""
+    return json.loads(text, object_pairs_hook=_unique)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        repeated = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise DuplicateKey(f"the key {repeated!r} appears twice in one object (only one of its values would be kept)")
+    return found

@@ -8,14 +8,13 @@ segment's standalone, uncalibrated vector, by position.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .jsonl import jsonl_lines
+from .jsonl import jsonl_lines, loads
 from .spans import join_segments
 
 
@@ -43,8 +42,8 @@ def read_segments(path: Path) -> list[str]:
             items.append(item)
     else:
         try:
-            items = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            items = loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:  # malformed JSON, or a repeated key
             raise ValueError(f"{path}: not a JSON list of segments ({err}); a file of one segment a line is .jsonl.") from None
         if not isinstance(items, list):
             raise ValueError(f"{path}: expected a JSON list of segments.")

@@ -40,6 +40,10 @@ def test_malformed_line_is_named(tmp_path, capsys):
     bad.write_text('{"text": "fine"}\n{"text": broken\n')
     assert main(["segments", "--file", str(bad)]) == 2
     assert "doc.jsonl:2: not valid JSON" in capsys.readouterr().err
+    listed = tmp_path / "doc.json"
+    listed.write_text('[{"text": "one", "text": "two"}, "three"]')
+    assert main(["segments", "--file", str(listed)]) == 2
+    assert "the key 'text' appears twice" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,17 @@ def test_malformed_jsonl_line_is_named(tmp_path):
         read_documents(path)
 
 
+
+@pytest.mark.parametrize("line", ['{"id": "a", "id": "b", "segments": ["x"]}',
+                                  '{"id": "a", "segments": [{"text": "x", "language": "de", "language": "fr"}]}'])
+def test_a_key_given_twice_is_refused_not_overwritten(tmp_path, line):
+    """JSON parsers keep one value of a repeated key and drop the other unseen: one of two ids, one of two texts."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"id": "z", "segments": ["fine"]}\n' + line + "\n")
+    with pytest.raises(InputError, match=r"docs\.jsonl line 2: .*the key '(id|language)' appears twice"):
+        read_documents(path)
+
+
 def test_skip_mode_reports_every_bad_line_and_keeps_the_good_ones(tmp_path):
     path = tmp_path / "docs.jsonl"
     lines = [
