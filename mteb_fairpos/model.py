@@ -81,11 +81,16 @@ class CalibratedModelError(RuntimeError):
 @contextlib.contextmanager
 def naming_the_model(name: str) -> Iterator[None]:
     """Load the model ``name`` inside this block: a failure to load it names it, since the Hub's message
-    (offline, not found) does not say which model it was."""
+    (offline, not found) and transformers' (a folder without a model) do not say which model it was. The
+    calibration's own refusals already say what is wrong and pass as they are."""
     try:
         yield
     except OSError as err:
         raise OSError(f"cannot load the model {name!r}: {err}") from err
+    except (ConfigError, UnsupportedModelError):
+        raise
+    except ValueError as err:
+        raise ValueError(f"cannot load the model {name!r}: {err}") from err
 
 
 class UncalibratedWarning(UserWarning):

@@ -25,6 +25,7 @@ from mteb_fairpos.cli import errors, main, options
          "cannot load the model 'fair/no-such-model'"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
         (["segments", "--segment", "a", "--segment", "b", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
+        (["segments", "--segment", "a", "--segment", "b", "-m", "{tmp}/empty"], "/empty': Unrecognized model in"),
         (["probe", "-o", "{tmp}/out", "-m", "no-such/model", "--quiet"], "cannot load the model 'no-such/model'"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--max-length", "2000", "--quiet"],
          "--max-length 2000: this model embeds at most 512 tokens"),
@@ -36,6 +37,7 @@ from mteb_fairpos.cli import errors, main, options
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
     (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "empty").mkdir()  # a folder without a model
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
     assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
     err = capsys.readouterr().err
