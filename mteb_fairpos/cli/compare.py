@@ -24,7 +24,7 @@ from pathlib import Path
 from ..results import collect
 from ..results.plots import write_plots
 from ..results.tables import report, write_tables
-from .options import add_output
+from .options import add_output, nothing_matched
 
 DEFAULT_OUT = Path("fairpos-output") / "compare"
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(report(found))
     if not found.scores:
-        print(f"no readable mteb results found in {found.root}; nothing written.")
+        print(f"no readable mteb results found in {found.root}{nothing_matched(found.filtered)}; nothing written.")
         return 1
     written = write_tables(found, args.out) + ([] if args.no_plots else write_plots(found, args.out))
     print(f"written to {args.out}: " + ", ".join(path.name for path in written))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import add_output
+from .options import add_output, nothing_matched
 
 DEFAULT_SITE = Path("fairpos-output") / "leaderboard"
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     board, page = publish(args.results, args.out, tasks=args.tasks, models=args.models)
     print(f"models: {len(board.rows)}   tasks: {len(board.tasks)}   issues: {len(board.problems)}")
     if not board.rows:
-        print(f"no readable mteb results found; the page lists the issues: {page}")
+        print(f"no readable mteb results found{nothing_matched(board.filtered)}; the page lists the issues: {page}")
         return 1
     print(f"leaderboard: {page}")
     return 0

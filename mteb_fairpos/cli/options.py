@@ -220,3 +220,8 @@ def add_output(parser: argparse.ArgumentParser, *, default: str | Path | None, w
     required = default is None
     parser.add_argument("-o", "--output", *aliases, dest=dest, type=kind, required=required,
                         default=None if required else str(default), help=what + ("" if required else f" (default: {default})"))
+
+
+def nothing_matched(filtered: int) -> str:
+    """Why a results folder gave nothing, where ``--tasks``/``--models`` left out the ``filtered`` files it holds."""
+    return f" for the --tasks and --models given (they leave out all {filtered} result file(s) there)" if filtered else ""

@@ -127,6 +127,8 @@ class Board:
     note on how a number was pooled (`Issue.note`)."""
     families: dict[str, str]
     languages: dict[str, tuple[str, ...]]
+    filtered: int = 0
+    """Result files left unread because ``tasks`` or ``models`` did not name them."""
 
     @property
     def problems(self) -> list[tuple[str, Issue]]:
@@ -161,10 +163,11 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
     scores: dict[tuple[ModelKey, str], TaskScores] = {}
     sources: dict[tuple[ModelKey, str], Source] = {}
     issues: list[tuple[str, Issue]] = []
-    roots = []
+    roots, filtered = [], 0
     for folder in folders:
         found = collect(folder, tasks=tasks, models=models)
         roots.append(found.root)
+        filtered += found.filtered
         issues += [(str(folder), issue) for issue in found.issues if issue.kind not in GAP_KINDS]  # found below
         for key, task_scores in found.scores.items():
             if key in scores:
@@ -186,7 +189,7 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
             if source is not None and source.pools and column.measure in ("main", "psi"):
                 row.cells[column.key].pooled = (f"pooled per language as {column.task} does: the mean over "
                                                 f"{len(source.pools)} languages of each one's figure over its domains")
-    return Board(roots, columns, rows, scores, sources, issues, families, languages)
+    return Board(roots, columns, rows, scores, sources, issues, families, languages, filtered)
 
 
 def make_columns(found: Collection, families: dict[str, str], languages: dict[str, tuple[str, ...]]) -> list[Column]:

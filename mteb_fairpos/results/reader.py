@@ -178,6 +178,8 @@ class Collection:
     issues: list[Issue] = field(default_factory=list)
     experiments: dict[ModelKey, dict[str, Any]] = field(default_factory=dict)
     """The ``experiment_kwargs`` a model's ``model_meta.json`` records, where it records any."""
+    filtered: int = 0
+    """Result files left unread because ``tasks`` or ``models`` did not name them."""
 
     @property
     def problems(self) -> list[Issue]:
@@ -262,9 +264,11 @@ def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: P
         return
     key = _model_key(found, root, model_dir, revision_dir, folder, experiment)
     if models and key.name not in models:
+        found.filtered += len(files)
         return
     for file in files:
         if tasks and file.stem not in tasks:
+            found.filtered += 1
             continue
         scores = read_result(file, found.issues, where=_rel(file, root))
         if scores is None:

@@ -78,10 +78,12 @@ def test_links_point_at_the_result_files(results, tmp_path):
     assert all((site / link).is_file() for link in links)
 
 
-def test_no_results_and_no_folder(tmp_path, capsys):
+def test_no_results_and_no_folder(results, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["leaderboard", str(tmp_path / "empty"), "-o", str(tmp_path / "site")]) == 1
     assert "no readable mteb results" in capsys.readouterr().out
+    assert main(["leaderboard", str(results), "--models", "nobody", "-o", str(tmp_path / "site")]) == 1
+    assert re.search(r"for the --tasks and --models given \(they leave out all \d+ result file", capsys.readouterr().out)
     assert main(["leaderboard", str(tmp_path / "nowhere"), "-o", str(tmp_path / "site")]) == 2
     assert "does not exist" in capsys.readouterr().err
 

@@ -86,6 +86,8 @@ def test_filters_and_empty_folders(results, tmp_path, capsys):
     assert main(["compare", str(empty), "--out", str(tmp_path / "o")]) == 1
     assert "no readable mteb results found" in capsys.readouterr().out
     assert not (tmp_path / "o").exists()  # no empty tables that look like a comparison
+    assert main(["compare", str(results), "--tasks", "NoSuchTask", "--out", str(tmp_path / "o")]) == 1
+    assert "for the --tasks and --models given (they leave out all 6 result file(s) there)" in capsys.readouterr().out
     assert main(["compare", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     a_file = tmp_path / "scores.json"
