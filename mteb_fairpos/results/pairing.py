@@ -304,12 +304,17 @@ class Change:
         """``+0.0123 [0.0050, 0.0190] p=0.002 (1,000 queries paired)`` or ``+0.0123 (no interval: ...)``."""
         if self.interval is None:
             return f"{self.value:+.4f} (no interval: {self.why})"
-        p = "" if self.pvalue is None else (" p<0.001" if self.pvalue < 0.001 else f" p={self.pvalue:.3f}")
+        p = "" if self.pvalue is None else f" {format_p(self.pvalue)}"
         return f"{self.value:+.4f} {self.bracket()}{p} ({self.paired:,} paired)"
 
     def bracket(self) -> str:
         """The paired interval as :meth:`text` writes it, ``[-0.0050, +0.0190]``; ``""`` without one."""
         return "" if self.interval is None else f"[{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
+
+
+def format_p(p: float) -> str:
+    """``p<0.001`` or ``p=0.042``, as every table of the results writes a p-value."""
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
 def headline(units: Any, kind: str, task: Any, resampling: Resampling) -> dict[str, Estimate]:

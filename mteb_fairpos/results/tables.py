@@ -34,8 +34,9 @@ def changes_table(found: Collection) -> str:
     """Each calibrated model's change of main score and PSI (a probe's: of each subset's fairness) against its
     twin, task by task: paired on the units both results scored (interval, p-value, how many were paired)
     where both have per-unit scores, else the plain difference marked as without an interval; better or
-    worse only when the interval excludes 0."""
-    lines = []
+    worse only when the interval excludes 0. The last column is each p-value adjusted by Holm's method for all the
+    changes the table tests, so that a sweep of many configs does not find a change by testing many."""
+    rows: list[tuple[str, Any, str]] = []
     for model in found.models:
         twin = twin_for(model, found.models)
         for task in found.tasks if twin is not None else ():
@@ -47,11 +48,28 @@ def changes_table(found: Collection) -> str:
                     continue
                 change = pairing.change(mine, theirs, measure, subset=subset)
                 if change is not None:
-                    lines.append(f"| {_md(model.label)} | {_md(twin.label)} | {task} | {pairing.measure_key(measure, subset)} | "
-                                 f"{change.text()} | {change.verdict(measure != 'psi')} |")
-    if not lines:
+                    rows.append((f"| {_md(model.label)} | {_md(twin.label)} | {task} | {pairing.measure_key(measure, subset)} | "
+                                 f"{change.text()} | {change.verdict(measure != 'psi')} |", change.pvalue))
+    if not rows:
         return ""
-    return "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict |", "|---|---|---|---|---|---|", *lines])
+    adjusted = holm([p for _, p in rows])
+    lines = [f"{row} {'' if p is None else pairing.format_p(p)} |" for (row, _), p in zip(rows, adjusted, strict=True)]
+    return "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict | p, Holm over the table |",
+                      "|---|---|---|---|---|---|---|", *lines])
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of the p-values that are there (``None``: a change without a test, left out of
+    the family); valid whatever the dependence between the changes, as a table's main score and PSI have."""
+    from statsmodels.stats.multitest import multipletests
+
+    tested = [i for i, p in enumerate(pvalues) if p is not None]
+    adjusted: list[float | None] = [None] * len(pvalues)
+    if tested:
+        for i, p in zip(tested, multipletests([pvalues[i] for i in tested], method="holm")[1], strict=True):
+            adjusted[i] = float(p)
+    return adjusted
+
 
 
 def write_tables(found: Collection, out: str | Path) -> list[Path]:
@@ -179,7 +197,7 @@ def _effect(value: tuple[float, float | None, float | None] | None) -> str:
         return ""
     estimate, se, p = value
     text = f"{estimate:+.4f}" + ("" if se is None else f" ({se:.4f})")
-    return text + ("" if p is None else (" p<0.001" if p < 0.001 else f" p={p:.3f}"))
+    return text + ("" if p is None else f" {pairing.format_p(p)}")
 
 
 def families(found: Collection, task: str) -> list[str]:

@@ -134,11 +134,19 @@ def test_compare_pairs_each_calibrated_result_with_its_twin_query_by_query(tmp_p
     out = capsys.readouterr().out
     changes = {line.split(" | ")[0].strip("| ") + " " + line.split(" | ")[3]: line for line in out.splitlines()
                if line.startswith("| fair/") and "SQuADPosQ" in line}
-    assert "(400 paired)" in changes["fair/all-MiniLM-L6-v2 [8b3219a] main"] and changes["fair/all-MiniLM-L6-v2 [8b3219a] main"].endswith("| better |")
-    assert "(380 paired)" in changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"]
-    assert changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"].endswith("| not significant |")
+    found = collect(tmp_path)
+    twin = found.get(next(m for m in found.models if m.name == TWIN), "SQuADPosQ")
+    tested = [(f"{model.name} [8b3219a] {measure}", pairing.change(found.get(model, "SQuADPosQ"), twin, measure))
+              for model in found.models if model.name in (CALIBRATED, OTHER) for measure in ("main", "psi")]
+    assert len(tested) == 4
+    holm = dict(zip([key for key, _ in tested], tables.holm([change.pvalue for _, change in tested]), strict=True))
+    assert all(holm[key] >= change.pvalue for key, change in tested)  # adjusted for the 4 changes the table tests
+    main_row, other_row = changes["fair/all-MiniLM-L6-v2 [8b3219a] main"], changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"]
+    assert "(400 paired)" in main_row and main_row.endswith(f"| better | {pairing.format_p(holm[f'{CALIBRATED} [8b3219a] main'])} |")
+    assert "(380 paired)" in other_row
+    assert other_row.endswith(f"| not significant | {pairing.format_p(holm[f'{OTHER} [8b3219a] main'])} |")
     assert "(no interval: no per-unit scores for this result or the twin)" in changes["fair/bge-m3 [8b3219a] main"]
-    assert changes["fair/bge-m3 [8b3219a] psi"].endswith("| no interval |")
+    assert changes["fair/bge-m3 [8b3219a] psi"].endswith("| no interval |  |")  # no test, so not in the family
     assert "] (partial)" not in out and "0." in out.split("## Main scores")[1].split("[")[1]  # main scores carry intervals
 
 
@@ -239,7 +247,8 @@ def test_the_probes_psi_is_one_minus_its_main_score_so_its_interval_and_change_a
     assert lowered.interval == (-lifted.interval[1], -lifted.interval[0]) and lowered.pvalue == lifted.pvalue
     assert lowered.paired == lifted.paired == 2 * 12 * 6 * 3 and lowered.verdict(higher_is_better=False) == "better"
     row = next(line for line in tables.changes_table(found).splitlines() if line.startswith(f"| {CALIBRATED}") and "| psi |" in line)
-    assert lowered.text() in row and row.endswith("| better |")
+    family = [lifted.pvalue, lowered.pvalue, *(pairing.change(calibrated, twin, "fairness", subset=s).pvalue for s in ("n3_de", "n3_en"))]
+    assert lowered.text() in row and row.endswith(f"| better | {pairing.format_p(tables.holm(family)[1])} |")
 
 
 def test_a_figure_the_sidecar_does_not_reproduce_gets_no_interval_or_paired_change(tmp_path):
