@@ -56,6 +56,8 @@ class Cell:
     """The value's 95 % interval, where the result has one (`TaskScores.headline`)."""
     change: Change | None = None
     """The change against the twin with its paired interval and p-value (`pairing.change`), where there is a twin."""
+    adjusted: float | None = None
+    """The change's p-value adjusted by Holm's method for every change the page tests (`pairing.holm`)."""
     note: str = ""
     """What else the result says about the number (a probe subset's per-position 95 % intervals)."""
     pooled: str = ""
@@ -225,6 +227,9 @@ def make_rows(found: Collection, columns: Sequence[Column], sources: dict[tuple[
                 value.delta = value.value - other
                 mine, theirs = found.get(row.model, column.task), found.get(row.partner, column.task)
                 value.change = pairing.change(mine, theirs, column.measure, subset=column.subset)
+    changed = [row.cells[column.key] for row in rows for column in columns if row.cells[column.key].change is not None]
+    for value, adjusted in zip(changed, pairing.holm([value.change.pvalue for value in changed]), strict=True):
+        value.adjusted = adjusted
     return rows
 
 

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..results import Issue
-from ..results.pairing import Change
+from ..results.pairing import Change, format_p
 from ..results.schema import QUERIES, SETS_AND_TOPICS
 from .data import Board, Cell, Column, Row, Source
 from .figures import task_figures
@@ -47,7 +47,9 @@ def _header(board: Board) -> str:
             "change against that twin, paired query by query: green where it is better and red where it is worse only when "
             "its 95 % interval excludes 0, grey and marked n.s. (not significant) where the interval spans 0, and marked no CI "
             "where the results hold no per-query scores (earlier releases). A number's own 95 % interval, where the result "
-            "has one, stands in brackets beside it, and so does a change's paired interval (hover a change for its p-value). <b>PSI</b> (position sensitivity index, lower is fairer) is "
+            "has one, stands in brackets beside it, and so does a change's paired interval (hover a change for its p-value, and for that p-value adjusted by Holm's method for all the changes on the "
+            "page: a page of many configs finds some changes by chance, and the adjusted one keeps the whole page's error "
+            "rate at 5 %). <b>PSI</b> (position sensitivity index, lower is fairer) is "
             "1 &minus; min/max of the per-position profile; a probe subset's <b>fairness</b> is min/max (higher is fairer).</p>"
             f'<dl class="facts"><dt>results</dt><dd>{folders}</dd><dt>models</dt><dd>{len(board.rows)} in {len(board.bases)} base '
             f"model{'s' if len(board.bases) != 1 else ''}</dd><dt>tasks</dt><dd>{len(board.tasks)}</dd>"
@@ -117,7 +119,7 @@ def _cell(cell: Cell, column: Column) -> str:
         units = cell.drawn or (SETS_AND_TOPICS if column.family == "probe" else QUERIES)
         marks += f'<span class="ci" title="95 % interval (bootstrap over {units})">[{cell.interval[0]:.4f}, {cell.interval[1]:.4f}]</span>'
     if cell.change is not None:
-        marks += _change(cell.change, column)
+        marks += _change(cell.change, cell.adjusted, column)
     else:
         marks += '<span class="delta"></span>'  # keeps the twin's numbers in line with the others'
     if cell.status == "partial":
@@ -125,14 +127,16 @@ def _cell(cell: Cell, column: Column) -> str:
     return f'<td class="num" {data} data-value="{cell.value!r}">{number}{marks}</td>'
 
 
-def _change(change: Change, column: Column) -> str:
+def _change(change: Change, adjusted: float | None, column: Column) -> str:
     """The change against the twin, coloured better/worse only when its interval excludes 0; otherwise
-    neutral: ``n.s.`` when the interval spans 0, ``no CI`` without an interval (a result of an earlier release)."""
+    neutral: ``n.s.`` when the interval spans 0, ``no CI`` without an interval (a result of an earlier release).
+    Its title gives the p-value, and that p-value adjusted for all the page's changes."""
     verdict = change.verdict(column.higher_is_better)
+    holm = "" if adjusted is None else f"; adjusted for every change on the page (Holm): {format_p(adjusted)}"
     tone = {"better": "better", "worse": "worse", "not significant": "ns"}.get(verdict, "unknown")
     tag = {"ns": '<span class="verdict">n.s.</span>', "unknown": '<span class="verdict">no CI</span>'}.get(tone, "")
     interval = change.bracket() and f'<span class="change-ci">{change.bracket()}</span>'
-    return (f'<span class="delta {tone}" data-verdict="{escape(verdict)}" title="change against the twin: {escape(change.text())}">'
+    return (f'<span class="delta {tone}" data-verdict="{escape(verdict)}" title="change against the twin: {escape(change.text() + holm)}">'
             f'{change.value:+.4f}{interval}{tag}</span>')
 
 

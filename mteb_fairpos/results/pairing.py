@@ -17,7 +17,7 @@ is the plain difference of the two numbers, marked as without an interval.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,6 +310,19 @@ class Change:
     def bracket(self) -> str:
         """The paired interval as :meth:`text` writes it, ``[-0.0050, +0.0190]``; ``""`` without one."""
         return "" if self.interval is None else f"[{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of the p-values that are there (``None``: a change without a test, left out of
+    the family); valid whatever the dependence between the changes, as a model's main score and PSI changes have."""
+    from statsmodels.stats.multitest import multipletests
+
+    tested = [i for i, p in enumerate(pvalues) if p is not None]
+    adjusted: list[float | None] = [None] * len(pvalues)
+    if tested:
+        for i, p in zip(tested, multipletests([pvalues[i] for i in tested], method="holm")[1], strict=True):
+            adjusted[i] = float(p)
+    return adjusted
 
 
 def format_p(p: float) -> str:

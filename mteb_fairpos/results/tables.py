@@ -52,24 +52,10 @@ def changes_table(found: Collection) -> str:
                                  f"{change.text()} | {change.verdict(measure != 'psi')} |", change.pvalue))
     if not rows:
         return ""
-    adjusted = holm([p for _, p in rows])
+    adjusted = pairing.holm([p for _, p in rows])
     lines = [f"{row} {'' if p is None else pairing.format_p(p)} |" for (row, _), p in zip(rows, adjusted, strict=True)]
     return "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict | p, Holm over the table |",
                       "|---|---|---|---|---|---|---|", *lines])
-
-
-def holm(pvalues: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment of the p-values that are there (``None``: a change without a test, left out of
-    the family); valid whatever the dependence between the changes, as a table's main score and PSI have."""
-    from statsmodels.stats.multitest import multipletests
-
-    tested = [i for i, p in enumerate(pvalues) if p is not None]
-    adjusted: list[float | None] = [None] * len(pvalues)
-    if tested:
-        for i, p in zip(tested, multipletests([pvalues[i] for i in tested], method="holm")[1], strict=True):
-            adjusted[i] = float(p)
-    return adjusted
-
 
 
 def write_tables(found: Collection, out: str | Path) -> list[Path]:

@@ -191,3 +191,16 @@ def test_a_probe_subsets_fairness_change_is_paired_on_the_observations_both_resu
         (pooled.change.estimate, pooled.change.ci_low, pooled.change.ci_high, pooled.change.pvalue), rel=1e-9)
     assert main.change.value == pytest.approx((expected.estimate + 0.0) / 2, rel=1e-9)  # the mean of the subsets' changes
     assert main.interval == pytest.approx((pooled.fairness.ci_low, pooled.fairness.ci_high), rel=1e-9)
+    # every change on the page (main, the two subsets' fairness) is adjusted by Holm's method for all three
+    changed = [cell for cell in calibrated.cells.values() if cell.change is not None]
+    assert len(changed) == 3
+    adjusted = sorted(cell.adjusted for cell in changed)
+    raw = sorted(cell.change.pvalue for cell in changed)
+    assert adjusted == pytest.approx([min(1.0, 3 * raw[0]), max(min(1.0, 3 * raw[0]), min(1.0, 2 * raw[1])), 1.0])
+    from html import escape
+
+    from mteb_fairpos.leaderboard.page import render
+    from mteb_fairpos.results.pairing import format_p
+
+    lowered = calibrated.cells[f"{PROBE}|fairness|n3_en"]
+    assert escape(f"{lowered.change.text()}; adjusted for every change on the page (Holm): {format_p(lowered.adjusted)}") in render(board)

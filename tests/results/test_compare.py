@@ -260,7 +260,7 @@ def test_a_twin_of_other_weights_is_no_twin_and_says_so(tmp_path):
 
 def test_holm_adjusts_the_tested_changes_and_leaves_out_those_without_a_test():
     """Holm's step-down by hand: sorted 0.01, 0.03, 0.04 times 3, 2, 1 is 0.03, 0.06, 0.04, made non-decreasing."""
-    from mteb_fairpos.results.tables import holm
+    from mteb_fairpos.results.pairing import holm
 
     assert holm([0.01, 0.04, None, 0.03]) == pytest.approx([0.03, 0.06, None, 0.06])
     assert holm([None, None]) == [None, None] and holm([0.2]) == [0.2]

@@ -139,7 +139,7 @@ def test_compare_pairs_each_calibrated_result_with_its_twin_query_by_query(tmp_p
     tested = [(f"{model.name} [8b3219a] {measure}", pairing.change(found.get(model, "SQuADPosQ"), twin, measure))
               for model in found.models if model.name in (CALIBRATED, OTHER) for measure in ("main", "psi")]
     assert len(tested) == 4
-    holm = dict(zip([key for key, _ in tested], tables.holm([change.pvalue for _, change in tested]), strict=True))
+    holm = dict(zip([key for key, _ in tested], pairing.holm([change.pvalue for _, change in tested]), strict=True))
     assert all(holm[key] >= change.pvalue for key, change in tested)  # adjusted for the 4 changes the table tests
     main_row, other_row = changes["fair/all-MiniLM-L6-v2 [8b3219a] main"], changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"]
     assert "(400 paired)" in main_row and main_row.endswith(f"| better | {pairing.format_p(holm[f'{CALIBRATED} [8b3219a] main'])} |")
@@ -248,7 +248,7 @@ def test_the_probes_psi_is_one_minus_its_main_score_so_its_interval_and_change_a
     assert lowered.paired == lifted.paired == 2 * 12 * 6 * 3 and lowered.verdict(higher_is_better=False) == "better"
     row = next(line for line in tables.changes_table(found).splitlines() if line.startswith(f"| {CALIBRATED}") and "| psi |" in line)
     family = [lifted.pvalue, lowered.pvalue, *(pairing.change(calibrated, twin, "fairness", subset=s).pvalue for s in ("n3_de", "n3_en"))]
-    assert lowered.text() in row and row.endswith(f"| better | {pairing.format_p(tables.holm(family)[1])} |")
+    assert lowered.text() in row and row.endswith(f"| better | {pairing.format_p(pairing.holm(family)[1])} |")
 
 
 def test_a_figure_the_sidecar_does_not_reproduce_gets_no_interval_or_paired_change(tmp_path):
