@@ -419,3 +419,23 @@ def test_a_cross_lingual_run_draws_each_english_document_with_its_queries_in_eve
     assert all({drawn.strata_labels[c] for c in drawn.strata[unit_of == u]} == {"deu-Latn", "fra-Latn"}
                for u in range(len(strata)))
 
+
+
+def test_a_table_whose_p_values_holm_cannot_bring_below_5_percent_says_so(tmp_path, monkeypatch):
+    """A p-value counted from R resamples is at least 2/(R + 1): with 100 resamples, Holm over 4 changes cannot reach
+    0.05 (4 x 0.0198), and the table says so; over 2 changes it can, and there is no note."""
+    from mteb_fairpos.resampling import Resampling
+
+    monkeypatch.setattr(SQuADPosQ, "resampling", Resampling(100, 11))  # the setting a run records, made small
+    root = tmp_path / "results"
+    scores, groups = simulated_queries(120, 3)
+    write_grouped_result(root, TWIN, COMMIT, scores, groups)
+    write_grouped_result(root, CALIBRATED, COMMIT, {q: min(1.0, v + 0.2) for q, v in scores.items()}, groups)
+    pair = tables.changes_table(collect(tmp_path))
+    assert pair.count("\n| fair/") == 2 and "resamples a bootstrap p-value" not in pair
+    write_grouped_result(root, OTHER, COMMIT, {q: min(1.0, v + 0.1) for q, v in scores.items()}, groups)
+    four = tables.changes_table(collect(tmp_path))
+    assert four.count("\n| fair/") == 4
+    assert four.endswith("\n\nWith 100 resamples a bootstrap p-value is at least 2/(R + 1) = 0.0198, so Holm's adjustment for "
+                         "these 4 changes cannot bring one below 0.05; compare fewer at once (--tasks, --models) to test at "
+                         "most 2 together.")
