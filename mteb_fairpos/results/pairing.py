@@ -65,6 +65,8 @@ class Kind:
     """(mteb task or ``None``, measure, subset) -> the figure name of a measure."""
     measures: Callable[[Any], list[tuple[str, str]]] = lambda units: [(m, "") for m in MEASURES]
     """unit scores -> the (measure, subset) pairs a result shows."""
+    counted: bool = False
+    """Whether its changes' p-values are counted from resamples (and so never below ``2 / (R + 1)``), not a t test's."""
 
 
 # ------------------------------------------------------------------------------------- retrieval
@@ -271,7 +273,7 @@ def _probe_measures(units: dict[str, ProbeRows]) -> list[tuple[str, str]]:
 
 
 KINDS: dict[str, Kind] = {
-    "retrieval": Kind(_retrieval_units, _retrieval_intervals, _retrieval_changes, _retrieval_figure),
+    "retrieval": Kind(_retrieval_units, _retrieval_intervals, _retrieval_changes, _retrieval_figure, counted=True),
     "probe": Kind(_probe_units, _probe_intervals, _probe_changes, _probe_figure, _probe_measures),
 }
 """kind -> how its sidecars become figures."""
@@ -289,6 +291,8 @@ class Change:
     """units paired (the queries or probe observations both results hold); ``None``: no sidecar, a plain difference."""
     why: str = ""
     """why there is no interval, where there is none."""
+    resamples: int = 0
+    """the resamples its p-value was counted from (0: a t test's, or no p-value)."""
 
     def verdict(self, higher_is_better: bool) -> str:
         """``better`` / ``worse`` only when the interval excludes 0; ``not significant`` when it spans it;
@@ -363,7 +367,8 @@ def change(model: Any, baseline: Any, measure: str, *, subset: str = "") -> Chan
     if estimate is None or estimate.value is None or estimate.interval is None:
         why = found.why.get(figure, f"neither result's per-unit scores hold {key}" if estimate is None else "undefined in most resamples")
         return None if plain is None else Change(plain, why=why)
-    return Change(estimate.value, estimate.interval, estimate.pvalue, found.paired[figure])
+    counted = (model.resampling or Resampling()).resamples if known.counted else 0
+    return Change(estimate.value, estimate.interval, estimate.pvalue, found.paired[figure], resamples=counted)
 
 
 def _cached_changes(model: Any, baseline: Any) -> Paired:

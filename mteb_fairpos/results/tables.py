@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..resampling import Resampling
 from . import pairing
 from .reader import Collection, model_order, twin_for
 
@@ -38,7 +37,7 @@ def changes_table(found: Collection) -> str:
     where both have per-unit scores, else the plain difference marked as without an interval; better or
     worse only when the interval excludes 0. The last column is each p-value adjusted by Holm's method for all the
     changes the table tests, so that a sweep of many configs does not find a change by testing many."""
-    rows: list[tuple[str, float | None, int]] = []
+    rows: list[tuple[str, pairing.Change]] = []
     for model in found.models:
         twin = twin_for(model, found.models)
         for task in found.tasks if twin is not None else ():
@@ -50,26 +49,25 @@ def changes_table(found: Collection) -> str:
                     continue
                 change = pairing.change(mine, theirs, measure, subset=subset)
                 if change is not None:
-                    counted = (mine.resampling or Resampling()).resamples if mine.unit_kind == "retrieval" else 0
                     rows.append((f"| {_md(model.label)} | {_md(twin.label)} | {task} | {pairing.measure_key(measure, subset)} | "
-                                 f"{change.text()} | {change.verdict(measure != 'psi')} |", change.pvalue, counted))
+                                 f"{change.text()} | {change.verdict(measure != 'psi')} |", change))
     if not rows:
         return ""
-    adjusted = pairing.holm([p for _, p, _ in rows])
-    lines = [f"{row} {'' if p is None else pairing.format_p(p)} |" for (row, _, _), p in zip(rows, adjusted, strict=True)]
+    adjusted = pairing.holm([change.pvalue for _, change in rows])
+    lines = [f"{row} {'' if p is None else pairing.format_p(p)} |" for (row, _), p in zip(rows, adjusted, strict=True)]
     table = "\n".join(["| model | twin | task | measure | change (95 % CI, p) | verdict | p, Holm over the table |",
                        "|---|---|---|---|---|---|---|", *lines])
-    return table + _resolution(len([p for _, p, _ in rows if p is not None]), [r for _, p, r in rows if p is not None and r])
+    return table + _resolution([change for _, change in rows if change.pvalue is not None])
 
 
-def _resolution(tested: int, resamples: list[int]) -> str:
+def _resolution(tested: list[pairing.Change]) -> str:
     """A note where Holm cannot reach 0.05: a p-value counted from ``R`` resamples is at least ``2 / (R + 1)``,
     and Holm multiplies the least p-value by the number of changes tested."""
-    least = min(resamples, default=0)
-    if not least or tested * 2 / (least + 1) < 0.05:
+    least = min((change.resamples for change in tested if change.resamples), default=0)
+    if not least or len(tested) * 2 / (least + 1) < 0.05:
         return ""
     return (f"\n\nWith {least:,} resamples a bootstrap p-value is at least 2/(R + 1) = {2 / (least + 1):.4f}, so Holm's "
-            f"adjustment for these {tested} changes cannot bring one below 0.05; compare fewer at once (--tasks, --models) "
+            f"adjustment for these {len(tested)} changes cannot bring one below 0.05; compare fewer at once (--tasks, --models) "
             f"to test at most {math.ceil((least + 1) / 40) - 1} together.")
 
 
