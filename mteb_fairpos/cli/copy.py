@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
-from .options import add_batch_size, add_report
+from .options import add_batch_size, add_quiet, add_report
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -23,6 +23,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="engine of the target store (default: edge)")
     add_batch_size(parser, default=256, unit="points written")
     add_report(parser, what="the copy's")
+    add_quiet(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -40,5 +41,6 @@ def run(args: argparse.Namespace) -> int:
     qdrant_common.check_collection(args.collection, args.target_backend)
     with store.open_store(args.source) as source, qdrant_common.removed_if_failed(
             args.target, lambda: store.open_store(args.target, backend=args.target_backend)) as target:
-        report = copy_collection(source, target, args.collection, batch_size=args.batch_size)
+        report = copy_collection(source, target, args.collection, batch_size=args.batch_size,
+                                 show_progress=not args.quiet)
     return qdrant_common.print_report(report, args.report)

@@ -166,13 +166,15 @@ def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, 
                                                                                show_progress=False)
         expected = points_of(client, "news")
     assert main(["copy", str(old), str(new), "-c", "news", "--batch-size", "7"]) == 0
-    assert f"{len(expected)} point(s) copied from the local store into the edge store, collection created" \
-        in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert f"{len(expected)} point(s) copied from the local store into the edge store, collection created" in out
+    assert "copying news: 100%" in err and f"{len(expected)}/{len(expected)}" in err  # the bar, over the source's count
     assert store.embedded_backend(str(new)) == "edge"
     with closing(store.open_store(str(new))) as copied:
         assert_same_points(expected, points_of(copied, "news"))
         assert {"doc_id", "segments[].position"} <= copied.describe("news").payload_indexes
-    assert main(["copy", str(old), str(new), "-c", "news"]) == 0  # again: the same points, none added
+    assert main(["copy", str(old), str(new), "-c", "news", "--quiet"]) == 0  # again: the same points, none added
+    assert capsys.readouterr().err == ""
     with closing(store.open_store(str(new))) as copied:
         assert copied.count("news") == len(expected)
     assert main(["copy", str(old), str(new), "-c", "other"]) == 2

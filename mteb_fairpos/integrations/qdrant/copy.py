@@ -44,8 +44,11 @@ class CopyReport:
 
 
 def copy_collection(source: Store, target: Store, collection: str, *, batch_size: int = 256,
-                    retries: int = 3, backoff: float = 0.5) -> CopyReport:
-    """Copy ``collection`` from ``source`` into ``target`` (created there, or checked to match first)."""
+                    retries: int = 3, backoff: float = 0.5, show_progress: bool = False) -> CopyReport:
+    """Copy ``collection`` from ``source`` into ``target`` (created there, or checked to match first);
+    ``show_progress`` shows a bar of points over the source's count."""
+    from tqdm.auto import tqdm
+
     start = time.perf_counter()
     spec = store.read_spec(source, collection)
     if spec is None:
@@ -54,14 +57,17 @@ def copy_collection(source: Store, target: Store, collection: str, *, batch_size
     writer, report.created_collection = Writer.open(target, collection, spec, batch_size=batch_size, retries=retries,
                                                     backoff=backoff)
     offset = None
-    while True:
-        records, offset = source.scroll(collection, limit=batch_size, offset=offset, payload=True, vectors=True)
-        if records:
-            points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
-            report.points += writer.write(points, what=f"{len(points)} copied point(s)",
-                                          resume="Run the copy again (ids are kept)").points
-        if offset is None:
-            break
+    with tqdm(total=source.count(collection), desc=f"copying {collection}", unit="point",
+              disable=not show_progress) as progress:
+        while True:
+            records, offset = source.scroll(collection, limit=batch_size, offset=offset, payload=True, vectors=True)
+            if records:
+                points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
+                report.points += writer.write(points, what=f"{len(points)} copied point(s)",
+                                              resume="Run the copy again (ids are kept)").points
+                progress.update(len(records))
+            if offset is None:
+                break
     writer.finish()
     report.seconds = time.perf_counter() - start
     return report
