@@ -72,9 +72,13 @@ def run(args: argparse.Namespace) -> int:
     args.model = args.model or DEFAULT_MODEL
     try:  # an unknown model or task is bad input, reported before any work
         base_model(args.model)
-        tasks = mteb.get_tasks(tasks=args.tasks)
     except KeyError as err:  # a lookup's miss, not a bug: it leaves through the error path as bad input
         raise ValueError(err.args[0] if err.args else str(err)) from None
+    try:
+        tasks = mteb.get_tasks(tasks=args.tasks)
+    except KeyError as err:  # mteb's message starts with its exception's name; ours names the option
+        message = str(err.args[0] if err.args else err).removeprefix("KeyError: ")
+        raise ValueError(f"-t/--tasks: {message}") from None
     configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(args.baskets, args.layers, args.strengths)
     points = [SweepPoint(args.model, config, args.device, args.max_length)
               for config in ([] if args.no_twin else [None]) + configs]

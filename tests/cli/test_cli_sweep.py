@@ -64,7 +64,9 @@ def test_bad_input(tmp_path, capsys):
     assert main(["sweep", "-t", TASK, "--configs", "b128_half_a0.5", "--output-folder", str(tmp_path)]) == 2
     assert "Valid form: b<basket>_l<layers>_a<strength>" in capsys.readouterr().err
     assert main(["sweep", "-t", "FairPosTinyRetreival", "--output-folder", str(tmp_path)]) == 2
-    assert "Did you mean: 'FairPosTinyRetrieval'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "-t/--tasks: 'FairPosTinyRetreival' not found. Did you mean: 'FairPosTinyRetrieval'" in err
+    assert "KeyError" not in err
     assert main(["sweep", "-m", "fair/nonexistent", "-t", TASK, "--output-folder", str(tmp_path)]) == 2
     assert "not an mteb-fairpos model" in capsys.readouterr().err
 
