@@ -255,9 +255,8 @@ def _combine(estimate: float, parts: dict[str, np.ndarray], clusters: dict[str, 
     """The figure (the mean over subsets of each subset's figure) from its subsets' resampled figures, ``parts``:
     factor -> (R, S). Its variance is ``V_set``, or where sets share topics the two-way ``V_set + V_topic - V_cell``
     (at least the larger one-way one), each one-way variance with its small-sample factor (`_one_way`); the interval
-    and p-value are t ones with ``G - 1`` degrees of freedom (the smaller factor's ``G`` clusters when two-way), as
-    the regression's clustered errors (`stats`) have, and the interval is the hull of the t intervals around the
-    estimate and around the estimate less its bootstrap bias (`_bias`)."""
+    and p-value are t ones (`_df`), as the regression's clustered errors (`stats`) are, and the interval is the hull
+    of the t intervals around the estimate and around the estimate less its bootstrap bias (`_bias`)."""
     from scipy.stats import t as student_t  # here, not at import: `import mteb` loads this module via the task
 
     samples = {name: values.mean(axis=1) for name, values in parts.items()}
