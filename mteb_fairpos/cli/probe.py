@@ -72,7 +72,7 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
     parser.add_argument("--subsets", nargs="+", default=DEFAULT_SUBSETS, metavar="SUBSET",
                         help=f"instances to run: n<N>_<lang> or n<N>_<lead>-<later> with BCP-47 tags, e.g. n3_de, n3_en-de, "
                         f"n3_zh-CN (default: {' '.join(DEFAULT_SUBSETS)})")
-    parser.add_argument("--sets", type=int, default=None, metavar="K",
+    parser.add_argument("--sets", type=positive_int, default=None, metavar="K",
                         help="segment sets per instance (default: the task's); each set gives n! documents")
     parser.add_argument("--calibration", nargs="+", default=calibrations, metavar="CONFIG",
                         help="calibration configs to compare, in text form ('none' = uncalibrated), e.g. none b128_lhalf_a0.5 "

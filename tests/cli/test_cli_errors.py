@@ -33,6 +33,7 @@ from mteb_fairpos.cli import errors, main, options
         (["probe", "-o", "{tmp}/out", "--max-length", "1000", "--quiet"], "--max-length 1000: this model embeds at most 512"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
         (["segments", "--file", "{tmp}/file"], "file: not a JSON list of segments"),
+        (["probe", "-o", "{tmp}/out", "--sets", "0", "--quiet"], "argument --sets: expected a positive integer, got 0"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
