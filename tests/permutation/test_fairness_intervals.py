@@ -384,23 +384,29 @@ def test_a_subset_too_small_to_test_does_not_reject_a_pooled_flat_profile():
 def test_subsets_of_few_sets_take_their_own_small_sample_factor():
     """The main score pools subsets, and each subset's segment sets are drawn within it, so a subset of ``n`` sets'
     resampled figure varies by ``(n - 1) / n`` of its variance. Four subsets of 4 sets each (no shared topics), a
-    profile well apart from flat, 2,000 datasets: with the factor of all 16 sets pooled (16/15) and 15 degrees of
-    freedom, the standard error was 0.84 of the estimate's spread over datasets and the interval covered the truth in
-    90.8 %; with each subset's own 4/3 and 12 degrees of freedom (16 sets less 4 subsets), 0.94 and 94.3 %."""
+    calibrated model and its twin both well apart from flat, 2,000 datasets: with the factor of all 16 sets pooled
+    (16/15) and 15 degrees of freedom, the calibrated model's standard error was 0.86 of its estimate's spread over
+    datasets, its interval covered the truth in 91.9 % and the change's in 92.6 %; with each subset's own 4/3
+    and 12 degrees of freedom (16 sets less 4 subsets), 0.96, 94.9 % and 95.2 %."""
     rng = np.random.default_rng(1)
-    profile = np.array([0.70, 0.60, 0.50])
+    calibrated, twin = np.array([0.80, 0.65, 0.55]), np.array([0.80, 0.60, 0.45])
     rows = [(s, p + 1) for s in range(16) for order in itertools.permutations(range(3)) for p in order]
     set_of, position = (np.array(column) for column in zip(*rows))
     found = []
     for rep in range(2000):
-        values = (profile[position - 1] + rng.normal(0, 0.03, (16, 3))[set_of, position - 1]
-                  + rng.normal(0, 0.03, len(position)))
+        effect = rng.normal(0, 0.03, (16, 3))[set_of, position - 1]
+        noise = rng.normal(0, 0.03, len(position))  # the models share half of it, as a model and its twin do
+        values = calibrated[position - 1] + effect + 0.5 * noise + rng.normal(0, 0.03 * 0.75 ** 0.5, len(position))
         boot = fairness_bootstrap(values, position, set_of, set_of, Resampling(resamples=400, seed=rep),
-                                  strata=set_of // 4).fairness
-        found.append((boot.estimate, boot.se, boot.ci_low <= min_max_ratio(profile) <= boot.ci_high))
-    estimates, errors, covered = np.array(found).T
+                                  baseline_values=twin[position - 1] + effect + noise, strata=set_of // 4)
+        change = min_max_ratio(calibrated) - min_max_ratio(twin)
+        found.append((boot.fairness.estimate, boot.fairness.se,
+                      boot.fairness.ci_low <= min_max_ratio(calibrated) <= boot.fairness.ci_high,
+                      boot.change.ci_low <= change <= boot.change.ci_high))
+    estimates, errors, level, paired = np.array(found).T
     assert 0.92 <= np.mean(errors) / np.std(estimates) <= 1.08
-    assert 0.935 <= np.mean(covered) <= 0.965
+    assert 0.935 <= np.mean(level) <= 0.965
+    assert 0.935 <= np.mean(paired) <= 0.965
 
 
 def test_the_change_to_a_flat_profile_is_covered_95_percent():
