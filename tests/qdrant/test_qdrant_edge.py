@@ -173,8 +173,11 @@ def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, 
     with closing(store.open_store(str(new))) as copied:
         assert_same_points(expected, points_of(copied, "news"))
         assert {"doc_id", "segments[].position"} <= copied.describe("news").payload_indexes
-    assert main(["copy", str(old), str(new), "-c", "news", "--quiet"]) == 0  # again: the same points, none added
+    report = tmp_path / "copy.json"
+    assert main(["copy", str(old), str(new), "-c", "news", "--quiet", "--report", str(report)]) == 0  # again: none added
     assert capsys.readouterr().err == ""
+    written = json.loads(report.read_text())
+    assert (written["points"], written["created_collection"], written["target"]) == (len(expected), False, "edge")
     with closing(store.open_store(str(new))) as copied:
         assert copied.count("news") == len(expected)
     assert main(["copy", str(old), str(new), "-c", "other"]) == 2

@@ -38,7 +38,8 @@ class CopyReport:
                 f"{self.target} store" + (", collection created" if self.created_collection else "")
                 + f" [{self.seconds:.1f} s]")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, stream: bool = False) -> dict[str, Any]:
+        """The JSON form `--report` writes; ``stream`` as every report takes it (a copy has no per-document lists)."""
         return {"collection": self.collection, "source": self.source, "target": self.target, "points": self.points,
                 "created_collection": self.created_collection, "seconds": round(self.seconds, 3)}
 
