@@ -283,6 +283,30 @@ def test_a_part_whose_rows_disagree_with_its_metadata_or_the_manifest_is_refused
         load_parts(parts, new_store(), show_progress=False)
 
 
+def test_a_manifest_of_another_shape_is_named_with_its_field_and_nothing_written(parts, new_store):
+    """Valid JSON that is not the manifest `encode` writes (a list, a field missing or of another type) is refused
+    before any write, naming the file and the field: before, a load stopped in a traceback from deep inside."""
+    path = parts / MANIFEST
+    written = json.loads(path.read_text())
+
+    def without(key, *, shard=None):
+        changed = json.loads(json.dumps(written))
+        del (changed if shard is None else changed["shards"][shard])[key]
+        return changed
+
+    for manifest, fault in (([1, 2, 3], "a JSON list, not an object"),
+                            (without("documents"), "'documents' is None, not a count"),
+                            ({**written, "documents": "three"}, "'documents' is 'three', not a count"),
+                            ({**written, "shards": "notalist"}, "'shards' is 'notalist', not a list"),
+                            (without("documents", shard=1), "shards[1].documents is None, not a count")):
+        path.write_text(json.dumps(manifest))
+        client = new_store()
+        with pytest.raises(store.QdrantIndexError) as raised:
+            load_parts(parts, client, show_progress=False)
+        assert str(raised.value).startswith(f"{path}: not a manifest of `mteb-fairpos encode` ({fault})")
+        assert not client.exists("pages")
+
+
 def test_a_part_the_manifest_does_not_list_is_refused_or_skipped(tmp_path, parts, model, new_store):
     """One folder holds one run: a part of another encode (same settings and collection, other
     documents) copied into a finished folder is not loaded unless the load is --partial."""

@@ -193,9 +193,34 @@ def _read_manifest(folder: Location, partial: bool) -> dict[str, Any] | None:
             f"{folder} has no {MANIFEST}: its encode has not finished (or was killed). Re-run the same encode to "
             "complete it, or pass --partial to load the parts that are there.")
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise store.QdrantIndexError(f"{path}: not a readable manifest ({err}); re-run the encode.") from None
+    wrong = _manifest_fault(manifest)
+    if wrong:
+        raise store.QdrantIndexError(f"{path}: not a manifest of `mteb-fairpos encode` ({wrong}); re-run the encode.")
+    return manifest
+
+
+def _manifest_fault(manifest: Any) -> str | None:
+    """What in a parsed manifest is not the shape `encode` writes (the fields a load reads), or None."""
+    def count(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if not isinstance(manifest, dict):
+        return f"a JSON {type(manifest).__name__}, not an object"
+    for key in ("documents", "points"):
+        if not count(manifest.get(key)):
+            return f"{key!r} is {manifest.get(key)!r}, not a count"
+    if not isinstance(manifest.get("shards"), list):
+        return f"'shards' is {manifest.get('shards')!r}, not a list"
+    for k, entry in enumerate(manifest["shards"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            return f"shards[{k}] names no file"
+        for key in ("documents", "points"):
+            if not count(entry.get(key)):
+                return f"shards[{k}].{key} is {entry.get(key)!r}, not a count"
+    return None
 
 
 def _read_parts(folder: Location, files: list[Location], on_bad: OnBad, manifest: dict[str, Any] | None,
