@@ -228,8 +228,8 @@ def test_a_failed_command_leaves_no_store_folder_it_created(tmp_path, docs_file,
         (["index", str(docs_file), "-c", "c", "--path", f"{new}/o1", "--calibration", "bogus"], "cannot parse calibration"),
         (["index", str(docs_file), "-c", "", "--path", f"{new}/o2"], "-c/--collection must be a non-empty name"),
         (["index", str(docs_file), "-c", "../evil", "--path", f"{new}/o3"], "cannot be a folder name"),
-        (["load", str(foreign), "--path", f"{new}/L1"], "not loadable parts"),
-        (["load", str(foreign), "--path", f"{new}/L2", "--backend", "local"], "not loadable parts"),
+        (["load", str(foreign), "--path", f"{new}/L1"], "not a manifest of `mteb-fairpos encode` ('documents' is None"),
+        (["load", str(foreign), "--path", f"{new}/L2", "--backend", "local"], "not a manifest of `mteb-fairpos encode` ('documents' is None"),
         (["copy", str(tmp_path / "source"), f"{new}/C2", "-c", "nosuch"], "does not exist in the source store"),
     ]
     for argv, message in runs:
