@@ -259,7 +259,11 @@ def report_gaps(found: Collection) -> None:
 
 def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: Path, folder: Path, experiment: str,
                  tasks: Sequence[str] | None, models: Sequence[str] | None) -> None:
-    files = sorted(p for p in folder.glob("*.json") if p.name not in _RESULT_SIDE_FILES and p.is_file())
+    named = sorted(p for p in folder.glob("*.json") if p.name not in _RESULT_SIDE_FILES)
+    files = [p for p in named if p.is_file()]
+    for other in sorted(set(named) - set(files)):
+        what = "a folder" if other.is_dir() else "a link to nothing" if other.is_symlink() else "not a plain file"
+        found.issues.append(Issue("corrupt", _rel(other, root), f"{what}, not a result file; skipped."))
     if not files:
         return
     key = _model_key(found, root, model_dir, revision_dir, folder, experiment)
@@ -326,6 +330,9 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
     except UnicodeDecodeError as err:
         _add(issues, Issue("corrupt", where, f"not valid JSON ({err}); skipped."))
         return None
+    except OSError as err:
+        _add(issues, Issue("corrupt", where, f"cannot be read ({err.strerror or err}); skipped."))
+        return None
     try:
         result = _task_result(file, text)
     except Exception as err:  # noqa: BLE001 - mteb's parser: pydantic validation and format conversions
@@ -365,7 +372,7 @@ def _read_units(scores: TaskScores, result: Any, file: Path) -> None:
     if sidecar.kind not in pairing.KINDS:
         scores.notes.append(("units", f"{path.name} holds rows of kind {sidecar.kind!r}, which this release does not read; not used."))
         return
-    problems = sidecar.problems(result.task_name, {k: d if isinstance(d, str) else None for k, d in digests.items()})
+    problems = sidecar.problems(result.task_name, digests)
     if problems:
         scores.notes.append(("units", f"{path.name} " + "; ".join(problems) + "; not used."))
         return

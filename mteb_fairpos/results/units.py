@@ -192,19 +192,24 @@ class Sidecar:
     digests: dict[str, str]
     tables: dict[tuple[str, str], pa.Table] = field(default_factory=dict)
 
-    def problems(self, task: str, entries: dict[tuple[str, str], str | None], model: str | None = None,
+    def problems(self, task: str, entries: dict[tuple[str, str], Any], model: str | None = None,
                  revision: str | None = None) -> list[str]:
-        """Why these rows are not those of the result (``entries``: (split, subset) -> its digest): another
-        task or model, an entry without rows, rows without an entry, or rows changed since."""
+        """Why these rows are not those of the result (``entries``: (split, subset) -> the digest its entry
+        records, ``None`` where it records none): another task or model, an entry without rows, rows without
+        an entry or without a digest to check them by, or rows changed since."""
         found = []
         if self.task != task:
             found.append(f"records task {self.task!r}, not {task!r}")
         if model is not None and (self.model, self.revision) != (model, revision or self.revision):
             found.append(f"records model {self.model} [{self.revision}], not {model} [{revision}]")
         for (split, subset), expected in sorted(entries.items()):
-            if expected is None:
-                continue
             table = self.tables.get((split, subset))
+            if not isinstance(expected, str):
+                if expected is not None:
+                    found.append(f"cannot be checked against {split}/{subset}: its entry's {DIGEST} is not text ({type(expected).__name__})")
+                elif table is not None:
+                    found.append(f"has rows for {split}/{subset}, whose entry records no {DIGEST} to check them by")
+                continue
             if table is None:
                 found.append(f"has no rows for {split}/{subset}")
             elif self.digests.get(_entry(split, subset)) != expected or digest(table) != expected:
@@ -228,6 +233,13 @@ def read(path: Path) -> Sidecar:
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise SidecarError(f"{path}: no {_METADATA.decode()} metadata of format {FORMAT}; not a sidecar of this package.")
+    fields = {"kind": str, "task": str, "model": str, "revision": str, "digests": dict}
+    wrong = [name for name, kind in fields.items() if name in meta and not isinstance(meta[name], kind)]
+    if not wrong and not all(isinstance(v, str) for v in meta.get("digests", {}).values()):
+        wrong = ["digests"]
+    if wrong:
+        raise SidecarError(f"{path}: its {_METADATA.decode()} metadata has {', '.join(wrong)} of the wrong type "
+                           "(text; digests: entry -> text).")
     missing = [c for c in ("split", "subset", *_REQUIRED) if c not in table.column_names]
     if missing:
         raise SidecarError(f"{path}: lacks the column(s) {missing}.")

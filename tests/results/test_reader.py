@@ -93,3 +93,22 @@ def test_a_folder_tree_that_names_one_model_twice_keeps_the_first_and_says_so(tm
     kinds = {(issue.kind, issue.where) for issue in found.issues}
     assert ("duplicate", "fair/all-MiniLM-L6-v2 [abc]: fair__all-MiniLM-L6-v2/abc_copy/SQuADPosQTiny.json") in kinds
     assert ("corrupt", "fair__bge-m3/r1/model_meta.json") in kinds
+
+
+def test_a_result_name_that_is_no_readable_file_is_listed_not_dropped(tmp_path):
+    from results_folders import write_result
+
+    from mteb_fairpos.results import collect
+
+    write_result(tmp_path, "fair-off/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [retrieval_entry(0.5, PROFILE)]})
+    linked = write_result(tmp_path, "fair/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [retrieval_entry(0.6, PROFILE)]})
+    linked.unlink()
+    linked.symlink_to(tmp_path / "gone.json")
+    folder = write_result(tmp_path, "fair/bge-m3", "r1", "SQuADPosQTiny", {"test": [retrieval_entry(0.7, PROFILE)]})
+    folder.unlink()
+    folder.mkdir()
+    found = collect(tmp_path)
+    assert [key.label for key, _ in found.scores] == ["fair-off/all-MiniLM-L6-v2 [abc]"]
+    corrupt = {issue.where: issue.message for issue in found.issues if issue.kind == "corrupt"}
+    assert corrupt == {"fair__all-MiniLM-L6-v2/abc/SQuADPosQTiny.json": "a link to nothing, not a result file; skipped.",
+                       "fair__bge-m3/r1/SQuADPosQTiny.json": "a folder, not a result file; skipped."}

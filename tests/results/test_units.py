@@ -87,6 +87,43 @@ def test_a_sidecar_that_is_not_its_results_is_reported_and_not_used(tmp_path):
     assert scores.units is None and scores.headline == scores.stored and "main" in scores.stored  # the JSON's own intervals
 
 
+def _damage_metadata(path, **changes):
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[b"mteb_fairpos.units"])
+    pq.write_table(table.replace_schema_metadata({b"mteb_fairpos.units": json.dumps({**meta, **changes}).encode()}), path)
+
+
+@pytest.mark.parametrize("changes", [{"digests": "abc"}, {"digests": {"test/default": 7}}, {"task": ["SQuADPosQ"]}])
+def test_a_sidecar_with_damaged_metadata_is_reported_and_its_result_still_read(tmp_path, changes):
+    root = tmp_path / "results"
+    path = write_grouped_result(root, CALIBRATED, COMMIT, *simulated_queries(60, 1))
+    write_grouped_result(root, TWIN, COMMIT, *simulated_queries(60, 2))
+    _damage_metadata(units.sidecar_path(path), **changes)
+    found = collect(tmp_path)
+    assert [i.kind for i in found.issues] == ["units"] and "of the wrong type" in found.issues[0].message
+    scores = found.get(next(m for m in found.models if m.name == CALIBRATED), "SQuADPosQ")
+    assert scores.units is None and scores.main_score is not None and "main" in scores.headline
+
+
+@pytest.mark.parametrize("digest", ["missing", None, 12345])
+def test_rows_whose_entry_records_no_digest_of_text_are_reported_and_not_used(tmp_path, digest):
+    root = tmp_path / "results"
+    path = write_grouped_result(root, CALIBRATED, COMMIT, *simulated_queries(60, 1))
+    write_grouped_result(root, TWIN, COMMIT, *simulated_queries(60, 2))
+    data = json.loads(path.read_text())
+    entry = data["scores"]["test"][0]
+    if digest == "missing":
+        del entry[units.DIGEST]
+    else:
+        entry[units.DIGEST] = digest
+    path.write_text(json.dumps(data))
+    found = collect(tmp_path)
+    assert [i.kind for i in found.issues] == ["units"]
+    assert ("whose entry records no units_digest" if digest != 12345 else "units_digest is not text (int)") in found.issues[0].message
+    scores = found.get(next(m for m in found.models if m.name == CALIBRATED), "SQuADPosQ")
+    assert scores.units is None and scores.main_score is not None
+
+
 def test_reading_a_folder_resamples_nothing_until_an_interval_is_asked_for(tmp_path, monkeypatch):
     root = tmp_path / "results"
     write_grouped_result(root, TWIN, COMMIT, *simulated_queries(200, 5))
