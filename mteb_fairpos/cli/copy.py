@@ -34,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant import store
     from ..integrations.qdrant.copy import copy_collection
 
-    if not os.path.isdir(args.source):
-        raise FileNotFoundError(f"no store at {args.source!r} to copy from.")
+    if not os.path.isdir(args.source) or not store.holds_store(args.source):
+        raise FileNotFoundError(f"no store at {args.source!r} to copy from (a folder holding Qdrant Edge's "
+                                "<collection>.collection.json or local mode's meta.json).")
     if os.path.abspath(args.source) == os.path.abspath(args.target):
         raise ValueError("the source and the target are the same folder; copy into a new one.")
     qdrant_common.check_collection(args.collection, args.target_backend)

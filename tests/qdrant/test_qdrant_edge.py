@@ -182,3 +182,42 @@ def test_copy_moves_a_local_mode_collection_into_edge_point_for_point(tmp_path, 
         assert copied.count("news") == len(expected)
     assert main(["copy", str(old), str(new), "-c", "other"]) == 2
     assert "'other' does not exist in the source store" in capsys.readouterr().err
+
+
+def test_copy_names_a_damaged_or_foreign_folder_and_writes_nothing_into_it(tmp_path, model, capsys):
+    import shutil
+
+    local, edge = tmp_path / "local", tmp_path / "edge"
+    with closing(store.open_store(str(local), backend="local")) as client:
+        FairQdrantIndex(model, "news", client, model_name=MINILM_HUB_ID).index(RECORDS, show_progress=False)
+    assert main(["copy", str(local), str(edge), "-c", "news", "--quiet"]) == 0
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "readme.txt").write_text("not a store")
+
+    def refused(source, target, *expected):
+        capsys.readouterr()
+        assert main(["copy", str(source), str(target), "-c", "news", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and all(part in err for part in expected), err
+        assert not (tmp_path / "new").exists()
+
+    refused(notes, tmp_path / "new", f"no store at {str(notes)!r} to copy from")
+    assert sorted(p.name for p in notes.iterdir()) == ["readme.txt"]  # no lock file left in it
+    refused(edge, notes, f"{str(notes)!r} holds other files (readme.txt), not a Qdrant store")
+    assert sorted(p.name for p in notes.iterdir()) == ["readme.txt"]
+
+    settings = tmp_path / "settings"
+    shutil.copytree(edge, settings)
+    (settings / "news.collection.json").write_text('{"vectors": ')
+    refused(settings, tmp_path / "new", f"{settings / 'news.collection.json'}: not readable as the collection's settings")
+    (settings / "news.collection.json").write_text("[]")
+    refused(settings, tmp_path / "new", f"{settings / 'news.collection.json'}: not the collection's settings")
+    shard = tmp_path / "shard"
+    shutil.copytree(edge, shard)
+    shutil.rmtree(shard / "news")
+    refused(shard, tmp_path / "new", "has its settings but not its shard folder", "the store is damaged")
+    meta = tmp_path / "meta"
+    shutil.copytree(local, meta)
+    (meta / "meta.json").write_text("{bad")
+    refused(meta, tmp_path / "new", f"{meta / 'meta.json'}: not readable as local mode's settings")

@@ -209,13 +209,26 @@ class EdgeStore(Store):
         path = self._settings_path(name)
         if not path.is_file():
             raise ValueError(f"collection {name!r} does not exist in the Qdrant Edge store {self.path}.")
-        return json.loads(path.read_text(encoding="utf-8"))
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+            raise QdrantIndexError(f"{path}: not readable as the collection's settings ({err}); the store is damaged.") from None
+        if not isinstance(settings, dict) or not isinstance(settings.get("vectors"), dict):
+            raise QdrantIndexError(f"{path}: not the collection's settings (an object with its vectors); the store is damaged.")
+        return settings
 
     def _shard(self, name: str) -> Any:
         shard = self._shards.get(name)
         if shard is None:
             self._settings(name)
-            shard = self._shards[name] = self._edge.EdgeShard.load(str(self._folder(name)))
+            folder = self._folder(name)
+            if not folder.is_dir():
+                raise QdrantIndexError(f"collection {name!r} of the Qdrant Edge store {self.path} has its settings "
+                                       f"but not its shard folder {folder}; the store is damaged.")
+            try:
+                shard = self._shards[name] = self._edge.EdgeShard.load(str(folder))
+            except Exception as err:  # noqa: BLE001 - qdrant-edge raises plain Exceptions ("Service runtime error")
+                raise QdrantIndexError(f"cannot load collection {name!r}'s shard {folder}: {err}") from None
         return shard
 
     def _payload(self, selector: PayloadSelector) -> Any:

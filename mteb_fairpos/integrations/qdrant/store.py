@@ -31,7 +31,7 @@ from .backends import (  # noqa: F401 - the errors are part of this module's int
     status_of,
 )
 from .clients import LocalStore, ServerStore, holds_local_mode
-from .edge import EdgeStore, holds_edge, mixed  # the store only: qdrant_edge itself is imported when a store is opened
+from .edge import LOCK_FILE, EdgeStore, holds_edge, mixed  # the store only: qdrant_edge itself is imported when a store is opened
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,8 @@ def open_store(
         return ServerStore.open(url, api_key=api_key, timeout=timeout, **client_kwargs)
     if api_key is not None:
         raise ValueError("an API key only applies to a server; give url= as well.")
+    if path is not None and str(path) != ":memory:":
+        refuse_foreign(path)
     if embedded_backend(path, backend) == "edge":
         if path is None or str(path) == ":memory:":
             raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
@@ -106,6 +108,23 @@ def open_store(
         raise ValueError(f"{str(path)!r} holds a Qdrant Edge store, not a qdrant-client local-mode one; open it with "
                          "the edge backend, or give local mode a folder of its own.")
     return LocalStore.open(path, **client_kwargs)
+
+
+def holds_store(path: str | os.PathLike[str]) -> bool:
+    """Whether the folder ``path`` holds an embedded store: Qdrant Edge's or local mode's files, or the lock
+    file both write first."""
+    return holds_edge(path) or holds_local_mode(path) or os.path.exists(os.path.join(path, LOCK_FILE))
+
+
+def refuse_foreign(path: str | os.PathLike[str]) -> None:
+    """Refuse a folder of other files as a store: a store would be written among them (a mistyped ``--path``)."""
+    if not os.path.isdir(path) or holds_store(path):
+        return
+    names = sorted(os.listdir(path))
+    if names:
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise QdrantIndexError(f"{str(path)!r} holds other files ({shown}), not a Qdrant store; give a new or empty "
+                               "folder, or the folder of a store.")
 
 
 def embedded_backend(path: str | os.PathLike[str] | None, backend: str | None = None) -> str:
