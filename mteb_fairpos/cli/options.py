@@ -160,6 +160,14 @@ non_negative_int = _number_of("a non-negative integer", zero=True)
 _seconds = _number_of("a positive number of seconds", float)
 
 
+def seed(text: str) -> int:
+    """An argparse type: a seed numpy's generators take, an integer from 0 to 2**32 - 1."""
+    value = _number_of("a seed, an integer from 0 to 4294967295", zero=True)(text)
+    if value >= 2**32:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to 4294967295, got {value}")
+    return value
+
+
 def output_file(text: str) -> Path:
     """An argparse type: a file the command writes when its work is done, checked before the work starts
     (a path that cannot be written must not cost the run)."""

@@ -30,6 +30,10 @@ def print_report(report: Any, path: Path | None) -> int:
     return 0
 
 
+CLUSTER_FLAGS = ("--shard-number", "--replication-factor", "--write-consistency-factor")
+"""`options.add_cluster_arguments`' flags: a server's settings, refused without ``--url``."""
+
+
 def opened_store(args: argparse.Namespace, *, existing: bool = False) -> AbstractContextManager[Any]:
     """The store of the parsed connection arguments, closed on leaving (see `removed_if_failed`); a server is
     probed before anything else, and the collection name is checked before the store is opened.
@@ -43,6 +47,10 @@ def opened_store(args: argparse.Namespace, *, existing: bool = False) -> Abstrac
         return removed_if_failed(None, lambda: _store().open_store(url=args.url, api_key=api_key, timeout=args.timeout))
     if args.api_key is not None:
         raise ValueError("--api-key applies to a server; give --url as well.")
+    given = [flag for flag in CLUSTER_FLAGS if getattr(args, flag[2:].replace("-", "_"), None) is not None]
+    if given:
+        raise ValueError(f"{'/'.join(given)} {'applies' if len(given) == 1 else 'apply'} to a collection created on a server; give --url as well "
+                         "(an embedded store is one shard on this machine).")
     if args.backend == "edge" and args.path == ":memory:":
         raise ValueError("the Qdrant Edge backend stores its data in a folder; give --path FOLDER.")
     path = args.path or DEFAULT_STORE

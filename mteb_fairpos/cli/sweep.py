@@ -37,18 +37,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model(parser, note=f"here a plugin model, fair/<name>, so {DEFAULT_MODEL}")
     parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
-    parser.add_argument("--baskets", nargs="+", type=int, default=list(PAPER_BASKETS), metavar="B",
+    parser.add_argument("--baskets", nargs="+", type=int, default=None, metavar="B",
                         help=f"basket sizes of the grid (default: {' '.join(map(str, PAPER_BASKETS))})")
-    parser.add_argument("--layers", nargs="+", default=list(PAPER_LAYERS), metavar="SET",
-                        help=f"layer sets, each {LAYER_GRAMMAR}")
-    parser.add_argument("--strengths", nargs="+", type=float, default=list(PAPER_STRENGTHS), metavar="ALPHA",
+    parser.add_argument("--layers", nargs="+", default=None, metavar="SET",
+                        help=f"layer sets of the grid, each {LAYER_GRAMMAR} (default: {' '.join(PAPER_LAYERS)})")
+    parser.add_argument("--strengths", nargs="+", type=float, default=None, metavar="ALPHA",
                         help=f"strengths of the grid (default: {' '.join(map(str, PAPER_STRENGTHS))})")
     parser.add_argument("--configs", nargs="+", default=None, metavar="TEXT",
-                        help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid")
+                        help="explicit configs in text form (e.g. b128_lhalf_a0.5) instead of the grid (not with "
+                        "--baskets, --layers or --strengths)")
     parser.add_argument("--no-twin", action="store_true", help="leave out the uncalibrated reference")
     add_output(parser, default=Path("results"), what="mteb results folder", dest="output_folder", aliases=("--output-folder", "--out"))
     parser.add_argument("--overwrite-strategy", choices=OVERWRITE_STRATEGIES, default="only-missing",
-                        help="mteb's: reuse finished results (only-missing, default), redo them (always) or never run")
+                        help="mteb's: run what a result lacks (only-missing, default), redo everything (always), or run "
+                        "only what has no result file yet (never)")
     add_batch_size(parser, default=None, unit="texts through the model")
     add_device(parser)
     add_max_length(parser)  # a different length is an mteb experiment: its own results folder
@@ -69,6 +71,13 @@ def run(args: argparse.Namespace) -> int:
     import mteb
     from mteb.cache import ResultCache
 
+    pool = [flag for flag, value in (("--address", args.address), ("--gpus-per-actor", args.gpus_per_actor),
+                                     ("--actors", None if args.actors == 1 else args.actors)) if value is not None]
+    if args.engine == "local" and pool:  # as encode refuses them: in this process they would be ignored
+        raise ValueError(f"{'/'.join(pool)} {'applies' if len(pool) == 1 else 'apply'} to the Ray engine; add --engine ray.")
+    grid_flags = [flag for flag in ("--baskets", "--layers", "--strengths") if getattr(args, flag[2:]) is not None]
+    if args.configs and grid_flags:
+        raise ValueError(f"--configs lists the configs; {'/'.join(grid_flags)} {'shapes' if len(grid_flags) == 1 else 'shape'} the grid it replaces: give one or the other.")
     args.model = args.model or DEFAULT_MODEL
     try:  # an unknown model or task is bad input, reported before any work
         base_model(args.model)
@@ -79,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as err:  # mteb's message starts with its exception's name; ours names the option
         message = str(err.args[0] if err.args else err).removeprefix("KeyError: ")
         raise ValueError(f"-t/--tasks: {message}") from None
-    configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(args.baskets, args.layers, args.strengths)
+    configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(
+        args.baskets or PAPER_BASKETS, args.layers or PAPER_LAYERS, args.strengths or PAPER_STRENGTHS)
     points = [SweepPoint(args.model, config, args.device, args.max_length)
               for config in ([] if args.no_twin else [None]) + configs]
     cache = ResultCache(args.output_folder)
@@ -92,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{number}/{len(points)}] {point.meta().name}: {'running' if has_work else 'cached'}", flush=True)
 
     failures = list(plan.failures)
-    if args.engine == "ray" and args.overwrite_strategy != "never":
+    if args.engine == "ray":
         from ..integrations.ray.sweep import run_on_ray
 
         _, failed = run_on_ray(plan, args.output_folder, actors=args.actors, gpus_per_actor=args.gpus_per_actor,

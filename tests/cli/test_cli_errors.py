@@ -33,6 +33,14 @@ from mteb_fairpos.cli import errors, main, options
         (["probe", "-o", "{tmp}/out", "--max-length", "1000", "--quiet"], "--max-length 1000: this model embeds at most 512"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
         (["segments", "--file", "{tmp}/file"], "file: not a JSON list of segments"),
+        (["load", "{tmp}/empty", "--path", "{tmp}/store", "--shard-number", "3"],
+         "--shard-number applies to a collection created on a server; give --url as well"),
+        (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--replication-factor", "2",
+          "--write-consistency-factor", "2", "--quiet"], "--replication-factor/--write-consistency-factor apply to a"),
+        (["sweep", "-t", "FairPosTinyRetrieval", "--configs", "b64_lhalf_a1", "--baskets", "32", "-o", "{tmp}/r"],
+         "--configs lists the configs; --baskets shapes the grid it replaces: give one or the other"),
+        (["sweep", "-t", "FairPosTinyRetrieval", "--address", "localhost:1234", "-o", "{tmp}/r"],
+         "--address applies to the Ray engine; add --engine ray"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
@@ -113,6 +121,8 @@ def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
         (["load", "parts", "--shard-number", "0"], "argument --shard-number: expected a positive integer, got 0"),
         (["index", "docs.jsonl", "-c", "c", "--replication-factor", "-2"],
          "argument --replication-factor: expected a positive integer, got -2"),
+        (["probe", "--seed", "-1"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got -1"),
+        (["probe", "--seed", "4294967296"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got 4294967296"),
     ],
 )
 def test_a_number_out_of_range_is_refused_at_parse_time(capsys, argv, message):
