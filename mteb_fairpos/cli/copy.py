@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.source) or not store.holds_store(args.source):
         raise FileNotFoundError(f"no store at {args.source!r} to copy from (a folder holding Qdrant Edge's "
                                 "<collection>.collection.json or local mode's meta.json).")
-    if os.path.abspath(args.source) == os.path.abspath(args.target):
+    if os.path.realpath(args.source) == os.path.realpath(args.target):  # a link to the source is the source
         raise ValueError("the source and the target are the same folder; copy into a new one.")
     qdrant_common.check_collection(args.collection, args.target_backend)
     with store.open_store(args.source) as source, qdrant_common.removed_if_failed(

@@ -202,6 +202,8 @@ def test_copy_names_a_damaged_or_foreign_folder_and_writes_nothing_into_it(tmp_p
         assert err.count("\n") == 1 and all(part in err for part in expected), err
         assert not (tmp_path / "new").exists()
 
+    (tmp_path / "link").symlink_to(edge)
+    refused(edge, tmp_path / "link", "the source and the target are the same folder")
     refused(notes, tmp_path / "new", f"no store at {str(notes)!r} to copy from")
     assert sorted(p.name for p in notes.iterdir()) == ["readme.txt"]  # no lock file left in it
     refused(edge, notes, f"{str(notes)!r} holds other files (readme.txt), not a Qdrant store")
