@@ -73,7 +73,7 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
     parser.add_argument("--subsets", nargs="+", default=DEFAULT_SUBSETS, metavar="SUBSET",
                         help=f"instances to run: n<N>_<lang> or n<N>_<lead>-<later> with BCP-47 tags, e.g. n3_de, n3_en-de, "
                         f"n3_zh-CN (default: {' '.join(DEFAULT_SUBSETS)})")
-    parser.add_argument("--sets", type=positive_int, default=None, metavar="K",
+    parser.add_argument("--sets", type=_sets, default=None, metavar="K",
                         help="segment sets per instance (default: the task's); each set gives n! documents")
     parser.add_argument("--calibration", nargs="+", default=calibrations, metavar="CONFIG",
                         help="calibration configs to compare, in text form ('none' = uncalibrated), e.g. none b128_lhalf_a0.5 "
@@ -93,6 +93,14 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
     add_output(parser, default=Path(output), what="output folder")
     add_quiet(parser)
     add_max_length(parser, default=512 if output == "fairpos-demo" else None)
+
+
+def _sets(text: str) -> int:
+    """An argparse type: at least two segment sets, as the intervals resample sets (one has no spread)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected at least 2 segment sets (the intervals resample them), got {value}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -121,6 +121,7 @@ def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
         (["load", "parts", "--shard-number", "0"], "argument --shard-number: expected a positive integer, got 0"),
         (["index", "docs.jsonl", "-c", "c", "--replication-factor", "-2"],
          "argument --replication-factor: expected a positive integer, got -2"),
+        (["probe", "--sets", "1"], "argument --sets: expected at least 2 segment sets (the intervals resample them), got 1"),
         (["probe", "--seed", "-1"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got -1"),
         (["probe", "--seed", "4294967296"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got 4294967296"),
     ],
