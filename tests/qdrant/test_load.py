@@ -298,7 +298,9 @@ def test_a_manifest_of_another_shape_is_named_with_its_field_and_nothing_written
                             (without("documents"), "'documents' is None, not a count"),
                             ({**written, "documents": "three"}, "'documents' is 'three', not a count"),
                             ({**written, "shards": "notalist"}, "'shards' is 'notalist', not a list"),
-                            (without("documents", shard=1), "shards[1].documents is None, not a count")):
+                            (without("documents", shard=1), "shards[1].documents is None, not a count"),
+                            ({**written, "documents": 1}, f"'documents' is 1, but its shards hold {written['documents']}"),
+                            ({**written, "points": 99}, f"'points' is 99, but its shards hold {written['points']}")):
         path.write_text(json.dumps(manifest))
         client = new_store()
         with pytest.raises(store.QdrantIndexError) as raised:

@@ -203,7 +203,8 @@ def _read_manifest(folder: Location, partial: bool) -> dict[str, Any] | None:
 
 
 def _manifest_fault(manifest: Any) -> str | None:
-    """What in a parsed manifest is not the shape `encode` writes (the fields a load reads), or None."""
+    """What in a parsed manifest is not the shape `encode` writes (the fields a load reads, and totals that are
+    its shards' sums), or None."""
     def count(value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -220,6 +221,10 @@ def _manifest_fault(manifest: Any) -> str | None:
         for key in ("documents", "points"):
             if not count(entry.get(key)):
                 return f"shards[{k}].{key} is {entry.get(key)!r}, not a count"
+    for key in ("documents", "points"):
+        total = sum(entry[key] for entry in manifest["shards"])
+        if total != manifest[key]:
+            return f"{key!r} is {manifest[key]}, but its shards hold {total}"
     return None
 
 
