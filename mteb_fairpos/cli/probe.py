@@ -158,7 +158,11 @@ def run(args: argparse.Namespace) -> int:
     first = load(next(iter(runs.values()))[subsets[0]]).settings
     print(f"segment window [{first.window_low}, {first.window_high}] tokens ({first.mode}), "
           f"segment sets per instance {first.sets}, all n! orders, seed {args.seed}; intervals from {first.resamples} "
-          f"bootstrap resamples of {first.resampled or 'segment sets'}, bootstrap seed {first.resampling_seed}\n")
+          f"bootstrap resamples of {first.resampled or 'segment sets'}, bootstrap seed {first.resampling_seed}")
+    left = {subset: load(entry).counts.excluded for subset, entry in next(iter(runs.values())).items()}
+    print("topics left out: " + ("; ".join(
+        f"{subset} " + ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in sorted(reasons.items()))
+        for subset, reasons in left.items() if reasons) or "none") + "\n")
     print(format_profiles(runs, subsets, "sigma"))
     print(format_betas(runs, subsets, "sigma"))
     if any(s.get("tau_status") == "measured" for r in runs.values() for s in r.values()):

@@ -152,3 +152,14 @@ def test_the_demo_subsets_are_a_task_the_run_completes_with_paired_changes(tmp_p
             change = pairing.change(mine, twin, "fairness", subset=family + scores["hf_subset"])
             stored = [scores[f"change_{prefix}position_fairness{end}"] for end in ("", "_ci_low", "_ci_high")]
             assert [change.value, *change.interval] == pytest.approx(stored, abs=1e-5)  # the sidecar holds float32 values
+
+
+def test_topics_left_out_are_counted_on_screen_by_subset_and_reason(tmp_path, capsys):
+    corpus = tmp_path / "gaps.jsonl"
+    rows = [{"id": t.id, "texts": {lang: t.texts[lang] for lang in ("en", "de")}} for t in sample_corpus()]
+    rows[0]["texts"]["de"] = None  # usable for n3_en, not for n3_en-de
+    corpus.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert main(["probe", "--corpus", str(corpus), "--subsets", "n3_en", "n3_en-de", "--sets", "2", "--calibration", "none",
+                 "--max-length", "512", "--resamples", "50", "-o", str(tmp_path / "out"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "topics left out: n3_en-de 1 missing language\n" in out
