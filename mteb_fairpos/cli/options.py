@@ -125,7 +125,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, collection_help
                         "local mode (default for a folder it already holds, and for ':memory:')")
     parser.add_argument("--api-key", default=None,
                         help="API key for --url (default: the QDRANT_API_KEY environment variable)")
-    parser.add_argument("--timeout", type=_seconds, default=10.0, help="server request timeout in seconds (default 10)")
+    parser.add_argument("--timeout", type=_seconds, default=None, help="server request timeout in seconds (default 10)")
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
