@@ -51,6 +51,10 @@ def test_text_with_span_objects_and_span_shorthand_agree():
         ({"id": "d", "segments": ["fine", "   "]}, "segment 2: the segment text is empty"),
         ({"id": "d", "segments": "not a list"}, "must be a list"),
         ({"id": "d", "segments": ["x"], "spans": [[0, 1]]}, "not both"),
+        ({"id": "d", "segments": [{"text": "a", "id": 7}, {"text": "b"}, {"text": "c", "id": "7"}]},
+         "segment 3: id '7' is segment 1's too"),
+        ({"id": "d", "text": "ab cd", "segments": [{"start": 0, "end": 2, "id": "s"}, {"start": 3, "end": 5, "id": "s"}]},
+         "segment 2: id 's' is segment 1's too"),
         ("just a string", "expected a JSON object"),
         # metadata a payload would keep another way in each store
         ({"id": "d", "segments": ["x"], "metadata": {"v": float("nan")}}, r"metadata\.v = nan is not a JSON number"),

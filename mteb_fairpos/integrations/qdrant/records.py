@@ -134,11 +134,19 @@ def parse_document(record: Any, where: str = "record") -> Document:
     if text is None:
         if spans is not None:
             raise InputError(f"{where}: 'spans' need the document 'text'.")
-        return _from_segment_list(doc_id, items, default_language, dict(metadata), where)
-    if not isinstance(text, str):
+        document = _from_segment_list(doc_id, items, default_language, dict(metadata), where)
+    elif not isinstance(text, str):
         raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}.")
-    _unicode(text, where, "the document 'text'")
-    return _from_spans(doc_id, text, items, default_language, dict(metadata), where, shorthand=spans is not None)
+    else:
+        _unicode(text, where, "the document 'text'")
+        document = _from_spans(doc_id, text, items, default_language, dict(metadata), where, shorthand=spans is not None)
+    first: dict[str, int] = {}
+    for segment in document.segments:  # a segment id names one segment: search and discoverability report it
+        name = segment.segment_id
+        if name is not None and first.setdefault(name, segment.position) != segment.position:
+            raise InputError(f"{where} segment {segment.position}: id {name!r} is segment {first[name]}'s too; "
+                             "segment ids must differ within a document.")
+    return document
 
 
 def check_iterable_of_records(records: Any) -> None:
