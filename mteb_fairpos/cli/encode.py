@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import qdrant_common
-from .options import (add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output,
+from .options import (add_batch_size, add_device, add_engine_arguments, add_format, add_max_length, add_model, add_output,
                       add_quiet, add_report, output_location, positive_int)
 
 
@@ -36,6 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="also store one late-chunking point per segment (mean-pooled models)")
     parser.add_argument("--no-store-text", dest="store_text", action="store_false",
                         help="do not store document / segment text in the payload")
+    add_format(parser)
     parser.add_argument("--skip-invalid", action="store_true",
                         help="leave out invalid records and later copies of duplicate ids, and report them")
     add_batch_size(parser, default=32, unit="documents through the model")
@@ -61,6 +62,6 @@ def run(args: argparse.Namespace) -> int:
         args.inputs, args.output, loader, args.collection, engine=args.engine, actors=args.actors,
         gpus_per_actor=args.gpus_per_actor, address=args.address, batch_size=args.batch_size,
         part_size=args.part_size, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,
-        store_text=args.store_text, on_error="skip" if args.skip_invalid else "raise",
+        store_text=args.store_text, format=args.format, on_error="skip" if args.skip_invalid else "raise",
         show_progress=not args.quiet)
     return qdrant_common.print_report(report, args.report)

@@ -6,7 +6,7 @@ import argparse
 import logging
 
 from . import qdrant_common
-from .options import (add_batch_size, add_cluster_arguments, add_connection_arguments, add_device, add_max_length,
+from .options import (add_batch_size, add_cluster_arguments, add_connection_arguments, add_device, add_format, add_max_length,
                       add_model, add_quiet, add_report, non_negative_int, positive_int)
 
 
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="store only the calibrated document vector (default: both, or as the collection has it)")
     parser.add_argument("--late-chunks", dest="late_chunks", action="store_const", const=True, default=None,
                         help="also store one late-chunking point per segment (mean-pooled models)")
-    parser.add_argument("--format", choices=("jsonl", "parquet"), default=None, help="input format (default: from the suffix)")
+    add_format(parser)
     parser.add_argument("--skip-invalid", action="store_true",
                         help="skip invalid records and report them instead of stopping at the first one")
     parser.add_argument("--no-store-text", dest="store_text", action="store_false", default=None,

@@ -69,6 +69,12 @@ def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None, unit
     parser.add_argument("--batch-size", type=positive_int, default=default, help=f"{unit} per batch ({shown})")
 
 
+def add_format(parser: argparse.ArgumentParser) -> None:
+    """``--format``: the input's format where its suffix does not say."""
+    parser.add_argument("--format", choices=("jsonl", "parquet"), default=None,
+                        help="input format (default: from each file's suffix)")
+
+
 def add_quiet(parser: argparse.ArgumentParser, *, also: str = "") -> None:
     """``--quiet``: no progress bars, the libraries' included (``cli.main`` silences them); ``also`` says what
     else the command leaves out."""
@@ -108,7 +114,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, ray_does: str, acto
     parser.add_argument("--address", default=None,
                         help="Ray cluster to join (host:port, ray://host:port or auto); default a local Ray runtime")
     parser.add_argument("--actors", type=positive_int, default=1, help=f"{actor}s on Ray (default 1; one per GPU on a GPU cluster)")
-    parser.add_argument("--gpus-per-actor", type=float, default=None,
+    parser.add_argument("--gpus-per-actor", type=_number_of("a non-negative number of GPUs", float, zero=True),
+                        default=None,
                         help=f"GPUs per {actor} (default: 1 when the cluster has GPUs, else 0)")
 
 

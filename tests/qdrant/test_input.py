@@ -40,3 +40,22 @@ def test_a_folder_skips_hidden_and_foreign_files_and_a_file_uri_reads_like_a_pat
         scan_file(tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         scan_input(tmp_path / "missing")
+
+
+def test_a_file_given_twice_is_refused_not_read_twice(tmp_path):
+    docs = write(tmp_path / "docs.jsonl", ["a", "b"])
+    (tmp_path / "link.jsonl").symlink_to(docs)
+    for inputs in ([docs, docs], [tmp_path / "docs.jsonl", f"file://{docs}"], [tmp_path, docs]):
+        with pytest.raises(InputError, match=r"is '.*docs\.jsonl' again \(given twice, or inside a folder given too\)"):
+            scan_input([str(i) for i in inputs])
+    with pytest.raises(InputError, match="again"):
+        scan_input([str(docs), str(tmp_path / "link.jsonl")])  # a link to it is the same file
+
+
+def test_a_format_given_reads_a_file_whose_suffix_does_not_say(tmp_path):
+    plain = write(tmp_path / "documents", ["a", "b", "c"])
+    with pytest.raises(InputError, match="cannot tell the format of 'documents' from its suffix"):
+        scan_input(str(plain))
+    scan = scan_input(str(plain), format="jsonl", range_size=2)
+    assert scan.documents == 3 and [r.format for r in scan.ranges] == ["jsonl", "jsonl"]
+    assert [d.doc_id for r in scan.ranges for d in read_range(r)] == ["a", "b", "c"]

@@ -505,6 +505,11 @@ def test_encode_and_load_commands(tmp_path, capsys, minilm_dir):
     assert main(["search", "budget", "-c", "pages", "--path", str(qdrant), "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(hits) > 0 and all(hit["doc_id"].startswith("d") for hit in hits)
+    plain = tmp_path / "documents"  # no suffix: --format says what it holds
+    plain.write_bytes(path.read_bytes())
+    assert main(["encode", str(plain), "-o", str(tmp_path / "plain"), "-c", "pages", "--calibration", CALIBRATION,
+                 "--part-size", "4", "--format", "jsonl", "--quiet"]) == 0
+    assert "9 document(s) in 3 part(s)" in capsys.readouterr().out
     assert main(["encode", str(path), "-o", str(out), "-c", "pages", "--actors", "2"]) == 2
     assert "apply to the Ray engine; add --engine ray" in capsys.readouterr().err
     assert main(["load", str(tmp_path / "nowhere"), "--path", str(qdrant)]) == 2

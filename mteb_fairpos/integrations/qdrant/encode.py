@@ -99,6 +99,7 @@ def encode_to_parts(
     late_chunks: bool = False,
     store_text: bool = True,
     max_length: int | None = None,
+    format: str | None = None,
     on_error: OnError = "raise",
     show_progress: bool = True,
 ) -> EncodeReport:
@@ -116,6 +117,7 @@ def encode_to_parts(
         actors / gpus_per_actor: the Ray actor pool (default: one GPU per actor where GPUs exist).
         output: a local folder or a URI (``s3://bucket/prefix``); credentials from the environment.
         part_size: documents per input range and part: the unit of work, of output files and of resumption.
+        format: ``"jsonl"`` or ``"parquet"`` for every input file (default: each file's suffix).
     """
     start = time.perf_counter()
     # the point ids are made for the name and the parts may go into an Edge store: a name it refuses would waste the run
@@ -134,7 +136,7 @@ def encode_to_parts(
     target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
     target.require_bucket()
     _refuse_output_in_input(target, inputs)
-    scan = scan_input(inputs, range_size=part_size, on_error=on_error)
+    scan = scan_input(inputs, range_size=part_size, on_error=on_error, format=format)
     if not scan.ranges:
         raise store.QdrantIndexError(
             f"nothing to encode: all {len(scan.problems)} record(s) of the input were left out (first: {scan.problems[0]})."

@@ -41,7 +41,6 @@ from .encoding import (
     EncodedDocument,
     Truncation,
     UncalibratedCount,
-    calibration_text,
     encode_batches,
     model_name,
 )
@@ -214,9 +213,6 @@ class FairQdrantIndex:
         late chunks off, document text stored). Raises :class:`store.CollectionMismatchError` before anything is written.
         """
         stored = self.stored_spec()
-        if uncalibrated is False and calibration_text(self.model) == "none":
-            raise ValueError("an uncalibrated model (calibration 'none') stores only uncalibrated vectors; "
-                             "drop --no-uncalibrated (uncalibrated=False) or give a calibration.")
         if uncalibrated is None:
             uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True
         if late_chunks is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,13 @@ def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Location]:
             raise FileNotFoundError(f"input {str(item)!r} does not exist.")
     if not files:
         raise InputError("no input given.")
+    seen: dict[tuple[str, str], str] = {}
+    for file in files:  # the same file twice would be encoded twice, under the same point ids
+        key = (file.filesystem.type_name, os.path.realpath(file.path) if file.local else file.path)
+        if key in seen:
+            raise InputError(f"input {file.uri!r} is {seen[key]!r} again (given twice, or inside a folder given too); "
+                             "give each file once.")
+        seen[key] = file.uri
     return files
 
 

@@ -47,9 +47,13 @@ def collection_spec(model: Any, name: str, *, uncalibrated: bool, late_chunks: b
     """The collection spec ``model`` (stored under ``name``) produces with these options.
 
     An uncalibrated model (calibration ``"none"``) has one kind of vector: it is stored once,
-    under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``.
+    under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``; asking it
+    for no uncalibrated vector is refused, not ignored.
     """
     if calibration_text(model) == "none":
+        if not uncalibrated:
+            raise ValueError("an uncalibrated model (calibration 'none') stores only uncalibrated vectors; "
+                             "drop --no-uncalibrated (uncalibrated=False) or give a calibration.")
         vectors = [store.VECTOR_UNCALIBRATED] + ([store.VECTOR_LATE_UNCALIBRATED] if late_chunks else [])
     else:
         vectors = [store.VECTOR_CALIBRATED]
