@@ -23,8 +23,14 @@ def add_model(parser: argparse.ArgumentParser, *, note: str = "") -> None:
 
     ``note`` says where a command reads ``None`` otherwise (a collection's stored model, a plugin name).
     """
-    parser.add_argument("-m", "--model", default=None,
+    parser.add_argument("-m", "--model", type=model_reference, default=None,
                         help="sentence-transformers model name or path (default: all-MiniLM-L6-v2" + (f"; {note}" if note else "") + ")")
+
+
+def model_reference(text: str) -> str:
+    """An argparse type: a model folder as its absolute path, a Hub id as given. A collection and its parts record
+    the model they were built with, and a relative path would name another folder, or a Hub id, from elsewhere."""
+    return os.path.abspath(text) if os.path.isdir(text) else text
 
 
 def add_device(parser: argparse.ArgumentParser, *, note: str = "") -> None:

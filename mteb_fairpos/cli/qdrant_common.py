@@ -123,6 +123,8 @@ def model_for_collection(args: argparse.Namespace, opened, *, calibrated: bool):
     """The model named by ``--model`` or, by default, the one stored with the collection; with its name."""
     spec = _store().read_spec(opened, args.collection)
     name = args.model or (spec.model if spec else MINILM_HUB_ID)
+    if spec and name != spec.model and os.path.isdir(name) and os.path.isdir(spec.model) and os.path.samefile(name, spec.model):
+        name = spec.model  # the folder a collection of an earlier release recorded as typed, relative
     calibration = "none"  # a query is encoded plain
     if calibrated:  # documents: as asked, else as the collection was built, else the model's own
         calibration = args.calibration or (spec.calibration if spec else None)

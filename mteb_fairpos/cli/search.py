@@ -24,10 +24,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=positive_int, default=10, help="number of results (default 10)")
     parser.add_argument("--vector", choices=("calibrated", "uncalibrated"), default=None,
                         help="which document vectors to rank (default: calibrated, or the only ones the collection has)")
-    parser.add_argument("--position", type=int, nargs="+", default=None,
+    parser.add_argument("--position", type=positive_int, nargs="+", default=None,
                         help="keep documents that have a segment at this position (or these positions) which the model "
                              "read; the rank is still that of the whole document vector")
-    parser.add_argument("--language", nargs="+", default=None,
+    parser.add_argument("--language", type=_language, nargs="+", default=None,
                         help="keep documents with a segment in this language (with --position: the same segment)")
     parser.add_argument("--include-cut", action="store_true",
                         help="with --position/--language: also match segments the maximum length cut off entirely")
@@ -38,8 +38,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def _language(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a language code, got an empty one")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant import FairQdrantIndex
+
+    if args.include_cut and (args.segments or (args.position is None and args.language is None)):
+        raise ValueError("--include-cut widens a --position/--language filter of documents; give one, without --segments.")
 
     with qdrant_common.opened_store(args, existing=True) as opened:
         model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)

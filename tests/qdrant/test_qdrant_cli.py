@@ -149,6 +149,34 @@ def test_a_model_folder_saved_with_a_calibration_indexes_with_it(tmp_path, docs_
     capsys.readouterr()
 
 
+def test_a_model_folder_given_relative_is_recorded_absolute_and_found_from_any_folder(tmp_path, docs_file, capsys,
+                                                                                       minilm_dir, monkeypatch):
+    """A collection records its model: a folder typed relative (``-m mini``) would mean another folder, or the Hub id
+    sentence-transformers/mini, from anywhere else; a collection of an earlier release that recorded it relative is
+    still matched from where it resolves."""
+    from contextlib import closing
+
+    from mteb_fairpos.integrations.qdrant import FairQdrantIndex, open_store
+    from mteb_fairpos.integrations.qdrant.store import read_spec
+
+    (tmp_path / "mini").symlink_to(minilm_dir)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["index", str(docs_file), "-c", "news", "--path", "store", "-m", "mini", "--calibration", "b8_lhalf_a0.5",
+                 "--quiet"]) == 0
+    with closing(open_store("store")) as client:
+        assert read_spec(client, "news").model == str(tmp_path / "mini")
+        FairQdrantIndex(FairSentenceTransformer(minilm_dir, CalibrationConfig(basket_size=8)), "old", client,
+                        model_name="mini").index(DOCS, show_progress=False)  # as an earlier release recorded it
+    capsys.readouterr()
+    assert main(["search", "city council budget", "-c", "old", "--path", "store", "-m", "mini", "--json"]) == 0
+    old = [json.loads(line)["doc_id"] for line in capsys.readouterr().out.splitlines()]
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["search", "city council budget", "-c", "news", "--path", "../store", "--json"]) == 0
+    assert [json.loads(line)["doc_id"] for line in capsys.readouterr().out.splitlines()] == old
+    assert old[0] == "page1" and sorted(old) == ["page1", "page2", "page3"]
+
+
 def test_held_out_bad_input_is_one_clear_line(tmp_path, docs_file, reuse_model, capsys):
     store = tmp_path / "qdrant"
     blank = tmp_path / "blank.jsonl"
