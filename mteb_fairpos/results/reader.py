@@ -30,7 +30,7 @@ from typing import Any
 from .. import fairness
 from ..mteb_plugin import registered_task
 from ..resampling import Resampling
-from .schema import CLUSTERS, QUERIES, Estimate, ScoreEntry, load
+from .schema import CLUSTERS, QUERIES, Estimate, ScoreEntry, faults, load
 
 _RESULT_SIDE_FILES = {"model_meta.json"}
 
@@ -445,6 +445,8 @@ def summarize(result) -> TaskScores:
             else:
                 mains.append(main)
             entry = load(raw)
+            for fault in faults(entry):
+                notes.append(("partial", f"split {split}, subset {subset}: {fault}; not used."))
             for key, value in entry.settings.stored().items():
                 if value not in (seen := settings.setdefault(key, [])):
                     seen.append(value)
@@ -660,7 +662,7 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
-    return None if math.isnan(value) else value
+    return value if math.isfinite(value) else None
 
 
 def _some(names: Iterable[str], noun: str, shown: int = 5) -> str:

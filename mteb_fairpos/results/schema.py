@@ -272,6 +272,25 @@ def load(scores: Mapping[str, Any]) -> ScoreEntry:
     return entry
 
 
+def faults(entry: ScoreEntry) -> list[str]:
+    """What in a loaded entry is not a score: a position key whose value is of another type (left in ``details``,
+    where nothing reads it), a position value or PSI that is infinite or ``NaN`` (``null`` is how a value is
+    stored as empty or undefined). The values are taken out, so that no profile, mean or PSI is computed
+    from them; each is named."""
+    found = [f"{key} is a {type(raw).__name__}, not a number{' or a mapping' if _MAPPING.match(key) else ''}"
+             for key, raw in entry.details.items()
+             if key == "psi" or any(p.match(key) for p in (_POINT, _MAPPING, _TERM, _CHANGE, _INTERVAL))]
+    for family, profile in entry.profiles.items():
+        for label, point in profile.points.items():
+            if point.value is not None and not math.isfinite(point.value):
+                found.append(f"{family + '_' if family else ''}position_{label} is {point.value}, not a finite number")
+                point.value = None
+    if entry.psi is not None and math.isinf(entry.psi):
+        found.append(f"psi is {entry.psi}, not a finite number")
+        entry.psi = None
+    return found
+
+
 def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
     """Store one key in ``entry``; False when it is none of the position keys."""
     if key == "psi":

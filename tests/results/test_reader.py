@@ -4,6 +4,7 @@ layouts and version stamps of older mteb releases."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from results_folders import register_tasks, retrieval_entry
@@ -112,3 +113,28 @@ def test_a_result_name_that_is_no_readable_file_is_listed_not_dropped(tmp_path):
     corrupt = {issue.where: issue.message for issue in found.issues if issue.kind == "corrupt"}
     assert corrupt == {"fair__all-MiniLM-L6-v2/abc/SQuADPosQTiny.json": "a link to nothing, not a result file; skipped.",
                        "fair__bge-m3/r1/SQuADPosQTiny.json": "a folder, not a result file; skipped."}
+
+
+@pytest.mark.parametrize(("change", "fault"), [
+    ({"position_0-100": float("nan")}, "position_0-100 is nan, not a finite number"),
+    ({"position_0-100": float("inf")}, "position_0-100 is inf, not a finite number"),
+    ({"positions": "oops"}, "positions is a str, not a number or a mapping"),
+    ({"position_100-200": "0.4"}, "position_100-200 is a str, not a number"),
+    ({"psi": float("-inf")}, "psi is -inf, not a finite number"),
+    ({"main_score": float("inf")}, "no numeric main score"),
+])
+def test_a_value_that_is_not_a_score_is_named_and_left_out_of_every_figure(tmp_path, change, fault):
+    from results_folders import write_result
+
+    from mteb_fairpos.leaderboard.data import build
+    from mteb_fairpos.results import collect
+
+    write_result(tmp_path, "fair/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [{**retrieval_entry(0.5, PROFILE), **change}]})
+    found = collect(tmp_path)
+    (scores,) = found.scores.values()
+    partial = [issue.message for issue in found.issues if issue.kind == "partial"]
+    assert scores.status == "partial" and any(fault in message for message in partial), partial
+    figures = [scores.main_score, scores.psi, *scores.profiles[""].values()]
+    assert all(value is None or math.isfinite(value) for value in figures), figures
+    board = build([tmp_path], tmp_path / "site")  # the page is laid out from what is left, as compare tables it
+    assert len(board.rows) == 1
