@@ -393,11 +393,17 @@ def position_limit(model: SentenceTransformer) -> int | None:
 
 def set_max_length(model: SentenceTransformer, tokens: int, option: str = "--max-length") -> None:
     """Cut ``model``'s inputs at ``tokens`` tokens, refusing more than it has positions for (torch would fail deep
-    inside the model, on the first input that long)."""
+    inside the model, on the first input that long) and too few to hold one token beside the special tokens the
+    tokenizer adds (the model would read no text, or the tokenizer would not cut at all)."""
     limit = position_limit(model)
     if limit is not None and tokens > limit:
         raise ValueError(f"{option} {tokens}: this model embeds at most {limit} tokens (its position table); give "
                          f"{limit} or fewer.")
+    tokenizer = getattr(model, "tokenizer", None)
+    special = tokenizer.num_special_tokens_to_add(pair=False) if hasattr(tokenizer, "num_special_tokens_to_add") else 0
+    if tokens <= special:
+        raise ValueError(f"{option} {tokens}: the tokenizer adds {special} special token(s) to every input, so the model "
+                         f"would read no text; give at least {special + 1}.")
     model.max_seq_length = tokens
 
 

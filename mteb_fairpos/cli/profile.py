@@ -29,11 +29,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_batch_size(parser, default=8, unit="texts through the model (attentions kept: a small batch)")
     add_device(parser)
     add_max_length(parser)
-    add_output(parser, default=Path("attention_profile.png"), what="PNG to write", dest="output", aliases=(),
-               kind=output_file)
+    add_output(parser, default=Path("attention_profile.png"), what="figure to write (PNG; any format matplotlib "
+               "writes, by suffix)", dest="output", aliases=(), kind=_figure_file)
     parser.add_argument("--json", type=output_file, default=None, help="also write the profile as JSON here")
     parser.set_defaults(func=run)
     return parser
+
+
+def _figure_file(text: str) -> Path:
+    """An argparse type: a file `output_file` accepts, in a format matplotlib writes (checked before the run, which
+    would be lost at the end); no suffix means PNG, as `plot_profile` adds it."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = output_file(text)
+    suffix = path.suffix.lstrip(".").lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise argparse.ArgumentTypeError(f"cannot write a figure as {path.suffix!r}; give one of "
+                                         f"{', '.join('.' + f for f in sorted(formats))}")
+    return path if suffix else path.with_name(path.name + ".png")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from ..model import naming_the_model, set_max_length
     from ..profile import attention_profile, format_profile, plot_profile
 
+    if args.json is not None and args.json.resolve() == args.output.resolve():
+        raise ValueError(f"-o and --json both name {str(args.json)!r}: the JSON would overwrite the figure; give two files.")
     texts = list(args.text) + (read_segments(args.file) if args.file else [])
     if not texts:
         raise ValueError("give at least one --text or a --file of texts.")

@@ -33,6 +33,11 @@ from mteb_fairpos.cli import errors, main, options
         (["probe", "-o", "{tmp}/out", "--max-length", "1000", "--quiet"], "--max-length 1000: this model embeds at most 512"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
         (["segments", "--file", "{tmp}/file"], "file: not a JSON list of segments"),
+        (["profile", "--text", "t", "-o", "{tmp}/p.png", "--json", "{tmp}/p.png"],
+         "-o and --json both name '{tmp}/p.png': the JSON would overwrite the figure; give two files"),
+        (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "2"],
+         "--max-length 2: the tokenizer adds 2 special token(s) to every input, so the model would read no text; give at least 3"),
+        (["search", "q", "-c", "c", "--path", "{tmp}/empty", "--max-length", "1"], "--max-length 1: the tokenizer adds 2"),
         (["load", "{tmp}/empty", "--path", "{tmp}/store", "--shard-number", "3"],
          "--shard-number applies to a server; give --url as well"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--replication-factor", "2",
@@ -61,7 +66,7 @@ def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, arg
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
     assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
     err = capsys.readouterr().err
-    assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and message in err
+    assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and message.replace("{tmp}", str(tmp_path)) in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 
@@ -137,6 +142,7 @@ def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
          "argument --gpus-per-actor: expected a non-negative number of GPUs, got -1.0"),
         (["search", "q", "-c", "c", "--position", "2", "0"], "argument --position: expected a positive integer, got 0"),
         (["search", "q", "-c", "c", "--language", " "], "argument --language: expected a language code, got an empty one"),
+        (["profile", "--text", "t", "-o", "p.txt"], "argument -o/--output: cannot write a figure as '.txt'; give one of"),
         (["probe", "--sets", "1"], "argument --sets: expected at least 2 segment sets (the intervals resample them), got 1"),
         (["probe", "--seed", "-1"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got -1"),
         (["probe", "--seed", "4294967296"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got 4294967296"),
