@@ -98,19 +98,31 @@ def add_max_length(parser: argparse.ArgumentParser, default: int | None = None) 
 def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
     """One calibration config, as text or as its parts (``segments``)."""
     parser.add_argument("--calibration", default=None, metavar="TEXT",
-                        help="a calibration config in text form, e.g. b128_lhalf_a0.5 (overrides the options below)")
-    parser.add_argument("--basket-size", type=int, default=128, help="content tokens per basket (default 128)")
-    parser.add_argument("--layers", default="last_half", help=f"calibrated layers: {LAYER_GRAMMAR}")
-    parser.add_argument("--strength", type=float, default=0.5,
+                        help="a calibration config in text form, e.g. b128_lhalf_a0.5 (instead of the options below)")
+    parser.add_argument("--basket-size", type=int, default=None, help="content tokens per basket (default 128)")
+    parser.add_argument("--layers", default=None, help=f"calibrated layers: {LAYER_GRAMMAR} (default last_half)")
+    parser.add_argument("--strength", type=float, default=None,
                         help="calibration strength alpha in [0, 1]: 0 is the plain model (default 0.5)")
     parser.add_argument("--pooling", choices=["cls", "last", "mean"], default=None, help="default: read from the model")
 
 
+_PARTS = (("--basket-size", "basket_size"), ("--layers", "layers"), ("--strength", "strength"), ("--pooling", "pooling"))
+"""`add_calibration_arguments`' options for the parts of a config: (flag, attribute)."""
+
+
 def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
+    """The config of ``--calibration``, or of its parts (each defaulting to `CalibrationConfig`'s); both is refused,
+    as the text would override the parts unseen."""
+    given = [flag for flag, name in _PARTS if getattr(args, name) is not None]
     if args.calibration:
+        if given:
+            raise ValueError(f"--calibration gives the whole config; {'/'.join(given)} "
+                             f"{'sets a part' if len(given) == 1 else 'set parts'} of it: give one or the other.")
         return CalibrationConfig.parse(args.calibration)
-    return CalibrationConfig(basket_size=args.basket_size, layers=parse_layers(args.layers),
-                             strength=args.strength, pooling=args.pooling)
+    default = CalibrationConfig()
+    return CalibrationConfig(basket_size=default.basket_size if args.basket_size is None else args.basket_size,
+                             layers=default.layers if args.layers is None else parse_layers(args.layers),
+                             strength=default.strength if args.strength is None else args.strength, pooling=args.pooling)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, *, ray_does: str, actor: str) -> None:
