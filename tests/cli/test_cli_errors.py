@@ -33,6 +33,16 @@ from mteb_fairpos.cli import errors, main, options
         (["probe", "-o", "{tmp}/out", "--max-length", "1000", "--quiet"], "--max-length 1000: this model embeds at most 512"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "1000"], "--max-length 1000: this model embeds at"),
         (["segments", "--file", "{tmp}/file"], "file: not a JSON list of segments"),
+        (["discoverability", "-c", "c", "--path", "{tmp}/store", "--queries", "{tmp}/blank.jsonl"],
+         "queries file '{tmp}/blank.jsonl' holds no queries"),
+        (["discoverability", "-c", "c", "--path", "{tmp}/store", "--queries", "{tmp}/empty"],
+         "queries file '{tmp}/empty' is a folder; give the JSONL file"),
+        (["discoverability", "-c", "c", "--path", "{tmp}/store", "--queries", "{tmp}/typo.jsonl"],
+         "typo.jsonl line 1: unknown query key(s) 'qury' (did you mean 'query'?)"),
+        (["discoverability", "-c", "c", "--path", "{tmp}/store", "--ks", "1", "50", "--depth", "5"],
+         "--depth 5 is below --ks 50: the ranks searched must reach every cut-off"),
+        (["discoverability", "-c", "le", "--path", "{tmp}/store", "-o", "{tmp}/fi<collection>"],
+         "-o/--output: '{tmp}/file' is a file; give the path of a folder"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--json", "{tmp}/p.png"],
          "-o and --json both name '{tmp}/p.png': the JSON would overwrite the figure; give two files"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "2"],
@@ -64,6 +74,8 @@ def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, arg
     (tmp_path / "file").write_text("not a folder\n")
     (tmp_path / "empty").mkdir()  # a folder without a model
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
+    (tmp_path / "blank.jsonl").write_text("\n")
+    (tmp_path / "typo.jsonl").write_text('{"doc_id": "a", "position": 1, "qury": "One."}\n')
     assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and message.replace("{tmp}", str(tmp_path)) in err

@@ -23,7 +23,7 @@ from ...fairness import psi, undefined_reason
 from ...jsonl import jsonl_lines
 from . import store
 from ...segmented import COVERAGE_CUT
-from .records import Document, InputError
+from .records import Document, InputError, check_keys
 from .search import SearchableIndex
 
 
@@ -172,7 +172,8 @@ def discoverability(
     else:
         items = stored_segment_queries(index)
     if not items:
-        raise ValueError("there are no queries: the collection has no documents and none were given.")
+        raise ValueError("there are no queries: " + ("none were given." if queries is not None else "the documents given hold none."
+                         if documents is not None else f"collection {index.collection!r} holds no documents."))
     layouts = _stored_layouts(index, sorted({q.doc_id for q in items}))
     if queries is not None or documents is not None:
         _check_targets(index, items, layouts)
@@ -262,9 +263,14 @@ def stored_segment_queries(index: SearchableIndex) -> list[PositionQuery]:
     return items
 
 
+QUERY_KEYS = ("doc_id", "position", "query")
+
+
 def read_queries(path: str | Path) -> list[PositionQuery]:
     """A JSONL file of ``{"doc_id", "position", "query"}`` lines; a bad line raises naming the line."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"queries file {str(path)!r} is a folder; give the JSONL file.")
     if not path.is_file():
         raise FileNotFoundError(f"queries file {str(path)!r} does not exist.")
     items = []
@@ -273,6 +279,8 @@ def read_queries(path: str | Path) -> list[PositionQuery]:
         if malformed:
             raise InputError(f"{where}: malformed JSON ({malformed}).")
         items.append(_as_query(record, where))
+    if not items:
+        raise InputError(f"queries file {str(path)!r} holds no queries (one JSON object per line: doc_id, position, query).")
     return items
 
 
@@ -282,6 +290,7 @@ def _as_query(item: PositionQuery | dict, where: Any) -> PositionQuery:
     label = where if isinstance(where, str) else f"query {where}"
     if not isinstance(item, dict):
         raise InputError(f"{label}: expected an object with 'doc_id', 'position' and 'query'.")
+    check_keys(item, QUERY_KEYS, label, "query")
     doc_id, position, text = item.get("doc_id"), item.get("position"), item.get("query")
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
         raise InputError(f"{label}: 'doc_id' must be a string or integer, got {doc_id!r}.")

@@ -113,7 +113,7 @@ def parse_document(record: Any, where: str = "record") -> Document:
         raise InputError(f"{where}: expected a JSON object with 'id' and 'segments', got {type(record).__name__}.")
     doc_id = _doc_id(record.get("id"), where)
     where = f"{where} (document {doc_id!r})"
-    _check_keys(record, RECORD_KEYS, where, "record")
+    check_keys(record, RECORD_KEYS, where, "record")
     default_language = _optional_str(record.get("language"), "language", where)
     metadata = record.get("metadata")
     if metadata is None:
@@ -188,7 +188,8 @@ def _unicode(text: str, where: str, what: str) -> str:
     return text
 
 
-def _check_keys(item: Mapping[str, Any], known: tuple[str, ...], where: str, what: str) -> None:
+def check_keys(item: Mapping[str, Any], known: tuple[str, ...], where: str, what: str) -> None:
+    """Refuse keys outside ``known``, suggesting the close one: a misspelt field would be read as absent."""
     unknown = [key for key in item if key not in known]
     if not unknown:
         return
@@ -222,7 +223,7 @@ def _from_segment_list(doc_id: str, items: list, default_language: str | None, m
         elif isinstance(item, Mapping):
             if "start" in item or "end" in item:
                 raise InputError(f"{here}: has a character span but the document has no 'text'.")
-            _check_keys(item, SEGMENT_KEYS, here, "segment")
+            check_keys(item, SEGMENT_KEYS, here, "segment")
             text = item.get("text")
             if not isinstance(text, str):
                 raise InputError(f"{here}: needs a 'text' string, got {text!r:.60}.")
@@ -255,7 +256,7 @@ def _from_spans(doc_id: str, text: str, items: list, default_language: str | Non
             if "text" in item and "start" not in item:
                 raise InputError(f"{here}: the document has a 'text', so segments must be character spans "
                                  "({'start', 'end'}); drop 'text' to give segment texts instead.")
-            _check_keys(item, SPAN_KEYS, here, "segment")
+            check_keys(item, SPAN_KEYS, here, "segment")
             start, end = item.get("start"), item.get("end")
             language = _optional_str(item.get("language"), "language", here) or default_language
             seg_id = _segment_id(item.get("id"), here)
