@@ -56,6 +56,16 @@ def read_segments(path: Path) -> list[str]:
     return texts
 
 
+def check_segments(segments: list[str]) -> None:
+    """Refuse what :func:`segment_report` cannot report on (before a model is loaded for it)."""
+    if len(segments) < 2:
+        raise ValueError(f"a multi-segment document needs at least two segments, got {len(segments)}.")
+    empty = [position for position, text in enumerate(segments, start=1) if not text.strip()]
+    if empty:
+        raise ValueError(f"segments must not be empty: segment {', '.join(map(str, empty))} "
+                         f"{'is' if len(empty) == 1 else 'are'}.")
+
+
 def segment_report(model: Any, segments: list[str]) -> SegmentReport:
     """Cosine similarity of the document to each standalone segment, uncalibrated and calibrated.
 
@@ -66,10 +76,7 @@ def segment_report(model: Any, segments: list[str]) -> SegmentReport:
     """
     from .segmented import COVERAGE_FULL, encode_segmented
 
-    if len(segments) < 2:
-        raise ValueError("a multi-segment document needs at least two segments.")
-    if any(not s.strip() for s in segments):
-        raise ValueError("segments must not be empty.")
+    check_segments(segments)
     document, spans = join_segments(segments)
     plain, fair = (encode_segmented(model, [document], [spans], calibrated=mode) for mode in (False, True))
     parts = encode_segmented(model, segments, [[(0, len(s))] for s in segments], calibrated=False).vectors

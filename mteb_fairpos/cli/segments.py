@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..fairness import min_max_ratio
 from ..offline import minilm_path
-from ..segment_report import SegmentReport, read_segments, segment_report
+from ..segment_report import SegmentReport, check_segments, read_segments, segment_report
 from .options import add_calibration_arguments, add_device, add_max_length, add_model, calibration_from_args
 
 
@@ -49,9 +49,11 @@ def run(args: argparse.Namespace) -> int:
     from ..model import FairSentenceTransformer, naming_the_model, set_max_length
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
+    check_segments(segments)  # before the model loads
+    config = calibration_from_args(args)
     name = args.model or minilm_path()
     with naming_the_model(name):
-        model = FairSentenceTransformer(name, calibration_from_args(args), **({"device": args.device} if args.device else {}))
+        model = FairSentenceTransformer(name, config, **({"device": args.device} if args.device else {}))
     if args.max_length:
         set_max_length(model, args.max_length)
     report = segment_report(model, segments)

@@ -50,14 +50,20 @@ def test_malformed_line_is_named(tmp_path, capsys):
     ("argv", "message"),
     [
         (["--segment", "only one"], "at least two segments"),
-        (["--segment", "one", "--segment", "  "], "must not be empty"),
+        (["--segment", "one", "--segment", "  "], "segments must not be empty: segment 2 is"),
         (["--segment", "a", "--segment", "b", "--calibration", "b0_lhalf_a1"], "basket_size must be a positive integer"),
         (["--segment", "a", "--segment", "b", "--calibration", "nonsense"], "Valid form"),
         (["--segment", "a", "--segment", "b", "--calibration", "b8_lhalf_a0.5", "--strength", "0.9", "--basket-size", "4"],
          "--calibration gives the whole config; --basket-size/--strength set parts of it: give one or the other"),
     ],
 )
-def test_bad_input_is_a_clear_error(capsys, minilm, argv, message):
+def test_bad_input_is_a_clear_error(capsys, minilm, argv, message, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded for input that is refused anyway")
+
+    monkeypatch.setattr(SentenceTransformer, "__init__", no_load)  # every refusal comes before the model loads
     assert main(["segments", *argv]) == 2
     assert message in capsys.readouterr().err
 
