@@ -82,7 +82,10 @@ class CalibratedModelError(RuntimeError):
 def naming_the_model(name: str) -> Iterator[None]:
     """Load the model ``name`` inside this block: a failure to load it names it, since the Hub's message
     (offline, not found) and transformers' (a folder without a model) do not say which model it was. The
-    calibration's own refusals already say what is wrong and pass as they are."""
+    calibration's own refusals already say what is wrong and pass as they are. A path that does not exist is
+    said to be one, where the Hub would refuse it as a malformed repository id."""
+    if (os.path.isabs(name) or name.startswith((".", "~"))) and not os.path.exists(os.path.expanduser(name)):
+        raise FileNotFoundError(f"cannot load the model {name!r}: no such folder.")
     try:
         yield
     except OSError as err:

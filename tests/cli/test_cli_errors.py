@@ -26,6 +26,8 @@ from mteb_fairpos.cli import errors, main, options
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
         (["segments", "--segment", "a", "--segment", "b", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),
         (["segments", "--segment", "a", "--segment", "b", "-m", "{tmp}/empty"], "/empty': Unrecognized model in"),
+        (["segments", "--segment", "a", "--segment", "b", "-m", "{tmp}/nowhere"], "cannot load the model '{tmp}/nowhere': no such folder."),
+        (["profile", "--text", "t", "-o", "{tmp}/p.png", "-m", "./nowhere"], "cannot load the model './nowhere': no such folder."),
         (["probe", "-o", "{tmp}/out", "-m", "no-such/model", "--quiet"], "cannot load the model 'no-such/model'"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--max-length", "2000", "--quiet"],
          "--max-length 2000: this model embeds at most 512 tokens"),
