@@ -24,7 +24,7 @@ from pathlib import Path
 from ..results import collect
 from ..results.plots import write_plots
 from ..results.tables import report, write_tables
-from .options import add_output, nothing_matched
+from .options import add_output, nothing_matched, outside_results
 
 DEFAULT_OUT = Path("fairpos-output") / "compare"
 
@@ -42,6 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
+    outside_results(args.out, [args.results])
     _register_plugin()
     found = collect(args.results, tasks=args.tasks, models=args.models)
     print(f"results: {found.root}   models: {len(found.models)}   tasks: {len(found.tasks)}   issues: {len(found.problems)}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import add_output, nothing_matched
+from .options import add_output, nothing_matched, outside_results
 
 DEFAULT_SITE = Path("fairpos-output") / "leaderboard"
 
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ..leaderboard import publish
     from ..mteb_plugin import register
 
+    outside_results(args.out, args.results)
     register()  # the plugin's task metadata: types, languages, expected splits, PosIR's pooling
     board, page = publish(args.results, args.out, tasks=args.tasks, models=args.models)
     print(f"models: {len(board.rows)}   tasks: {len(board.tasks)}   issues: {len(board.problems)}")

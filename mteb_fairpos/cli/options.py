@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -253,6 +253,19 @@ def add_output(parser: argparse.ArgumentParser, *, default: str | Path | None, w
     required = default is None
     parser.add_argument("-o", "--output", *aliases, dest=dest, type=kind, required=required,
                         default=None if required else str(default), help=what + ("" if required else f" (default: {default})"))
+
+
+def outside_results(out: Path, results: Sequence[Path]) -> None:
+    """Refuse an output folder inside a results folder it reads: what it writes there would be read back as
+    foreign results next time. (The results folder is where the results are read from: a run's ``results``
+    subfolder where it has one.)"""
+    from ..results.reader import results_root
+
+    for given in results:
+        root = results_root(given).resolve()
+        if out.resolve() == root or root in out.resolve().parents:
+            raise ValueError(f"-o/--output {str(out)!r} is inside the results folder {str(root)!r}: what it writes would "
+                             "be read as results next time; give a folder outside it.")
 
 
 def nothing_matched(filtered: int) -> str:
