@@ -22,6 +22,7 @@ import argparse
 from pathlib import Path
 
 from ..results import collect
+from ..results.reader import unmatched
 from ..results.plots import write_plots
 from ..results.tables import report, write_tables
 from .options import add_output, nothing_matched, outside_results
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     _register_plugin()
     found = collect(args.results, tasks=args.tasks, models=args.models)
     print(f"results: {found.root}   models: {len(found.models)}   tasks: {len(found.tasks)}   issues: {len(found.problems)}")
+    if missing := unmatched(found.seen, args.tasks, args.models):
+        print(f"note: no result here matches {missing}")
     print()
     print(report(found))
     if not found.scores:

@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     register()  # the plugin's task metadata: types, languages, expected splits, PosIR's pooling
     board, page = publish(args.results, args.out, tasks=args.tasks, models=args.models)
     print(f"models: {len(board.rows)}   tasks: {len(board.tasks)}   issues: {len(board.problems)}")
+    if board.unmatched:
+        print(f"note: no result matches {board.unmatched}")
     if not board.rows:
         print(f"no readable mteb results found{nothing_matched(board.filtered)}; the page lists the issues: {page}")
         return 1

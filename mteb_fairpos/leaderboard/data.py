@@ -18,7 +18,7 @@ from ..mteb_plugin import registered_task
 from ..results import pairing
 from ..results.pairing import Change
 from ..results import Collection, Issue, ModelKey, TaskScores, collect, is_twin, plugin_base, twin_for
-from ..results.reader import GAP_KINDS, report_gaps
+from ..results.reader import GAP_KINDS, report_gaps, unmatched
 
 @dataclass(frozen=True)
 class Column:
@@ -131,6 +131,8 @@ class Board:
     languages: dict[str, tuple[str, ...]]
     filtered: int = 0
     """Result files left unread because ``tasks`` or ``models`` did not name them."""
+    unmatched: str = ""
+    """The ``tasks`` and ``models`` names no folder has a result of (`results.reader.unmatched`)."""
 
     @property
     def problems(self) -> list[tuple[str, Issue]]:
@@ -165,11 +167,13 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
     scores: dict[tuple[ModelKey, str], TaskScores] = {}
     sources: dict[tuple[ModelKey, str], Source] = {}
     issues: list[tuple[str, Issue]] = []
-    roots, filtered = [], 0
+    roots, filtered, seen = [], 0, {"tasks": set(), "models": set()}
     for folder in folders:
         found = collect(folder, tasks=tasks, models=models)
         roots.append(found.root)
         filtered += found.filtered
+        for kind, names in found.seen.items():
+            seen[kind] |= names
         issues += [(str(folder), issue) for issue in found.issues if issue.kind not in GAP_KINDS]  # found below
         for key, task_scores in found.scores.items():
             if key in scores:
@@ -191,7 +195,8 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
             if source is not None and source.pools and column.measure in ("main", "psi"):
                 row.cells[column.key].pooled = (f"pooled per language as {column.task} does: the mean over "
                                                 f"{len(source.pools)} languages of each one's figure over its domains")
-    return Board(roots, columns, rows, scores, sources, issues, families, languages, filtered)
+    return Board(roots, columns, rows, scores, sources, issues, families, languages, filtered,
+                 unmatched(seen, tasks, models))
 
 
 def make_columns(found: Collection, families: dict[str, str], languages: dict[str, tuple[str, ...]]) -> list[Column]:

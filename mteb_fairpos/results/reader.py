@@ -180,6 +180,8 @@ class Collection:
     """The ``experiment_kwargs`` a model's ``model_meta.json`` records, where it records any."""
     filtered: int = 0
     """Result files left unread because ``tasks`` or ``models`` did not name them."""
+    seen: dict[str, set[str]] = field(default_factory=lambda: {"tasks": set(), "models": set()})
+    """The task and model names of every result file found, read or filtered out (`unmatched`)."""
 
     @property
     def problems(self) -> list[Issue]:
@@ -245,6 +247,14 @@ def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[
     return found
 
 
+def unmatched(seen: Mapping[str, set[str]], tasks: Sequence[str] | None, models: Sequence[str] | None) -> str:
+    """The ``--tasks`` and ``--models`` names that no result file found has (``seen``: `Collection.seen`), as
+    ``"--tasks Nope; --models x/y"``; ``""`` when every name matched (a typo would otherwise just narrow the table)."""
+    parts = [f"{flag} {' '.join(missing)}" for flag, names, kind in (("--tasks", tasks, "tasks"), ("--models", models, "models"))
+             if (missing := [name for name in dict.fromkeys(names or ()) if name not in seen[kind]])]
+    return "; ".join(parts)
+
+
 GAP_KINDS = ("missing", "no-twin")
 """The kinds of issue :func:`report_gaps` finds: what a collection lacks as a whole, not what a file holds."""
 
@@ -267,6 +277,8 @@ def _read_folder(found: Collection, root: Path, model_dir: Path, revision_dir: P
     if not files:
         return
     key = _model_key(found, root, model_dir, revision_dir, folder, experiment)
+    found.seen["models"].add(key.name)
+    found.seen["tasks"].update(file.stem for file in files)
     if models and key.name not in models:
         found.filtered += len(files)
         return

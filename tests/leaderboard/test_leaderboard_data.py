@@ -204,3 +204,12 @@ def test_a_probe_subsets_fairness_change_is_paired_on_the_observations_both_resu
 
     lowered = calibrated.cells[f"{PROBE}|fairness|n3_en"]
     assert escape(f"{lowered.change.text()}; adjusted for every change on the page (Holm): {format_p(lowered.adjusted)}") in render(board)
+
+
+def test_a_filter_name_no_folder_has_is_reported_and_one_another_folder_has_is_not(results, tmp_path):
+    other = tmp_path / "other"
+    write_result(other, "fair/bge-m3", COMMIT, "OnlyHere", {"test": [retrieval_entry(0.5, {"begin": 0.5, "end": 0.4})]})
+    board = build([results, other], tmp_path / "site", tasks=[RETRIEVAL, "OnlyHere", "Typo"],
+                  models=[MINILM[0], "fair/bge-m3", "nope/x"])
+    assert board.unmatched == "--tasks Typo; --models nope/x"
+    assert build([results, other], tmp_path / "site", tasks=[RETRIEVAL]).unmatched == ""

@@ -87,7 +87,13 @@ def test_filters_and_empty_folders(results, tmp_path, capsys):
     assert "no readable mteb results found" in capsys.readouterr().out
     assert not (tmp_path / "o").exists()  # no empty tables that look like a comparison
     assert main(["compare", str(results), "--tasks", "NoSuchTask", "--out", str(tmp_path / "o")]) == 1
-    assert "for the --tasks and --models given (they leave out all 6 result file(s) there)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "for the --tasks and --models given (they leave out all 6 result file(s) there)" in out
+    assert "note: no result here matches --tasks NoSuchTask\n" in out
+    assert main(["compare", str(results), "--tasks", TASK, "Typo", "--models", "fair/all-MiniLM-L6-v2", "nope/x",
+                 "--out", str(tmp_path / "o"), "--no-plots"]) == 0  # a typo among good names narrows the table: said so
+    assert "note: no result here matches --tasks Typo; --models nope/x\n" in capsys.readouterr().out
+    assert collect(results, tasks=[TASK]).seen["tasks"] > {TASK}  # names of filtered files are seen too
     assert main(["compare", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     a_file = tmp_path / "scores.json"
