@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import warnings
 
 from . import errors, options
 
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    shown = warnings.formatwarning  # a warning is one line, as an error is (not Python's file:line and source)
+    warnings.formatwarning = lambda message, *_, **__: f"mteb-fairpos {args.command}: warning: {message}\n"
     try:
         options.check_device(args)  # once for every subcommand that takes it, before any model is loaded
         if getattr(args, "quiet", False):
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         if errors.exit_status(err) is None:
             raise
         return errors.report(args.command, err)
+    finally:
+        warnings.formatwarning = shown
 
 
 def _silence_progress_bars() -> None:

@@ -68,6 +68,21 @@ def test_bad_input_is_a_clear_error(capsys, minilm, argv, message, monkeypatch):
     assert message in capsys.readouterr().err
 
 
+def test_a_warning_is_one_line_naming_the_command(minilm):
+    """As an error is: not Python's default form (the file and line of the warning's call, then that line's source)."""
+    import warnings
+
+    shown = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: shown.append(
+            warnings.formatwarning(message, category, filename, lineno, line))  # what would reach stderr
+        assert main(["segments", "--segment", "The council approved the budget.", "--segment", "Snow fell."]) == 0
+    assert shown and all(text.startswith("mteb-fairpos segments: warning: ") and text.count("\n") == 1 for text in shown)
+    assert any("left uncalibrated" in text for text in shown)
+    assert warnings.formatwarning("m", UserWarning, "f.py", 1).startswith("f.py:1: UserWarning: m")  # restored after the run
+
+
 def test_cut_segments_are_reported(capsys, minilm):
     long = [s * 4 for s in SEGMENTS]
     assert main(["segments", *sum((["--segment", s] for s in long), [])]) == 0
