@@ -206,8 +206,11 @@ def test_copy_names_a_damaged_or_foreign_folder_and_writes_nothing_into_it(tmp_p
     refused(edge, tmp_path / "link", "the source and the target are the same folder")
     refused(notes, tmp_path / "new", f"no store at {str(notes)!r} to copy from")
     assert sorted(p.name for p in notes.iterdir()) == ["readme.txt"]  # no lock file left in it
+    (notes / ".DS_Store").write_text("")
     refused(edge, notes, f"{str(notes)!r} holds other files (readme.txt), not a Qdrant store")
-    assert sorted(p.name for p in notes.iterdir()) == ["readme.txt"]
+    assert sorted(p.name for p in notes.iterdir()) == [".DS_Store", "readme.txt"]
+    (notes / "readme.txt").unlink()  # a folder holding only hidden files is as good as empty
+    assert main(["copy", str(edge), str(notes), "-c", "news", "--quiet"]) == 0
 
     settings = tmp_path / "settings"
     shutil.copytree(edge, settings)

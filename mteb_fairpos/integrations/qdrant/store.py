@@ -120,7 +120,7 @@ def refuse_foreign(path: str | os.PathLike[str]) -> None:
     """Refuse a folder of other files as a store: a store would be written among them (a mistyped ``--path``)."""
     if not os.path.isdir(path) or holds_store(path):
         return
-    names = sorted(os.listdir(path))
+    names = sorted(name for name in os.listdir(path) if not name.startswith("."))  # .DS_Store and the like: no data
     if names:
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         raise QdrantIndexError(f"{str(path)!r} holds other files ({shown}), not a Qdrant store; give a new or empty "
