@@ -18,12 +18,13 @@ from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
 DEFAULT_STORE = "qdrant-local"
 
 
-def add_model(parser: argparse.ArgumentParser, *, note: str = "") -> None:
+def add_model(parser: argparse.ArgumentParser, *, note: str = "", folders: bool = True) -> None:
     """``-m/--model``, default ``None``: all-MiniLM-L6-v2 (the offline copy where the command embeds from scratch).
 
-    ``note`` says where a command reads ``None`` otherwise (a collection's stored model, a plugin name).
+    ``note`` says where a command reads ``None`` otherwise (a collection's stored model, a plugin name);
+    ``folders``: a model folder is taken as its absolute path (`model_reference`), not for a plugin name.
     """
-    parser.add_argument("-m", "--model", type=model_reference, default=None,
+    parser.add_argument("-m", "--model", type=model_reference if folders else str, default=None,
                         help="sentence-transformers model name or path (default: all-MiniLM-L6-v2" + (f"; {note}" if note else "") + ")")
 
 
@@ -37,6 +38,12 @@ def add_device(parser: argparse.ArgumentParser, *, note: str = "") -> None:
     """``--device``, default ``None``: the torch device sentence-transformers picks (cuda when available)."""
     parser.add_argument("--device", default=None,
                         help="torch device for the model (default: automatic, cuda when available" + (f"; {note}" if note else "") + ")")
+
+
+def refuse_ignored(flags: Sequence[str], applies: str, fix: str) -> None:
+    """Refuse options given where they would be ignored: ``flags`` apply to ``applies``; ``fix`` says what to do."""
+    if flags:
+        raise ValueError(f"{'/'.join(flags)} {'applies' if len(flags) == 1 else 'apply'} to {applies}; {fix}.")
 
 
 def check_device(args: argparse.Namespace) -> None:
@@ -113,11 +120,9 @@ _PARTS = (("--basket-size", "basket_size"), ("--layers", "layers"), ("--strength
 def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
     """The config of ``--calibration``, or of its parts (each defaulting to `CalibrationConfig`'s); both is refused,
     as the text would override the parts unseen."""
-    given = [flag for flag, name in _PARTS if getattr(args, name) is not None]
     if args.calibration:
-        if given:
-            raise ValueError(f"--calibration gives the whole config; {'/'.join(given)} "
-                             f"{'sets a part' if len(given) == 1 else 'set parts'} of it: give one or the other.")
+        refuse_ignored([flag for flag, name in _PARTS if getattr(args, name) is not None],
+                       "a config built from parts, which --calibration replaces", "give one or the other")
         return CalibrationConfig.parse(args.calibration)
     default = CalibrationConfig()
     return CalibrationConfig(basket_size=default.basket_size if args.basket_size is None else args.basket_size,

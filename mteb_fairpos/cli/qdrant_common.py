@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..offline import MINILM_HUB_ID
-from .options import DEFAULT_STORE
+from .options import DEFAULT_STORE, refuse_ignored
 
 
 def print_report(report: Any, path: Path | None) -> int:
@@ -30,8 +30,6 @@ def print_report(report: Any, path: Path | None) -> int:
     return 0
 
 
-SERVER_TIMEOUT = 10.0
-"""Seconds a server request may take unless ``--timeout`` says otherwise."""
 CLUSTER_FLAGS = ("--shard-number", "--replication-factor", "--write-consistency-factor")
 """`options.add_cluster_arguments`' flags: a server's settings, refused without ``--url``."""
 
@@ -48,13 +46,11 @@ def opened_store(args: argparse.Namespace, *, existing: bool = False) -> Abstrac
             raise ValueError("--backend chooses the embedded engine of --path; a server (--url) runs its own.")
         check_collection(args.collection, None)
         api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
-        timeout = SERVER_TIMEOUT if args.timeout is None else args.timeout
-        return removed_if_failed(None, lambda: _store().open_store(url=args.url, api_key=api_key, timeout=timeout))
-    given = [flag for flag in ("--api-key", "--timeout", *CLUSTER_FLAGS)
-             if getattr(args, flag[2:].replace("-", "_"), None) is not None]
-    if given:
-        raise ValueError(f"{'/'.join(given)} {'applies' if len(given) == 1 else 'apply'} to a server; give --url as well "
-                         "(an embedded store is one shard in this process).")
+        timeout = {} if args.timeout is None else {"timeout": args.timeout}  # else open_store's default
+        return removed_if_failed(None, lambda: _store().open_store(url=args.url, api_key=api_key, **timeout))
+    refuse_ignored([flag for flag in ("--api-key", "--timeout", *CLUSTER_FLAGS)
+                    if getattr(args, flag[2:].replace("-", "_"), None) is not None],
+                   "a server", "give --url as well (an embedded store is one shard in this process)")
     if args.backend == "edge" and args.path == ":memory:":
         raise ValueError("the Qdrant Edge backend stores its data in a folder; give --path FOLDER.")
     path = args.path or DEFAULT_STORE

@@ -26,7 +26,7 @@ from ..grid import PAPER_BASKETS, PAPER_LAYERS, PAPER_STRENGTHS, grid
 from ..results import TaskScores, summarize
 from ..sweep import OVERWRITE_STRATEGIES, SweepPoint, plan_sweep, read_results, run_sweep
 from .options import (add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output, add_quiet,
-                      output_file)
+                      output_file, refuse_ignored)
 from ..results.tables import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
@@ -35,7 +35,7 @@ DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("sweep", help="evaluate one model over a grid of calibration configs (resumable)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model(parser, note=f"here a plugin model, fair/<name>, so {DEFAULT_MODEL}")
+    add_model(parser, note=f"here a plugin model, fair/<name>, so {DEFAULT_MODEL}", folders=False)
     parser.add_argument("-t", "--tasks", nargs="+", required=True, help="mteb task names")
     parser.add_argument("--baskets", nargs="+", type=int, default=None, metavar="B",
                         help=f"basket sizes of the grid (default: {' '.join(map(str, PAPER_BASKETS))})")
@@ -71,13 +71,13 @@ def run(args: argparse.Namespace) -> int:
     import mteb
     from mteb.cache import ResultCache
 
-    pool = [flag for flag, value in (("--address", args.address), ("--gpus-per-actor", args.gpus_per_actor),
-                                     ("--actors", None if args.actors == 1 else args.actors)) if value is not None]
-    if args.engine == "local" and pool:  # as encode refuses them: in this process they would be ignored
-        raise ValueError(f"{'/'.join(pool)} {'applies' if len(pool) == 1 else 'apply'} to the Ray engine; add --engine ray.")
-    grid_flags = [flag for flag in ("--baskets", "--layers", "--strengths") if getattr(args, flag[2:]) is not None]
-    if args.configs and grid_flags:
-        raise ValueError(f"--configs lists the configs; {'/'.join(grid_flags)} {'shapes' if len(grid_flags) == 1 else 'shape'} the grid it replaces: give one or the other.")
+    if args.engine == "local":  # as encode refuses them: in this process they would be ignored
+        refuse_ignored([flag for flag, value in (("--address", args.address), ("--gpus-per-actor", args.gpus_per_actor),
+                                                 ("--actors", None if args.actors == 1 else args.actors)) if value is not None],
+                       "the Ray engine", "add --engine ray")
+    if args.configs:
+        refuse_ignored([flag for flag in ("--baskets", "--layers", "--strengths") if getattr(args, flag[2:]) is not None],
+                       "the grid, which --configs replaces", "give one or the other")
     args.model = args.model or DEFAULT_MODEL
     try:  # an unknown model or task is bad input, reported before any work
         base_model(args.model)

@@ -520,6 +520,14 @@ def summarize(result) -> TaskScores:
         else:
             main_score, psi = pooled["main_score"], pooled["psi"]
             averaged[""] = dict(pooled["positions"])
+            infinite = [name for name, value in (("main score", main_score), ("PSI", psi), *averaged[""].items())
+                        if isinstance(value, float) and math.isinf(value)]
+            if infinite:  # a subset's stored score is not one: the task's own pooling took it in
+                status = "partial"
+                notes.append(("partial", f"{result.task_name} pools an infinite {', '.join(infinite)} from its subsets; "
+                                         "not used."))
+                main_score, psi = (None if v is not None and math.isinf(v) else v for v in (main_score, psi))
+                averaged[""] = {label: None if v is not None and math.isinf(v) else v for label, v in averaged[""].items()}
             pools = dict(pooled.get("languages", {}))
     own: dict[str, Estimate] = {}  # the single entry's own intervals
     if len(stored) == 1 and entries == 1:

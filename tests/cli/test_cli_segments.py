@@ -54,7 +54,7 @@ def test_malformed_line_is_named(tmp_path, capsys):
         (["--segment", "a", "--segment", "b", "--calibration", "b0_lhalf_a1"], "basket_size must be a positive integer"),
         (["--segment", "a", "--segment", "b", "--calibration", "nonsense"], "Valid form"),
         (["--segment", "a", "--segment", "b", "--calibration", "b8_lhalf_a0.5", "--strength", "0.9", "--basket-size", "4"],
-         "--calibration gives the whole config; --basket-size/--strength set parts of it: give one or the other"),
+         "--basket-size/--strength apply to a config built from parts, which --calibration replaces; give one or the other"),
     ],
 )
 def test_bad_input_is_a_clear_error(capsys, minilm, argv, message, monkeypatch):

@@ -44,12 +44,15 @@ def test_a_folder_skips_hidden_and_foreign_files_and_a_file_uri_reads_like_a_pat
 
 def test_a_file_given_twice_is_refused_not_read_twice(tmp_path):
     docs = write(tmp_path / "docs.jsonl", ["a", "b"])
-    (tmp_path / "link.jsonl").symlink_to(docs)
     for inputs in ([docs, docs], [tmp_path / "docs.jsonl", f"file://{docs}"], [tmp_path, docs]):
-        with pytest.raises(InputError, match=r"is '.*docs\.jsonl' again \(given twice, or inside a folder given too\)"):
+        with pytest.raises(InputError, match=r"is '.*docs\.jsonl' again \(given twice, through a link, or inside a folder given too\)"):
             scan_input([str(i) for i in inputs])
+    assert scan_input(str(tmp_path)).documents == 2  # the folder alone: each file once
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "link.jsonl").symlink_to(docs)
     with pytest.raises(InputError, match="again"):
-        scan_input([str(docs), str(tmp_path / "link.jsonl")])  # a link to it is the same file
+        scan_input([str(docs), str(elsewhere / "link.jsonl")])  # a link to it is the same file
 
 
 def test_a_format_given_reads_a_file_whose_suffix_does_not_say(tmp_path):

@@ -126,6 +126,22 @@ def test_real_model_loading_through_the_cli(tmp_path, docs_file, capsys, minilm_
     assert (spec.model, spec.calibration, spec.vectors) == (MINILM_HUB_ID, "b8_lhalf_a0.5", ("calibrated",))
 
 
+def test_an_uncalibrated_run_on_a_calibrated_only_collection_is_a_mismatch_not_a_flag_never_given(tmp_path, docs_file,
+                                                                                                   capsys, minilm_dir):
+    """--no-uncalibrated is refused for calibration 'none' only where it was given: a collection built without
+    uncalibrated vectors is a settings mismatch for an uncalibrated run, named as one."""
+    store = str(tmp_path / "qdrant")
+    assert main(["index", str(docs_file), "-c", "real", "--path", store, "--calibration", "b8_lhalf_a0.5",
+                 "--no-uncalibrated", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["index", str(docs_file), "-c", "real", "--path", store, "--calibration", "none", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "built with other settings" in err and "this run uses 'none'" in err and "--no-uncalibrated" not in err
+    assert main(["index", str(docs_file), "-c", "plain", "--path", store, "--calibration", "none", "--no-uncalibrated",
+                 "--quiet"]) == 2
+    assert "stores only uncalibrated vectors; drop --no-uncalibrated" in capsys.readouterr().err
+
+
 def test_a_model_folder_saved_with_a_calibration_indexes_with_it(tmp_path, docs_file, capsys, minilm_dir):
     """As ``FairSentenceTransformer(folder)`` loads it: a new collection built from a folder saved with a calibration
     takes that calibration unless --calibration says otherwise; a model saved without one gets the default."""

@@ -216,13 +216,15 @@ def test_copy_names_a_damaged_or_foreign_folder_and_writes_nothing_into_it(tmp_p
     shutil.copytree(edge, settings)
     (settings / "news.collection.json").write_text('{"vectors": ')
     refused(settings, tmp_path / "new", f"{settings / 'news.collection.json'}: not readable as the collection's settings")
-    (settings / "news.collection.json").write_text("[]")
-    refused(settings, tmp_path / "new", f"{settings / 'news.collection.json'}: not the collection's settings")
+    for wrong in ("[]", '{"vectors": {}}', '{"vectors": {"calibrated": {"size": 384}}, "metadata": {}}'):
+        (settings / "news.collection.json").write_text(wrong)
+        refused(settings, tmp_path / "new", f"{settings / 'news.collection.json'}: not the collection's settings")
     shard = tmp_path / "shard"
     shutil.copytree(edge, shard)
     shutil.rmtree(shard / "news")
     refused(shard, tmp_path / "new", "has its settings but not its shard folder", "the store is damaged")
     meta = tmp_path / "meta"
     shutil.copytree(local, meta)
-    (meta / "meta.json").write_text("{bad")
-    refused(meta, tmp_path / "new", f"{meta / 'meta.json'}: not readable as local mode's settings")
+    for wrong in ("{bad", "{}", "[]"):
+        (meta / "meta.json").write_text(wrong)
+        refused(meta, tmp_path / "new", f"{meta / 'meta.json'}: not readable as local mode's settings")

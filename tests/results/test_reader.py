@@ -138,3 +138,17 @@ def test_a_value_that_is_not_a_score_is_named_and_left_out_of_every_figure(tmp_p
     assert all(value is None or math.isfinite(value) for value in figures), figures
     board = build([tmp_path], tmp_path / "site")  # the page is laid out from what is left, as compare tables it
     assert len(board.rows) == 1
+
+
+def test_a_pooled_task_does_not_pool_a_score_that_is_not_one(tmp_path):
+    from results_folders import posir_entry, write_result
+
+    from mteb_fairpos.results import collect
+
+    cells = {"Q1": {"0.00-0.05": [3, 1.5]}}
+    write_result(tmp_path, "fair/all-MiniLM-L6-v2", "abc", "PosIR",
+                 {"test": [posir_entry("eng-Latn.Q", float("inf"), cells), posir_entry("eng-Latn.R", 0.5, cells)]})
+    found = collect(tmp_path)
+    (scores,) = found.scores.values()
+    assert scores.status == "partial" and scores.main_score is None
+    assert "PosIR pools an infinite main score from its subsets; not used." in [issue.message for issue in found.issues]

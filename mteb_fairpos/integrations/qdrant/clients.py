@@ -121,9 +121,9 @@ class LocalStore(ClientStore):
             return cls(QdrantClient(path=str(path), **client_kwargs))
         except RuntimeError as err:  # the folder is locked by another local client
             raise QdrantIndexError(f"cannot open the local Qdrant folder {str(path)!r}: {err}") from err
-        except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError: its settings file is damaged
-            raise QdrantIndexError(f"{Path(path) / 'meta.json'}: not readable as local mode's settings ({err}); "
-                                   "the store is damaged.") from None
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as err:  # its settings file is damaged
+            raise QdrantIndexError(f"{Path(path) / 'meta.json'}: not readable as local mode's settings "
+                                   f"({type(err).__name__}: {err}); the store is damaged.") from None
 
 
 class ServerStore(ClientStore):

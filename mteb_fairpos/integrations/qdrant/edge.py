@@ -213,8 +213,11 @@ class EdgeStore(Store):
             settings = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
             raise QdrantIndexError(f"{path}: not readable as the collection's settings ({err}); the store is damaged.") from None
-        if not isinstance(settings, dict) or not isinstance(settings.get("vectors"), dict):
-            raise QdrantIndexError(f"{path}: not the collection's settings (an object with its vectors); the store is damaged.")
+        vectors = settings.get("vectors") if isinstance(settings, dict) else None
+        if (not isinstance(vectors, dict) or not isinstance(settings.get("metadata"), dict)
+                or not all(isinstance(v, dict) and {"size", "distance"} <= set(v) for v in vectors.values())):
+            raise QdrantIndexError(f"{path}: not the collection's settings (an object with its vectors, each with a size "
+                                   "and distance, and its metadata); the store is damaged.")
         return settings
 
     def _shard(self, name: str) -> Any:

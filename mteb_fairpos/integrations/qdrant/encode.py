@@ -31,7 +31,7 @@ from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
 from .input import InputRange, InputScan, scan_input
 from .listing import Listing, held
-from .points import collection_spec
+from .points import collection_spec, refuse_no_uncalibrated
 from .records import OnError, Problem
 from .part_encoder import EncodeOptions, PartEncoder
 from .storage import Location, locate
@@ -148,6 +148,7 @@ def encode_to_parts(
         driver_model = loader(device="cpu")
     else:
         driver_model = loader()
+    refuse_no_uncalibrated(driver_model, uncalibrated)
     spec = collection_spec(driver_model, model_name(driver_model), uncalibrated=uncalibrated, late_chunks=late_chunks,
                            store_text=store_text)
     done = _completed_parts(target, scan, spec, collection, store_text)

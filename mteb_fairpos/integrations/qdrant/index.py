@@ -45,7 +45,7 @@ from .encoding import (
     model_name,
 )
 from .listing import Listing, held
-from .points import collection_spec, content_hash, document_points
+from .points import collection_spec, content_hash, document_points, refuse_no_uncalibrated
 from .input import INDEX_WINDOW, InputScan, parse_documents, read_range, scan_file
 from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
 from .search import SearchHit, search
@@ -212,6 +212,7 @@ class FairQdrantIndex:
         Options left as ``None`` follow an existing collection (defaults: uncalibrated vectors on,
         late chunks off, document text stored). Raises :class:`store.CollectionMismatchError` before anything is written.
         """
+        refuse_no_uncalibrated(self.model, uncalibrated)
         stored = self.stored_spec()
         if uncalibrated is None:
             uncalibrated = store.VECTOR_UNCALIBRATED in stored.vectors if stored else True

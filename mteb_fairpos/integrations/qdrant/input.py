@@ -96,7 +96,7 @@ def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Location]:
     for file in files:  # the same file twice would be encoded twice, under the same point ids
         key = (file.filesystem.type_name, os.path.realpath(file.path) if file.local else file.path)
         if key in seen:
-            raise InputError(f"input {file.uri!r} is {seen[key]!r} again (given twice, or inside a folder given too); "
+            raise InputError(f"input {file.uri!r} is {seen[key]!r} again (given twice, through a link, or inside a folder given too); "
                              "give each file once.")
         seen[key] = file.uri
     return files

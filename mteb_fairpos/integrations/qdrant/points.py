@@ -42,18 +42,22 @@ class PointRecord:
         return models.PointStruct.model_construct(id=self.id, vector=vectors, payload=self.payload)
 
 
+def refuse_no_uncalibrated(model: Any, uncalibrated: bool | None) -> None:
+    """Refuse asking an uncalibrated model (calibration ``"none"``) for no uncalibrated vector: it has no other
+    kind to store, and ignoring the ask would store what was declined. (``None``: not asked.)"""
+    if uncalibrated is False and calibration_text(model) == "none":
+        raise ValueError("an uncalibrated model (calibration 'none') stores only uncalibrated vectors; "
+                         "drop --no-uncalibrated (uncalibrated=False) or give a calibration.")
+
+
 def collection_spec(model: Any, name: str, *, uncalibrated: bool, late_chunks: bool,
                     store_text: bool = True) -> store.CollectionSpec:
     """The collection spec ``model`` (stored under ``name``) produces with these options.
 
     An uncalibrated model (calibration ``"none"``) has one kind of vector: it is stored once,
-    under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``; asking it
-    for no uncalibrated vector is refused, not ignored.
+    under the ``uncalibrated`` names, instead of twice with one copy mislabelled ``calibrated``.
     """
     if calibration_text(model) == "none":
-        if not uncalibrated:
-            raise ValueError("an uncalibrated model (calibration 'none') stores only uncalibrated vectors; "
-                             "drop --no-uncalibrated (uncalibrated=False) or give a calibration.")
         vectors = [store.VECTOR_UNCALIBRATED] + ([store.VECTOR_LATE_UNCALIBRATED] if late_chunks else [])
     else:
         vectors = [store.VECTOR_CALIBRATED]
