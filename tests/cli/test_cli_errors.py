@@ -41,6 +41,8 @@ from mteb_fairpos.cli import errors, main, options
          "queries file '{tmp}/empty' is a folder; give the JSONL file"),
         (["discoverability", "-c", "c", "--path", "{tmp}/store", "--queries", "{tmp}/typo.jsonl"],
          "typo.jsonl line 1: unknown query key(s) 'qury' (did you mean 'query'?)"),
+        (["discoverability", "-c", "c", "--path", "{tmp}/store", "--queries", "{tmp}/twice.jsonl"],
+         "twice.jsonl line 2: repeats line 1 (the same doc_id, position and query)"),
         (["discoverability", "-c", "c", "--path", "{tmp}/store", "--ks", "1", "50", "--depth", "5"],
          "--depth 5 is below --ks 50: the ranks searched must reach every cut-off"),
         (["discoverability", "-c", "le", "--path", "{tmp}/store", "-o", "{tmp}/fi<collection>"],
@@ -81,6 +83,7 @@ def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, arg
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
     (tmp_path / "blank.jsonl").write_text("\n")
     (tmp_path / "typo.jsonl").write_text('{"doc_id": "a", "position": 1, "qury": "One."}\n')
+    (tmp_path / "twice.jsonl").write_text('{"doc_id": "a", "position": 1, "query": "One."}\n' * 2)
     assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and message.replace("{tmp}", str(tmp_path)) in err

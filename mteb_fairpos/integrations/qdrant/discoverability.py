@@ -273,12 +273,15 @@ def read_queries(path: str | Path) -> list[PositionQuery]:
         raise InputError(f"queries file {str(path)!r} is a folder; give the JSONL file.")
     if not path.is_file():
         raise FileNotFoundError(f"queries file {str(path)!r} does not exist.")
-    items = []
+    items, first = [], {}
     for number, record, malformed in jsonl_lines(path):
         where = f"{path.name} line {number}"
         if malformed:
             raise InputError(f"{where}: malformed JSON ({malformed}).")
-        items.append(_as_query(record, where))
+        item = _as_query(record, where)
+        if first.setdefault(item, number) != number:  # counted twice, it would weigh twice in its position's recall
+            raise InputError(f"{where}: repeats line {first[item]} (the same doc_id, position and query).")
+        items.append(item)
     if not items:
         raise InputError(f"queries file {str(path)!r} holds no queries (one JSON object per line: doc_id, position, query).")
     return items
