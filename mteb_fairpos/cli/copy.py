@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant import store
     from ..integrations.qdrant.copy import copy_collection
 
-    if not os.path.isdir(args.source) or not store.holds_store(args.source):
+    if not store.holds_store(args.source):
         raise FileNotFoundError(f"no store at {args.source!r} to copy from (a folder holding Qdrant Edge's "
                                 "<collection>.collection.json or local mode's meta.json).")
     if os.path.realpath(args.source) == os.path.realpath(args.target):  # a link to the source is the source

@@ -190,11 +190,15 @@ non_negative_int = _number_of("a non-negative integer", zero=True)
 _seconds = _number_of("a positive number of seconds", float)
 
 
+_SEED = f"a seed, an integer from 0 to {2**32 - 1}"
+_seed = _number_of(_SEED, zero=True)
+
+
 def seed(text: str) -> int:
     """An argparse type: a seed numpy's generators take, an integer from 0 to 2**32 - 1."""
-    value = _number_of("a seed, an integer from 0 to 4294967295", zero=True)(text)
+    value = _seed(text)
     if value >= 2**32:
-        raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to 4294967295, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {_SEED}, got {value}")
     return value
 
 
@@ -266,9 +270,10 @@ def outside_results(out: Path, results: Sequence[Path]) -> None:
     subfolder where it has one.)"""
     from ..results.reader import results_root
 
+    where = out.resolve()
     for given in results:
         root = results_root(given).resolve()
-        if out.resolve() == root or root in out.resolve().parents:
+        if where == root or root in where.parents:
             raise ValueError(f"-o/--output {str(out)!r} is inside the results folder {str(root)!r}: what it writes would "
                              "be read as results next time; give a folder outside it.")
 

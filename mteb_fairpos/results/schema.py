@@ -217,6 +217,8 @@ class ScoreEntry:
     settings: Settings = field(default_factory=Settings)
     details: dict[str, Any] = field(default_factory=dict)
     """Main scores, statuses and notes, under the names the task gives them."""
+    unread: list[str] = field(default_factory=list)
+    """Position keys whose value is of another type than the key's: kept in ``details``, read by nothing (`faults`)."""
 
     def profile(self, family: str = "") -> Profile:
         """The profile ``family``, created empty when absent."""
@@ -229,6 +231,7 @@ class ScoreEntry:
         self.intervals.update(other.intervals)
         self.changes.update(other.changes)
         self.details.update(other.details)
+        self.unread += [key for key in other.unread if key not in self.unread]
         for mine, theirs in ((self.counts, other.counts), (self.settings, other.settings)):
             for name, value in vars(theirs).items():
                 if value is not None:
@@ -267,8 +270,13 @@ def load(scores: Mapping[str, Any]) -> ScoreEntry:
     entry = ScoreEntry()
     typed = _typed(entry.counts, scores) | _typed(entry.settings, scores)
     for key, raw in scores.items():
-        if key not in typed and not _read_key(entry, key, raw):
+        if key in typed:
+            continue
+        read = _read_key(entry, key, raw)
+        if not read:
             entry.details[key] = raw
+            if read is False:
+                entry.unread.append(key)
     return entry
 
 
@@ -277,9 +285,8 @@ def faults(entry: ScoreEntry) -> list[str]:
     where nothing reads it), a position value or PSI that is infinite or ``NaN`` (``null`` is how a value is
     stored as empty or undefined). The values are taken out, so that no profile, mean or PSI is computed
     from them; each is named."""
-    found = [f"{key} is a {type(raw).__name__}, not a number{' or a mapping' if _MAPPING.match(key) else ''}"
-             for key, raw in entry.details.items()
-             if key == "psi" or any(p.match(key) for p in (_POINT, _MAPPING, _TERM, _CHANGE, _INTERVAL))]
+    found = [f"{key} is a {type(entry.details[key]).__name__}, not a number{' or a mapping' if _MAPPING.match(key) else ''}"
+             for key in entry.unread]
     for family, profile in entry.profiles.items():
         for label, point in profile.points.items():
             if point.value is not None and not math.isfinite(point.value):
@@ -291,8 +298,9 @@ def faults(entry: ScoreEntry) -> list[str]:
     return found
 
 
-def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
-    """Store one key in ``entry``; False when it is none of the position keys."""
+def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool | None:
+    """Store one key in ``entry``; ``None`` when it is none of the position keys, False when it is one whose value
+    is of another type."""
     if key == "psi":
         if _is_value(raw):
             entry.psi = _read(raw)
@@ -304,10 +312,11 @@ def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
         return _is_value(raw)
     if change := _CHANGE.match(key):
         return _is_value(raw) and _set(entry.changes, change.group("figure"), change.group("stat"), raw)
-    if (mapping := _MAPPING.match(key)) and isinstance(raw, Mapping):
-        points = entry.profile(mapping.group("family") or "").points
-        points.update({str(label): Estimate(_value(v)) for label, v in raw.items() if _is_value(v)})
-        return True
+    if mapping := _MAPPING.match(key):
+        if isinstance(raw, Mapping):
+            points = entry.profile(mapping.group("family") or "").points
+            points.update({str(label): Estimate(_value(v)) for label, v in raw.items() if _is_value(v)})
+        return isinstance(raw, Mapping)
     if point := _POINT.match(key):
         family, label, stat = point.group("family") or "", point.group("label"), point.group("stat")
         if stat is None and label == "fairness":
@@ -321,7 +330,7 @@ def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool:
         return _is_value(raw) and _set(entry.profile(family).points, label, stat, raw)
     if term := _TERM.match(key):
         return _is_value(raw) and _set(entry.terms, term.group("term"), term.group("stat"), raw)
-    return False
+    return None
 
 
 def _set(estimates: dict[str, Estimate], name: str, stat: str | None, raw: Any) -> bool:
