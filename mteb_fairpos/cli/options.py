@@ -130,6 +130,25 @@ def calibration_from_args(args: argparse.Namespace) -> CalibrationConfig:
                              strength=default.strength if args.strength is None else args.strength, pooling=args.pooling)
 
 
+def distinct_configs(texts: Sequence[str], option: str, *, uncalibrated: bool) -> list[CalibrationConfig | None]:
+    """The configs a list option names, in its order (``none``/``off``: uncalibrated, where ``uncalibrated``
+    allows it). Two texts of one config are refused naming both: the run would score it twice or drop one unseen."""
+    configs: dict[CalibrationConfig | None, str] = {}
+    for text in texts:
+        if text.strip().lower() in ("none", "off"):
+            if not uncalibrated:
+                raise ValueError(f"{option}: {text!r} is not a calibration config here (the uncalibrated twin is "
+                                 "part of the run unless --no-twin)")
+            config = None
+        else:
+            config = CalibrationConfig.parse(text)
+        if config in configs:
+            same = "" if text == configs[config] else f" (the same config as {configs[config]!r})"
+            raise ValueError(f"{option}: {text!r} is given twice{same}; give each config once")
+        configs[config] = text
+    return list(configs)
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser, *, ray_does: str, actor: str) -> None:
     """``--engine local|ray`` and the Ray pool's options, the same in every command that can fan out."""
     parser.add_argument("--engine", choices=("local", "ray"), default="local",

@@ -34,6 +34,7 @@ from ..offline import minilm_path
 from .options import (
     add_batch_size,
     add_device,
+    distinct_configs,
     add_max_length,
     add_model,
     add_output,
@@ -210,13 +211,8 @@ def once_per_run(logger: logging.Logger) -> Iterator[None]:
 
 
 def _calibrations(texts: Sequence[str]) -> list[Any]:
-    from ..config import CalibrationConfig
-
-    configs = [None if text.lower() in ("none", "off") else CalibrationConfig.parse(text) for text in texts]
-    unique = list(dict.fromkeys(configs))
-    if not unique:
-        raise ValueError("give at least one --calibration config (or 'none').")
-    return sorted(unique, key=lambda config: config is not None)  # the uncalibrated twin first: the others pair with it
+    configs = distinct_configs(texts, "--calibration", uncalibrated=True)
+    return sorted(configs, key=lambda config: config is not None)  # the uncalibrated twin first: the others pair with it
 
 
 def _model_settings(base: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from ..grid import PAPER_BASKETS, PAPER_LAYERS, PAPER_STRENGTHS, grid
 from ..results import TaskScores, summarize
 from ..sweep import OVERWRITE_STRATEGIES, SweepPoint, plan_sweep, read_results, run_sweep
 from .options import (add_batch_size, add_device, add_engine_arguments, add_max_length, add_model, add_output, add_quiet,
-                      output_file, refuse_ignored)
+                      distinct_configs, output_file, refuse_ignored)
 from ..results.tables import format_score, write_csv
 
 DEFAULT_MODEL = "fair/all-MiniLM-L6-v2"
@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if args.configs:
         refuse_ignored([flag for flag in ("--baskets", "--layers", "--strengths") if getattr(args, flag[2:]) is not None],
                        "the grid, which --configs replaces", "give one or the other")
+    configs = distinct_configs(args.configs, "--configs", uncalibrated=False) if args.configs else grid(
+        args.baskets or PAPER_BASKETS, args.layers or PAPER_LAYERS, args.strengths or PAPER_STRENGTHS)
     args.model = args.model or DEFAULT_MODEL
     try:  # an unknown model or task is bad input, reported before any work
         base_model(args.model)
@@ -88,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as err:  # mteb's message starts with its exception's name; ours names the option
         message = str(err.args[0] if err.args else err).removeprefix("KeyError: ")
         raise ValueError(f"-t/--tasks: {message}") from None
-    configs = [CalibrationConfig.parse(text) for text in args.configs] if args.configs else grid(
-        args.baskets or PAPER_BASKETS, args.layers or PAPER_LAYERS, args.strengths or PAPER_STRENGTHS)
     points = [SweepPoint(args.model, config, args.device, args.max_length)
               for config in ([] if args.no_twin else [None]) + configs]
     cache = ResultCache(args.output_folder)

@@ -75,6 +75,14 @@ from mteb_fairpos.cli import errors, main, options
          "--baskets applies to the grid, which --configs replaces; give one or the other"),
         (["sweep", "-t", "FairPosTinyRetrieval", "--address", "localhost:1234", "-o", "{tmp}/r"],
          "--address applies to the Ray engine; add --engine ray"),
+        (["probe", "-o", "{tmp}/out", "--calibration", "none", "b64_lhalf_a1", "off", "--quiet"],
+         "--calibration: 'off' is given twice (the same config as 'none'); give each config once"),
+        (["demo", "-o", "{tmp}/out", "--calibration", "b64_lhalf_a1", "b64_lhalf_a1.0", "--quiet"],
+         "--calibration: 'b64_lhalf_a1.0' is given twice (the same config as 'b64_lhalf_a1')"),
+        (["sweep", "-t", "FairPosTinyRetrieval", "--configs", "b64_lhalf_a1", "b64_lhalf_a1", "-o", "{tmp}/r"],
+         "--configs: 'b64_lhalf_a1' is given twice; give each config once"),
+        (["sweep", "-t", "FairPosTinyRetrieval", "--configs", "none", "-o", "{tmp}/r"],
+         "--configs: 'none' is not a calibration config here (the uncalibrated twin is part of the run unless --no-twin)"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):
