@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import fairness
+from .. import fairness, jsonl
 from ..mteb_plugin import registered_task
 from ..resampling import Resampling
 from .schema import CLUSTERS, QUERIES, Estimate, ScoreEntry, faults, load
@@ -312,7 +312,7 @@ def _model_key(found: Collection, root: Path, model_dir: Path, revision_dir: Pat
     meta_file = folder / "model_meta.json"
     if meta_file.is_file():
         try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            meta = jsonl.loads(meta_file.read_text(encoding="utf-8"))
             wrong = [field for field in ("name", "revision") if not isinstance(meta.get(field) or "", str)]
             if wrong:
                 raise ValueError(f"its {' and '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not text")
@@ -331,8 +331,9 @@ def _model_key(found: Collection, root: Path, model_dir: Path, revision_dir: Pat
 def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | None = None) -> TaskScores | None:
     """One mteb result file as :class:`TaskScores`; ``None`` (with an issue) when it is not one.
 
-    A file of a current mteb is read and parsed once: mteb's ``TaskResult`` validates the text itself
-    (pydantic's JSON parser, the fastest route for PosIR's large entries). A file it rejects, or one
+    A file of a current mteb is read once and validated by mteb's ``TaskResult`` from the text (pydantic's JSON
+    parser, the fastest route for PosIR's large entries), after a plain parse that refuses a repeated key (pydantic
+    would keep one of its values unseen). A file it rejects, or one
     written before mteb 1.12.48, goes through ``TaskResult.from_disk``, which converts the layouts of
     older releases; one mteb cannot read either is parsed again, to say why.
     """
@@ -345,6 +346,13 @@ def read_result(file: Path, issues: list[Issue] | None = None, *, where: str | N
     except OSError as err:
         _add(issues, Issue("corrupt", where, f"cannot be read ({err.strerror or err}); skipped."))
         return None
+    try:  # a repeated key would be resolved by the parser, one of its values dropped unseen
+        jsonl.loads(text)
+    except jsonl.DuplicateKey as err:
+        _add(issues, Issue("corrupt", where, f"{err}; skipped."))
+        return None
+    except ValueError:
+        pass  # not JSON: said below, with mteb's reason
     try:
         result = _task_result(file, text)
     except Exception as err:  # noqa: BLE001 - mteb's parser: pydantic validation and format conversions

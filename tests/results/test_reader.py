@@ -60,6 +60,28 @@ def test_a_current_file_that_does_not_validate_is_named(tmp_path):
     assert "mteb cannot read it" in issues[0].message
 
 
+
+def test_a_key_given_twice_is_named_not_resolved_unseen(tmp_path):
+    """A parser keeps one value of a repeated key and drops the other; which score is right, no reader can tell."""
+    from results_folders import write_result
+
+    from mteb_fairpos.results import collect
+
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps(_current("2.26.24")).replace('"main_score": 0.5', '"main_score": 0.5, "main_score": 0.9', 1))
+    assert twice.read_text().count('"main_score"') == 2
+    issues = []
+    assert read_result(twice, issues, where="twice.json") is None
+    assert [(issue.kind, issue.where, issue.message) for issue in issues] == [
+        ("corrupt", "twice.json", "the key 'main_score' appears twice in one object (only one of its values would be kept); skipped.")]
+    kept = write_result(tmp_path / "results", "fair/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [retrieval_entry(0.5, PROFILE)]})
+    (kept.parent / "model_meta.json").write_text('{"name": "fair/a", "name": "fair/b", "revision": "abc"}')
+    found = collect(tmp_path / "results")
+    assert [key.name for key, _ in found.scores] == ["fair/all-MiniLM-L6-v2"]  # taken from the folder, and said
+    assert [(issue.kind, issue.message) for issue in found.issues if issue.where.endswith("model_meta.json")] == [
+        ("corrupt", "unreadable (the key 'name' appears twice in one object (only one of its values would be kept)); "
+                    "model name taken from the folder.")]
+
 @pytest.mark.parametrize("entry", [
     {"cells": {"Q1": {"0.00-0.05": ["3", "1.5"]}}},  # counts and sums as text
     {"cells": {"Q1": [1, 2]}},                      # a bucket's bins as a list
