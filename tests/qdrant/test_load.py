@@ -219,6 +219,34 @@ def test_output_folder_of_another_run_is_refused(tmp_path, model):
         encode_to_parts(other_input, out, model, "pages", show_progress=False)
 
 
+
+def test_a_folder_of_other_files_is_refused_as_the_output_before_any_work(tmp_path):
+    """A mistyped -o: the parts would be written among the user's files."""
+    path = write_jsonl(tmp_path / "docs.jsonl", records(3))
+    out = tmp_path / "papers"
+    out.mkdir()
+    for name in ("a.pdf", "b.pdf", "notes.txt", "todo.md"):
+        (out / name).write_text("mine\n")
+
+    def no_model():
+        raise AssertionError("the model was loaded before the refusal")
+
+    with pytest.raises(store.QdrantIndexError, match=r"holds other files \(a.pdf, b.pdf, notes.txt and 1 more\) and no "
+                                                     r"parts; give a new or empty folder"):
+        encode_to_parts(path, out, no_model, "pages", show_progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["a.pdf", "b.pdf", "notes.txt", "todo.md"]
+
+
+def test_a_part_folder_with_hidden_files_or_a_run_report_is_still_resumed(tmp_path, model):
+    path = write_jsonl(tmp_path / "docs.jsonl", records(6))
+    out = tmp_path / "parts"
+    out.mkdir()
+    (out / ".DS_Store").write_text("")  # no data
+    first = encode_to_parts(path, out, model, "pages", part_size=2, show_progress=False)
+    (out / "report.json").write_text("{}")  # what --report may have written beside the parts
+    again = encode_to_parts(path, out, model, "pages", part_size=2, show_progress=False)
+    assert (first.parts_encoded, again.parts_encoded, again.parts_skipped) == (first.parts, 0, first.parts) and first.parts > 1
+
 def test_the_input_folder_as_output_or_an_unusable_collection_name_is_refused_before_any_work(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()

@@ -136,6 +136,7 @@ def encode_to_parts(
     target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
     target.require_bucket()
     _refuse_output_in_input(target, inputs)
+    _refuse_foreign(target)
     scan = scan_input(inputs, range_size=part_size, on_error=on_error, format=format)
     if not scan.ranges:
         raise store.QdrantIndexError(
@@ -186,6 +187,18 @@ def _refuse_output_in_input(output: Location, inputs: str | Path | Sequence[str 
         if same and item.kind() == pafs.FileType.Directory:
             raise ValueError(f"the output folder {str(output)!r} is the input folder: the next run would read its "
                              "parts as input. Write the parts to another folder (a subfolder is fine).")
+
+
+def _refuse_foreign(output: Location) -> None:
+    """A folder of other files and no parts is no part folder (a mistyped ``-o``): the parts would be written among
+    them. A folder of an earlier run (parts, their records, its manifest) is resumed; hidden files are no data."""
+    if output.kind() != pafs.FileType.Directory:
+        return
+    names = [f.name for f in output.files() if not f.name.startswith(".")]
+    if names and not any(name.endswith(part_files.SUFFIX) for name in names):
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise store.QdrantIndexError(f"output {str(output)!r} holds other files ({shown}) and no parts; give a new or "
+                                     "empty folder for the parts (a subfolder is fine).")
 
 
 def _run_local(encoder: PartEncoder, todo: list[InputRange], show_progress: bool) -> list[dict[str, Any]]:
