@@ -69,6 +69,21 @@ def test_scan_reads_parquet_and_folders(tmp_path):
     assert [d.doc_id for s in scan.ranges for d in read_range(s)] == [r["id"] for r in items]
 
 
+
+def test_the_other_files_of_an_input_folder_are_counted_and_named_not_read_silently(tmp_path, model):
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)  # a subfolder is not read, as documented (the parts may live there)
+    write_jsonl(folder / "a.jsonl", records(3))
+    write_jsonl(folder / "b.txt", records(2, prefix="t"))  # JSON Lines under another suffix: not read
+    (folder / "c.csv").write_text("id,text\n")
+    (folder / ".DS_Store").write_text("")  # hidden: no data
+    scan = scan_input(folder)
+    assert scan.documents == 3 and [Path(uri).name for uri in scan.unread] == ["b.txt", "c.csv"]
+    report = encode_to_parts(folder, folder / "sub" / "parts", model, "pages", show_progress=False)
+    assert report.documents == 3 and report.to_dict()["unread"] == scan.unread
+    assert f"2 file(s) of the input folder(s) not read (not JSONL or Parquet by their suffix): {scan.unread[0]}, " in report.summary()
+    assert scan_input(folder / "a.jsonl").unread == []  # a file given is read whatever else lies beside it
+
 def test_scan_reports_duplicates_across_files_with_counts(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", records(4))
     write_jsonl(tmp_path / "b.jsonl", records(3) + records(2, prefix="x"))

@@ -55,6 +55,7 @@ class EncodeReport:
     uncalibrated: int = 0
     invalid: Listing[Problem] = field(default_factory=Listing)
     duplicates: dict[str, int] = field(default_factory=dict)
+    unread: list[str] = field(default_factory=list)
     engine: str = "local"
     seconds: float = 0.0
 
@@ -70,6 +71,10 @@ class EncodeReport:
             lines.append(UncalibratedCount.line(self.uncalibrated))
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} id(s) occurred more than once; only the first copy of each was kept")
+        if self.unread:
+            shown = ", ".join(self.unread[:3]) + (f" and {len(self.unread) - 3} more" if len(self.unread) > 3 else "")
+            lines.append(f"{len(self.unread)} file(s) of the input folder(s) not read (not JSONL or Parquet by their "
+                         f"suffix): {shown}")
         lines += self.invalid.summary_lines("record(s) left out", report)
         return "\n".join(lines)
 
@@ -173,7 +178,7 @@ def encode_to_parts(
                           forward_passes=sum(r["forward_passes"] for r in results),
                           truncated=sum(r["truncated"] for r in results),
                           uncalibrated=sum(r["uncalibrated"] for r in results), invalid=scan.problems,
-                          duplicates=dict(scan.duplicates), engine=engine)
+                          duplicates=dict(scan.duplicates), unread=scan.unread, engine=engine)
     report.points = _verify_and_write_manifest(target, scan, spec, collection, store_text)
     report.seconds = time.perf_counter() - start
     return report

@@ -68,24 +68,30 @@ class InputScan:
     """Records left out (``on_error="skip"``): counted, the first few in memory, the rest on disk."""
     duplicates: dict[str, int] = field(default_factory=dict)
     """Ids that occur more than once (``on_error="skip"``: the first occurrence is kept), with their counts."""
+    unread: list[str] = field(default_factory=list)
+    """Files of the input folders that are not JSONL or Parquet by their suffix (hidden ones aside): not read."""
 
     @property
     def documents(self) -> int:
         return sum(r.documents for r in self.ranges)
 
 
-def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Location]:
-    """The input files: given files, or the JSONL/Parquet files of given folders (sorted by name)."""
+def input_files(inputs: str | Path | Sequence[str | Path]) -> tuple[list[Location], list[str]]:
+    """The input files (given files, or the JSONL/Parquet files of given folders, sorted by name), and the other
+    files of those folders, which are not read (hidden ones aside)."""
     items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     files: list[Location] = []
+    unread: list[str] = []
     for item in map(locate, items):
         kind = item.kind()
         if kind == pafs.FileType.Directory:
-            found = [f for f in item.files() if _suffix(f.name) in INPUT_SUFFIXES and not f.name.startswith(".")]
+            visible = [f for f in item.files() if not f.name.startswith(".")]
+            found = [f for f in visible if _suffix(f.name) in INPUT_SUFFIXES]
             if not found:
                 raise InputError(f"folder {str(item)!r} holds no JSONL or Parquet file "
                                  f"({', '.join(sorted(INPUT_SUFFIXES))}).")
             files.extend(found)
+            unread.extend(f.uri for f in visible if _suffix(f.name) not in INPUT_SUFFIXES)
         elif kind == pafs.FileType.File:
             files.append(item)
         else:
@@ -99,7 +105,7 @@ def input_files(inputs: str | Path | Sequence[str | Path]) -> list[Location]:
             raise InputError(f"input {file.uri!r} is {seen[key]!r} again (given twice, through a link, or inside a folder given too); "
                              "give each file once.")
         seen[key] = file.uri
-    return files
+    return files, unread
 
 
 def scan_input(inputs: str | Path | Sequence[str | Path], *, range_size: int = 1000, on_error: OnError = "raise",
@@ -112,7 +118,7 @@ def scan_input(inputs: str | Path | Sequence[str | Path], *, range_size: int = 1
     if range_size < 1:
         raise ValueError(f"range_size must be >= 1, got {range_size}.")
     checker = _Checker(on_error)
-    files = input_files(inputs)
+    files, unread = input_files(inputs)
     stems = Counter(_stem(f.name) for f in files)
     ranges: list[InputRange] = []
     for number, location in enumerate(files):
@@ -129,7 +135,7 @@ def scan_input(inputs: str | Path | Sequence[str | Path], *, range_size: int = 1
                 builder.keep()
         ranges.extend(builder.finish())
     checker.finish()
-    return InputScan(ranges, checker.problems, checker.duplicates())
+    return InputScan(ranges, checker.problems, checker.duplicates(), unread)
 
 
 def read_range(span: InputRange) -> list[Document]:
