@@ -23,6 +23,7 @@ from ...fairness import psi, undefined_reason
 from ...jsonl import jsonl_lines
 from . import store
 from ...segmented import COVERAGE_CUT
+from .listing import some
 from .records import Document, InputError, check_keys
 from .search import SearchableIndex
 
@@ -227,16 +228,11 @@ def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery], layou
     unknown = [doc_id for doc_id in wanted if doc_id not in segments]
     if unknown:
         raise InputError(f"{len(unknown)} quer(ies) name document(s) that are not in collection {index.collection!r}: "
-                         f"{_some(unknown)}; check the ids (or index those documents first).")
+                         f"{some(unknown, 5, quote=True)}; check the ids (or index those documents first).")
     beyond = sorted({(q.doc_id, q.position) for q in items if q.position > segments[q.doc_id]})
     if beyond:
         listed = [f"{doc_id!r} position {position} (it has {segments[doc_id]})" for doc_id, position in beyond]
-        raise InputError(f"{len(beyond)} quer(ies) name a position the document does not have: {_some(listed, quote=False)}.")
-
-
-def _some(values: Sequence[Any], limit: int = 5, *, quote: bool = True) -> str:
-    shown = ", ".join(repr(v) if quote else str(v) for v in values[:limit])
-    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
+        raise InputError(f"{len(beyond)} quer(ies) name a position the document does not have: {some(listed, 5)}.")
 
 
 def stored_segment_queries(index: SearchableIndex) -> list[PositionQuery]:

@@ -30,7 +30,7 @@ from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
 from .input import InputRange, InputScan, scan_input
-from .listing import Listing, held
+from .listing import Listing, held, some
 from .points import collection_spec, refuse_no_uncalibrated
 from .records import OnError, Problem
 from .part_encoder import EncodeOptions, PartEncoder
@@ -72,9 +72,8 @@ class EncodeReport:
         if self.duplicates:
             lines.append(f"{len(self.duplicates)} id(s) occurred more than once; only the first copy of each was kept")
         if self.unread:
-            shown = ", ".join(self.unread[:3]) + (f" and {len(self.unread) - 3} more" if len(self.unread) > 3 else "")
             lines.append(f"{len(self.unread)} file(s) of the input folder(s) not read (not JSONL or Parquet by their "
-                         f"suffix): {shown}")
+                         f"suffix): {some(self.unread)}")
         lines += self.invalid.summary_lines("record(s) left out", report)
         return "\n".join(lines)
 
@@ -201,8 +200,7 @@ def _refuse_foreign(output: Location) -> None:
         return
     names = [f.name for f in output.files() if not f.name.startswith(".")]
     if names and not any(name.endswith(part_files.SUFFIX) for name in names):
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise store.QdrantIndexError(f"output {str(output)!r} holds other files ({shown}) and no parts; give a new or "
+        raise store.QdrantIndexError(f"output {str(output)!r} holds other files ({some(names)}) and no parts; give a new or "
                                      "empty folder for the parts (a subfolder is fine).")
 
 

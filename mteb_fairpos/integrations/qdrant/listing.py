@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import pickle
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
@@ -19,6 +19,12 @@ T = TypeVar("T")
 
 SHOWN = 10
 """How many items a summary names before "and N more"."""
+
+
+def some(values: Sequence[Any], limit: int = 3, *, quote: bool = False) -> str:
+    """The first ``limit`` of ``values`` joined, then "and N more": a message names a few, and says how many."""
+    shown = ", ".join(repr(v) if quote else str(v) for v in values[:limit])
+    return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
 class Listing(Generic[T]):

@@ -31,6 +31,7 @@ from .backends import (  # noqa: F401 - the errors are part of this module's int
     status_of,
 )
 from .clients import LocalStore, ServerStore, holds_local_mode
+from .listing import some
 from .edge import LOCK_FILE, EdgeStore, holds_edge, mixed  # the store only: qdrant_edge itself is imported when a store is opened
 
 logger = logging.getLogger(__name__)
@@ -122,8 +123,7 @@ def refuse_foreign(path: str | os.PathLike[str]) -> None:
         return
     names = sorted(name for name in os.listdir(path) if not name.startswith("."))  # .DS_Store and the like: no data
     if names:
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise QdrantIndexError(f"{str(path)!r} holds other files ({shown}), not a Qdrant store; give a new or empty "
+        raise QdrantIndexError(f"{str(path)!r} holds other files ({some(names)}), not a Qdrant store; give a new or empty "
                                "folder, or the folder of a store.")
 
 
