@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     queries = read_queries(args.queries) if args.queries else None
     documents = read_documents(args.input)[0] if args.input else None
     with qdrant_common.opened_store(args, existing=True) as opened:
-        model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)
+        model, name = qdrant_common.model_for_collection(args, opened, documents=False)
         index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         report = index.discoverability(queries=queries, documents=documents, ks=args.ks, depth=depth,
                                        show_progress=not args.quiet)

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         CalibrationConfig.parse(args.calibration)
     scan = scan_file(args.input, on_error="skip" if args.skip_invalid else "raise", format=args.format)
     with qdrant_common.opened_store(args) as opened:
-        model, name = qdrant_common.model_for_collection(args, opened, calibrated=True)
+        model, name = qdrant_common.model_for_collection(args, opened, documents=True)
         index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         report = index.index_scan(
             scan, uncalibrated=args.uncalibrated, late_chunks=args.late_chunks,

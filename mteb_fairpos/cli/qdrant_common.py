@@ -115,14 +115,16 @@ def load_model(name: str, calibration: str | None, device: str | None = None):
     return ModelLoader(name, calibration, device=device)()
 
 
-def model_for_collection(args: argparse.Namespace, opened, *, calibrated: bool):
-    """The model named by ``--model`` or, by default, the one stored with the collection; with its name."""
-    spec = _store().read_spec(opened, args.collection)
+def model_for_collection(args: argparse.Namespace, opened, *, documents: bool):
+    """The model named by ``--model`` or, by default, the one stored with the collection; with its name.
+    ``documents``: it encodes documents (``index``), calibrated, into a collection that may be new; else it encodes
+    queries, plain, for a collection that must exist (refused before the model loads)."""
+    spec = (_store().read_spec if documents else _store().existing_spec)(opened, args.collection)
     name = args.model or (spec.model if spec else MINILM_HUB_ID)
     if spec and name != spec.model and os.path.isdir(name) and os.path.isdir(spec.model) and os.path.samefile(name, spec.model):
         name = spec.model  # the folder a collection of an earlier release recorded as typed, relative
     calibration = "none"  # a query is encoded plain
-    if calibrated:  # documents: as asked, else as the collection was built, else the model's own
+    if documents:  # as asked, else as the collection was built, else the model's own
         calibration = args.calibration or (spec.calibration if spec else None)
     from ..model import set_max_length
 

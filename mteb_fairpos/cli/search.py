@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--include-cut widens a --position/--language filter of documents; give one, without --segments.")
 
     with qdrant_common.opened_store(args, existing=True) as opened:
-        model, name = qdrant_common.model_for_collection(args, opened, calibrated=False)
+        model, name = qdrant_common.model_for_collection(args, opened, documents=False)
         index = FairQdrantIndex(model, args.collection, opened, model_name=name)
         position = None if args.position is None else (args.position[0] if len(args.position) == 1 else args.position)
         language = None if args.language is None else (args.language[0] if len(args.language) == 1 else args.language)

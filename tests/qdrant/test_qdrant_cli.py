@@ -103,8 +103,12 @@ def test_bad_input_and_refusals(tmp_path, docs_file, reuse_model, capsys):
 
     assert main(["index", str(docs_file), "-c", "pages", "--path", store, "--late-chunks", "--quiet"]) == 2
     assert "named vectors" in capsys.readouterr().err
+    loaded = len(reuse_model)
     assert main(["search", "x", "-c", "missing", "--path", store]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert "collection 'missing' does not exist; index documents into it first." in capsys.readouterr().err
+    assert main(["discoverability", "-c", "missing", "--path", store, "-o", str(tmp_path / "d")]) == 2
+    assert "collection 'missing' does not exist; index documents into it first." in capsys.readouterr().err
+    assert len(reuse_model) == loaded  # both refused before a model was loaded for queries
     assert main(["index", str(docs_file), "-c", "pages", "--url", "http://127.0.0.1:9", "--timeout", "2"]) == 2
     assert "cannot reach the Qdrant server at http://127.0.0.1:9" in capsys.readouterr().err
 

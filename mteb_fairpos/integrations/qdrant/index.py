@@ -185,9 +185,7 @@ class FairQdrantIndex:
         """The collection's spec, once checked that it exists and that this index's model built it (cached)."""
         if self._search_spec is not None:
             return self._search_spec
-        spec = self.stored_spec()
-        if spec is None:
-            raise store.QdrantIndexError(f"collection {self.collection!r} does not exist; index documents into it first.")
+        spec = store.existing_spec(self.store, self.collection)
         if spec.model != self.model_name:
             raise store.CollectionMismatchError(
                 f"collection {self.collection!r} was built with model {spec.model!r}, but queries would be encoded with "

@@ -208,6 +208,14 @@ def distance_for(similarity_fn_name: str | None) -> str:
     return _DISTANCES[name].value
 
 
+def existing_spec(store: Store, collection: str) -> CollectionSpec:
+    """`read_spec` of a collection that must exist, as one to search or measure must."""
+    spec = read_spec(store, collection)
+    if spec is None:
+        raise QdrantIndexError(f"collection {collection!r} does not exist; index documents into it first.")
+    return spec
+
+
 def read_spec(store: Store, collection: str) -> CollectionSpec | None:
     """The stored spec of ``collection``; ``None`` if it does not exist. Raises if it is not ours."""
     if not store.exists(collection):
