@@ -9,6 +9,7 @@ differ from the defaults appear after the three always-present ones, e.g.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 from typing import Literal, Union
 
@@ -29,9 +30,12 @@ class ConfigError(ValueError):
     """An invalid calibration setting; the message says what is allowed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CalibrationConfig:
     """Settings of inference-time attention calibration (docs/method.md#s1).
+
+    Two configs are the same config when their text forms are: ``layers=1`` (the last layer) and ``layers=1.0``
+    (every layer) are not, though ``1 == 1.0``.
 
     Args:
         basket_size: tokens per content basket (``B``); inputs with fewer content tokens
@@ -57,13 +61,14 @@ class CalibrationConfig:
     eos_share: SharePolicy = "equal"
 
     def __post_init__(self) -> None:
-        if isinstance(self.basket_size, bool) or not isinstance(self.basket_size, int) or self.basket_size <= 0:
+        if isinstance(self.basket_size, bool) or not isinstance(self.basket_size, numbers.Integral) or self.basket_size <= 0:
             raise ConfigError(f"basket_size must be a positive integer (e.g. 128), got {self.basket_size!r}.")
-        if isinstance(self.strength, bool) or not isinstance(self.strength, (int, float)):
+        object.__setattr__(self, "basket_size", int(self.basket_size))  # numpy's integers too, stored as int
+        if isinstance(self.strength, bool) or not isinstance(self.strength, numbers.Real):
             raise ConfigError(f"strength must be a number in [0, 1], got {self.strength!r}.")
         if not (0.0 <= float(self.strength) <= 1.0) or math.isnan(self.strength):
             raise ConfigError(f"strength must lie in [0, 1] (0 = plain model, 1 = full calibration), got {self.strength}.")
-        object.__setattr__(self, "strength", float(self.strength))
+        object.__setattr__(self, "strength", float(self.strength) + 0.0)  # -0.0 is 0: one text form
         object.__setattr__(self, "layers", _check_layers(self.layers))
         if self.pooling is not None and self.pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {POOLINGS} or None (read from the model), got {self.pooling!r}.")
@@ -78,6 +83,12 @@ class CalibrationConfig:
                 f"bos_share + eos_share = {sum(fixed):g} leaves no attention mass for the content; "
                 "fixed shares must sum to less than 1."
             )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CalibrationConfig) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
 
     # ------------------------------------------------------------------ layers
     def resolve_layers(self, num_layers: int) -> tuple[int, ...]:
@@ -132,6 +143,9 @@ class CalibrationConfig:
     @classmethod
     def parse(cls, text: str) -> CalibrationConfig:
         """Inverse of ``str(config)``; raises :class:`ConfigError` showing the valid form."""
+        if not isinstance(text, str):
+            raise ConfigError(f"a calibration config in text form is a string (e.g. b128_lhalf_a0.5), got "
+                              f"{type(text).__name__} {text!r}.")
         kwargs: dict[str, object] = {}
         try:
             for token in text.strip().split("_"):
@@ -159,24 +173,25 @@ class CalibrationConfig:
 
 
 def _check_layers(spec: object) -> LayerSpec:
-    if spec in ("last_half", "last"):
+    if isinstance(spec, str) and spec in ("last_half", "last"):
         return spec  # type: ignore[return-value]
     if isinstance(spec, bool):
         raise ConfigError(f"layers must not be a bool, got {spec!r}.")
-    if isinstance(spec, int):
+    if isinstance(spec, numbers.Integral):
         if spec <= 0:
             raise ConfigError(f"layers={spec}: an int means 'the last N layers' and must be >= 1.")
-        return spec
-    if isinstance(spec, float):
+        return int(spec)
+    if isinstance(spec, numbers.Real):
         if not 0.0 < spec <= 1.0:
             raise ConfigError(f"layers={spec}: a float is a fraction of the last layers and must lie in (0, 1].")
-        return spec
-    if isinstance(spec, (list, tuple)) and spec and all(isinstance(i, int) and not isinstance(i, bool) for i in spec):
+        return float(spec)
+    if (isinstance(spec, (list, tuple)) and spec
+            and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in spec)):
         if any(i < 0 for i in spec):
             raise ConfigError(f"layer indices must be 0-based and non-negative, got {list(spec)}.")
         if len(set(spec)) != len(spec):
             raise ConfigError(f"layer indices must not repeat, got {list(spec)}.")
-        return tuple(sorted(spec))
+        return tuple(sorted(int(i) for i in spec))
     raise ConfigError(
         f"layers must be 'last_half', 'last', an int N (last N layers), a float fraction in (0, 1] "
         f"or a non-empty list of 0-based indices; got {spec!r}."
@@ -186,8 +201,8 @@ def _check_layers(spec: object) -> LayerSpec:
 def _check_policy(name: str, policy: object) -> SharePolicy:
     if policy in ("original", "equal"):
         return policy  # type: ignore[return-value]
-    if isinstance(policy, (int, float)) and not isinstance(policy, bool) and 0.0 <= float(policy) < 1.0:
-        return float(policy)
+    if isinstance(policy, numbers.Real) and not isinstance(policy, bool) and 0.0 <= float(policy) < 1.0:
+        return float(policy) + 0.0  # -0.0 is 0
     raise ConfigError(f"{name} must be 'original', 'equal' or a float in [0, 1), got {policy!r}.")
 
 

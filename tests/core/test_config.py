@@ -139,3 +139,33 @@ def test_a_bad_layer_set_is_one_clear_line(capsys):
     assert main(["segments", "--segment", "a", "--segment", "b", "--layers", "foo"]) == 2
     err = capsys.readouterr().err
     assert "unknown layer set 'foo'" in err and "6,7,8 or i6.7.8" in err and "Traceback" not in err
+
+
+def test_two_configs_are_one_config_only_when_their_text_forms_are():
+    """The last layer (``layers=1``) and every layer (``layers=1.0``) differ though ``1 == 1.0``: a grid or a set of
+    configs keeps both. -0.0 is 0 and numpy's numbers are numbers: one config, one text form."""
+    import numpy as np
+
+    from mteb_fairpos.grid import grid
+
+    last, every = CalibrationConfig(layers=1), CalibrationConfig(layers=1.0)
+    assert last != every and len({last, every}) == 2 and last.resolve_layers(6) != every.resolve_layers(6)
+    assert [str(c) for c in grid([128], ["n1", "f1"], [0.5])] == ["b128_ln1_a0.5", "b128_lf1_a0.5"]
+    assert CalibrationConfig(strength=-0.0) == CalibrationConfig(strength=0) and str(CalibrationConfig(strength=-0.0)) == "b128_lhalf_a0"
+    assert str(CalibrationConfig(bos_share=-0.0)) == "b128_lhalf_a0.5_sb0"
+    same = CalibrationConfig(basket_size=np.int64(64), layers=[np.int64(3)], strength=np.float32(0.5))
+    assert same == CalibrationConfig(basket_size=64, layers=(3,), strength=0.5) and type(same.basket_size) is int
+    assert hash(CalibrationConfig.parse("b64_li3_a0.5")) == hash(same)
+
+
+@pytest.mark.parametrize("value", [None, 128, ["b128_lhalf_a0.5"]])
+def test_a_text_form_that_is_no_string_is_named(value):
+    with pytest.raises(ConfigError, match=f"a calibration config in text form is a string .*got {type(value).__name__}"):
+        CalibrationConfig.parse(value)
+
+
+def test_layers_given_as_an_array_are_refused_with_the_allowed_forms():
+    import numpy as np
+
+    with pytest.raises(ConfigError, match=r"layers must be 'last_half', 'last', .*got array\(\[1, 2\]\)"):
+        CalibrationConfig(layers=np.array([1, 2]))
