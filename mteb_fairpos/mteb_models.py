@@ -364,7 +364,7 @@ class FairInstructEncoder(FairEncoder, InstructSentenceTransformerModel):
 
 
 def _calibration(value: str | CalibrationConfig | None) -> CalibrationConfig | None:
-    if value is None or value == TWIN_CALIBRATION:
+    if value is None or (isinstance(value, str) and value.strip().lower() in (TWIN_CALIBRATION, "none")):
         return None
     return value if isinstance(value, CalibrationConfig) else CalibrationConfig.parse(value)
 
@@ -543,14 +543,27 @@ def configured_calibrations() -> tuple[list[CalibrationConfig], list[str]]:
     return list(dict.fromkeys(configs)), problems
 
 
-def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = DEFAULT_CALIBRATION) -> ModelMeta:
-    """The mteb entry of a plugin model with a given calibration (``None`` or ``"off"``: the twin).
+_FROM_NAME: Any = object()
+"""`fair_model_meta`'s default: the calibration the name stands for."""
 
-    ``name`` names the base model (``fair/<key>``, ``fair-off/<key>`` or ``<key>``); the entry is
-    named after the config (``fair/<key>-<config>``) whether or not that name is registered. Pass
-    it to ``mteb.evaluate`` like any ModelMeta.
+
+def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = _FROM_NAME) -> ModelMeta:
+    """The mteb entry of a plugin model, with the calibration its name stands for or the one given (``None``,
+    ``"off"`` or ``"none"``: the twin).
+
+    ``name`` is any plugin model name (``fair/<key>``, ``fair/<key>-<config>``, ``fair-off/<key>`` or ``<key>``);
+    a ``calibration`` given sets the config of the base model it names, and the entry is named after that config
+    (``fair/<key>-<config>``) whether or not that name is registered. A name that carries another config is
+    refused: which of the two was meant, no one can tell. Pass the entry to ``mteb.evaluate`` like any ModelMeta.
     """
-    return _model_meta(base_model(name), _calibration(calibration))
+    base, named = parse_name(name)
+    if calibration is _FROM_NAME:
+        return _model_meta(base, named)
+    chosen = _calibration(calibration)
+    if name.startswith(CALIBRATED_ORG + "/") and name != calibrated_name(base) and chosen != named:
+        raise ValueError(f"{name!r} names the config {named}, and calibration={str(calibration)!r} another; "
+                         f"give the base model ({calibrated_name(base)!r}) with a calibration, or the name alone.")
+    return _model_meta(base, chosen)
 
 
 def model_metas() -> list[ModelMeta]:

@@ -167,6 +167,23 @@ def test_metadata_agrees_with_mtebs_own_entries(registered):
     assert fair_model_meta("fair/bge-m3", "b64_ln2_a1").name == "fair/bge-m3-b64_ln2_a1"
 
 
+
+def test_a_model_name_alone_gives_the_entry_it_names():
+    """The names mteb accepts give their own entries: a config in the name, or the twin, is not replaced by the
+    default; a calibration given beside a name that carries another is refused."""
+    from mteb_fairpos.mteb_models import fair_model_meta
+
+    named = fair_model_meta("fair/all-MiniLM-L6-v2-b64_llast_a1")
+    assert (named.name, named.loader_kwargs["calibration"]) == ("fair/all-MiniLM-L6-v2-b64_llast_a1", "b64_llast_a1")
+    twin = fair_model_meta("fair-off/all-MiniLM-L6-v2")
+    assert (twin.name, twin.loader_kwargs["calibration"]) == ("fair-off/all-MiniLM-L6-v2", "off")
+    assert fair_model_meta("fair/bge-m3", "none").name == fair_model_meta("fair/bge-m3", None).name == "fair-off/bge-m3"
+    assert fair_model_meta("fair/bge-m3-b64_ln2_a1", "b64_ln2_a1.0").name == "fair/bge-m3-b64_ln2_a1"
+    with pytest.raises(ValueError, match=r"'fair/bge-m3-b64_ln2_a1' names the config b64_ln2_a1, and "
+                                         r"calibration='b128_lhalf_a0.5' another; give the base model \('fair/bge-m3'\)"):
+        fair_model_meta("fair/bge-m3-b64_ln2_a1", "b128_lhalf_a0.5")
+
+
 def test_calibration_from_environment(monkeypatch):
     from mteb_fairpos.config import ConfigError
     from mteb_fairpos.mteb_models import ENV_CALIBRATION, configured_calibrations, fair_model_meta, model_metas
