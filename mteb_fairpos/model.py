@@ -3,8 +3,10 @@
 Saving keeps the calibration the sentence-transformers way: ``save()`` adds a `Calibration` step to
 the pipeline (its settings in its own config file, listed in ``modules.json``) and a section to the
 model card, and ``FairSentenceTransformer(path)`` reads it back exactly. A plain
-``SentenceTransformer(path)`` refuses such a folder with a message naming the route, instead of
-silently dropping the calibration.
+``SentenceTransformer(path)`` refuses such a folder instead of silently dropping the calibration:
+sentence-transformers itself will not import a step it does not ship unless ``trust_remote_code=True``,
+and with it the step refuses, naming ``FairSentenceTransformer``. A step whose settings are missing or
+damaged is refused naming its file: the model would otherwise come back plain.
 
 One model copy serves both sides: ``encode_document`` runs inside the calibration plan,
 ``encode_query`` does not (docs/method.md#s1-4: documents only), and plain ``encode`` follows the
@@ -128,9 +130,13 @@ class Calibration(Module):
     def load(cls, model_name_or_path: str = "", subfolder: str = "", token: bool | str | None = None,
              cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
              **kwargs: Any) -> Calibration:
-        config = cls.load_config(model_name_or_path=model_name_or_path, subfolder=subfolder, token=token,
-                                 cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
-        module = cls(**{key: value for key, value in config.items() if key in cls.config_keys})
+        where = os.path.join(model_name_or_path, subfolder, cls.config_file_name)
+        try:
+            config = cls.load_config(model_name_or_path=model_name_or_path, subfolder=subfolder, token=token,
+                                     cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
+        except ValueError as err:  # JSONDecodeError among them
+            raise ConfigError(f"{where}: the calibration settings do not read ({err}).") from None
+        module = cls(**_checked_settings(config, where))
         if not _LOADING.get():
             raise CalibratedModelError(
                 f"{model_name_or_path} was saved with mteb-fairpos attention calibration {module.calibration!r}; a plain "
@@ -178,12 +184,15 @@ class FairSentenceTransformer(SentenceTransformer):
                 calibration = model.calibration if calibration is _UNSET else calibration
                 calibrate_encode = model.calibrate_encode if calibrate_encode is None else calibrate_encode
                 calibrate_queries = model.calibrate_queries if calibrate_queries is None else calibrate_queries
-        else:
+        elif isinstance(model, (str, os.PathLike)):
             token = _LOADING.set(True)
             try:
-                super().__init__(model, **kwargs)
+                with naming_the_model(os.fspath(model)):
+                    super().__init__(model, **kwargs)
             finally:
                 _LOADING.reset(token)
+        else:
+            raise TypeError(f"model must be a model name or path, or a loaded SentenceTransformer; got {type(model).__name__}.")
         saved = self._take_saved_calibration()
         if calibration is _UNSET:  # a saved model comes back with its own calibration, else the default
             calibration = _saved_config(saved) if saved is not None else CalibrationConfig()
@@ -408,6 +417,25 @@ def set_max_length(model: SentenceTransformer, tokens: int, option: str = "--max
         raise ValueError(f"{option} {tokens}: the tokenizer adds {special} special token(s) to every input, so the model "
                          f"would read no text; give at least {special + 1}.")
     model.max_seq_length = tokens
+
+
+def _checked_settings(config: Any, where: str) -> dict[str, Any]:
+    """The saved step's settings, checked: without them the model would come back plain, unseen."""
+    if not isinstance(config, dict) or "calibration" not in config:
+        raise ConfigError(f"{where}: no calibration settings (the file is missing, or has no 'calibration' key); "
+                          "save the model again with FairSentenceTransformer.save.")
+    text = config["calibration"]
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: 'calibration' must be a config's text form or 'none', got {text!r}.")
+    if text != "none":
+        try:
+            CalibrationConfig.parse(text)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
+    for flag in ("calibrate_encode", "calibrate_queries"):
+        if not isinstance(config.get(flag, False), bool):
+            raise ConfigError(f"{where}: {flag!r} must be true or false, got {config[flag]!r}.")
+    return {key: value for key, value in config.items() if key in Calibration.config_keys}
 
 
 def _saved_config(saved: Calibration) -> CalibrationConfig | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -180,6 +181,44 @@ def test_save_and_load_keep_the_calibration(minilm, tmp_path):
     FairSentenceTransformer(minilm, None).save(str(tmp_path / "plain"))
     assert FairSentenceTransformer(str(tmp_path / "plain"), device="cpu").plan is None
 
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    (None, "no calibration settings (the file is missing, or has no 'calibration' key)"),
+    ('{"calibrate_encode": false}', "no calibration settings (the file is missing, or has no 'calibration' key)"),
+    ('{"calibration": null}', "'calibration' must be a config's text form or 'none', got None"),
+    ('{"calibration": "b12x"}', "cannot parse calibration config 'b12x'"),
+    ('{"calibration": ', "the calibration settings do not read (Expecting value"),
+    ('{"calibration": "none", "calibrate_queries": "yes"}', "'calibrate_queries' must be true or false, got 'yes'"),
+])
+def test_a_saved_calibration_that_is_missing_or_damaged_is_named_not_dropped(minilm, tmp_path, settings, message):
+    """The folder lists the calibration step: a model that came back plain would embed uncalibrated, unseen."""
+    from mteb_fairpos.config import ConfigError
+
+    FairSentenceTransformer(minilm, CalibrationConfig(basket_size=64)).save(str(tmp_path / "saved"))
+    file = tmp_path / "saved" / "3_Calibration" / "config.json"
+    assert file.is_file()
+    if settings is None:
+        file.unlink()
+    else:
+        file.write_text(settings)
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(file))}: {re.escape(message)}"):
+        FairSentenceTransformer(str(tmp_path / "saved"), device="cpu")
+
+
+@pytest.mark.parametrize(("model", "error", "message"), [
+    ("./no-such-model", FileNotFoundError, "cannot load the model './no-such-model': no such folder."),
+    (None, TypeError, "model must be a model name or path, or a loaded SentenceTransformer; got NoneType."),
+])
+def test_a_model_that_is_not_there_is_named(model, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        FairSentenceTransformer(model)
+
+
+def test_a_folder_that_holds_no_model_is_named(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=f"cannot load the model {re.escape(repr(str(tmp_path / 'empty')))}"):
+        FairSentenceTransformer(tmp_path / "empty")
 
 def test_arrays_repr_and_warnings_behave_like_sentence_transformers(minilm):
     from mteb_fairpos.model import UncalibratedWarning
