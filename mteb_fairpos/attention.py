@@ -287,7 +287,15 @@ def calibrated_attention(
     layer = state.plan.layer_of.get(module) if state is not None else None
     if layer is not None:
         state.seen.add(layer)
-    if layer is None or layer not in state.plan.layers:
+    if layer is None:
+        return plain()
+    for name in _UNSUPPORTED_ARGUMENTS:  # in every layer of a calibrated pass: SDPA refuses them too, advising eager
+        if kwargs.get(name) is not None:
+            raise UnsupportedModelError(
+                f"{state.plan.architecture} passes `{name}` to its attention, which calibrated rows cannot honour "
+                "(they compute their own softmax); calibration is not available for this architecture."
+            )
+    if layer not in state.plan.layers:
         return plain()
     if dropout:  # transformers passes the module's dropout in training mode only
         raise UnsupportedModelError(
@@ -297,12 +305,6 @@ def calibrated_attention(
         raise UnsupportedModelError(
             f"{state.plan.architecture}: a calibrated pass records no gradients (its rows are written in place, by the "
             "kernel or into SDPA's output): run it under torch.no_grad() or torch.inference_mode(), as encode() does.")
-    for name in _UNSUPPORTED_ARGUMENTS:
-        if kwargs.get(name) is not None:
-            raise UnsupportedModelError(
-                f"{state.plan.architecture} passes `{name}` to its attention, which calibrated rows cannot honour "
-                "(they compute their own softmax); calibration is not available for this architecture."
-            )
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", False))

@@ -338,6 +338,23 @@ def test_softmax_changing_arguments_are_refused_not_ignored(argument):
                 assert calibrated_attention(module, q, k, v, None, **{argument: None})[0].shape == (1, 24, 4, 8)
 
 
+
+def test_a_softmax_changing_argument_is_refused_in_the_layers_left_plain_too():
+    """In a calibrated pass every layer goes through this backend, whose plain layers are SDPA: with the default
+    layers (the last half), Gemma 2's soft-capping met transformers' SDPA refusal, advising the eager mode it ran in."""
+    from transformers import AutoModel, Gemma2Config
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=8, intermediate_size=64, attn_logit_softcapping=50.0)
+    model = AutoModel.from_config(config).eval()
+    plan = attach(model, CalibrationConfig(basket_size=4), "last")
+    assert plan.layers == (1,)
+    ids = torch.randint(5, 120, (1, 24))
+    mask = torch.ones_like(ids)
+    with torch.no_grad(), pytest.raises(UnsupportedModelError, match="Gemma2Model passes `softcap`"), plan.applied(mask):
+        model(input_ids=ids, attention_mask=mask)
+
 def test_training_mode_is_refused_not_calibrated_without_its_attention_dropout(transformers_modules):
     """In training mode transformers passes the attention dropout, which the calibrated rows would not apply."""
     fair = FairSentenceTransformer(st_model(transformers_modules["bert"], "mean", "right"),
