@@ -20,6 +20,7 @@ are paired by giving both the *same* count matrix, so their difference is resamp
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -35,15 +36,26 @@ class Resampling:
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
-        if self.resamples < 1:
-            raise ValueError(f"resamples must be at least 1; got {self.resamples}.")
-        if not 0 < self.confidence < 1:
-            raise ValueError(f"confidence must lie strictly between 0 and 1; got {self.confidence}.")
+        # checked here, not by numpy after every document was embedded; numpy's integers are stored as int
+        if not whole(self.resamples) or self.resamples < 1:
+            raise ValueError(f"resamples must be an integer of at least 1; got {self.resamples!r}.")
+        if not whole(self.seed) or self.seed < 0:
+            raise ValueError(f"the resampling seed must be an integer of at least 0; got {self.seed!r}.")
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, numbers.Real) or not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must lie strictly between 0 and 1; got {self.confidence!r}.")
+        object.__setattr__(self, "resamples", int(self.resamples))
+        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "confidence", float(self.confidence))
 
     def generator(self, stream: int = 0) -> np.random.Generator:
         """The random stream ``stream`` of this resampling: independent streams for independent factors
         (sets and topics), the same stream wherever the same units are resampled for a paired comparison."""
         return np.random.default_rng([self.seed, stream])
+
+
+def whole(value: object) -> bool:
+    """Whether ``value`` is an integer (numpy's too), not a bool: what a count or a seed must be."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def counts(n_units: int, resampling: Resampling, stream: int = 0) -> np.ndarray:

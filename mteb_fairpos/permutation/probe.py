@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..resampling import Resampling
+from ..resampling import Resampling, whole
 from ..results.schema import Counts, Estimate, ScoreEntry, Settings, dump
 from .access import ModelAccess
 from .corpus import ComparableCorpus, CorpusError
@@ -52,6 +52,20 @@ class ProbeSettings:
     separator: str = " "
     max_orders: int = MAX_ORDERS
     resampling: Resampling = field(default_factory=Resampling)
+
+    def __post_init__(self) -> None:
+        """Refuse sizes no run can use before any model loads; standard errors are clustered by segment set."""
+        sizes = self.num_sets.items() if isinstance(self.num_sets, Mapping) else [(None, self.num_sets)]
+        for n, sets in sizes:
+            if n is not None and (not whole(n) or n < 2):
+                raise ValueError(f"num_sets: {n!r} is no number of segments n (an integer of at least 2).")
+            if not whole(sets) or sets < 2:
+                raise ValueError(f"num_sets{'' if n is None else f'[{n}]'} must be an integer of at least 2 (standard "
+                                 f"errors are clustered by segment set); got {sets!r}.")
+        if self.orders_per_set is not None and (not whole(self.orders_per_set) or self.orders_per_set < 1):
+            raise ValueError(f"orders_per_set must be None (all orders) or an integer of at least 1; got {self.orders_per_set!r}.")
+        if not whole(self.seed) or not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be an integer from 0 to 2**32 - 1; got {self.seed!r}.")
 
     def sets_for(self, n: int) -> int:
         if isinstance(self.num_sets, Mapping):
@@ -147,8 +161,6 @@ class ProbeSession:
             return later + max(lengths[(t, config.lead)] - lengths[(t, config.later)] for t in topic_set) <= budget
 
         requested = self.settings.sets_for(config.n)
-        if requested < 2:
-            raise ValueError(f"{config.name}: standard errors are clustered by segment set, so at least 2 sets are needed (got {requested}).")
         built = build_instance(config, topics, self.pool.texts, num_sets=requested,
                                seed=self.settings.seed, orders_per_set=self.settings.orders_per_set,
                                separator=self.settings.separator, fits=fits, max_orders=self.settings.max_orders)

@@ -32,7 +32,9 @@ set, the segment window, the maximum document length, the selection mode and the
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
+import os
 import re
 import warnings
 from collections import Counter
@@ -174,15 +176,17 @@ class AbsTaskPermutationFairness(AbsTask):
         baseline: Mapping[str, Observations] | None = None,
         **kwargs: Any,
     ) -> None:
+        if kwargs:  # mteb's AbsTask takes any keyword and ignores it: a misspelt setting would run the defaults
+            known = [name for name in inspect.signature(AbsTaskPermutationFairness.__init__).parameters
+                     if name not in ("self", "kwargs")]
+            raise TypeError(f"{type(self).__name__} got unknown setting(s) {', '.join(map(repr, sorted(kwargs)))}; "
+                            f"its settings: {', '.join(known)}.")
         segment_mode = segment_mode or self.default_segment_mode
-        with _quiet_beta_notice():
-            super().__init__(seed=seed, **kwargs)
-        if corpus is not None and not isinstance(corpus, ComparableCorpus):
-            corpus = load_local_corpus(corpus)
-        self.corpus_override = corpus
-        if corpus is not None:
-            self._declare_corpus_languages(corpus)
-        self.probe_settings = ProbeSettings(
+        ns = sorted({LanguageConfig.parse(name).n for name in type(self).metadata.hf_subsets})
+        if isinstance(num_sets, Mapping) and (other := [n for n in num_sets if n not in ns]):
+            raise ValueError(f"num_sets names n={', '.join(map(str, other))}, which {type(self).__name__} does not "
+                             f"build (its documents have {', '.join(map(str, ns))} segments).")
+        self.probe_settings = ProbeSettings(  # first: a bad seed is named here, not by numpy inside mteb
             num_sets={**self.default_num_sets, **num_sets} if isinstance(num_sets, Mapping) else
             dict(self.default_num_sets) if num_sets is None else num_sets,
             orders_per_set=orders_per_set,
@@ -196,6 +200,16 @@ class AbsTaskPermutationFairness(AbsTask):
             resampling=Resampling(resamples=Resampling.resamples if resamples is None else resamples,
                                   seed=Resampling.seed if resampling_seed is None else resampling_seed),
         )
+        with _quiet_beta_notice():
+            super().__init__(seed=seed)
+        if corpus is not None and not isinstance(corpus, ComparableCorpus):
+            if not isinstance(corpus, (str, os.PathLike)):
+                raise TypeError(f"corpus must be a path to a JSONL/Parquet file or a save_to_disk folder, or a "
+                                f"ComparableCorpus; got {type(corpus).__name__}.")
+            corpus = load_local_corpus(corpus)
+        self.corpus_override = corpus
+        if corpus is not None:
+            self._declare_corpus_languages(corpus)
         self.session: ProbeSession | None = None
         self.baseline = dict(baseline or {})
         self.observations: dict[str, Observations] = {}
@@ -235,6 +249,10 @@ class AbsTaskPermutationFairness(AbsTask):
         declared = [LanguageConfig.parse(name) for name in self.metadata.hf_subsets]
         ns = sorted({c.n for c in declared})
         have = list(corpus.languages)
+        if not have:  # no subset to evaluate: mteb would record a result of no scores, and count the task done
+            skipped = "; ".join(f"{count} {reason}" for reason, count in sorted(corpus.skipped.items()))
+            raise CorpusError(f"the corpus {corpus.source} holds no texts" + (f" (skipped: {skipped})" if skipped else "")
+                              + '; one row per topic: {"id": ..., "texts": {"en": ..., "de": ...}}.')
         later = [lang for lang in dict.fromkeys(c.later for c in declared if c.mixed) if lang in have] or have
         names = subset_names(ns, have, later)
         self.metadata = self.metadata.model_copy(update={"eval_langs": eval_langs(names)})

@@ -217,7 +217,7 @@ def test_session_reports_too_few_usable_topics(tokenizer, minilm):
     from mteb_fairpos.permutation import ProbeSession, ProbeSettings
 
     corpus = build_corpus([(f"t{i}", {"en": f"Topic {i} has a text of moderate length about item {i}. " * 4}) for i in range(2)])
-    session = ProbeSession(corpus, minilm, ProbeSettings(num_sets=1, selection=SelectionSettings(segment_window=(5, 200))))
+    session = ProbeSession(corpus, minilm, ProbeSettings(num_sets=2, selection=SelectionSettings(segment_window=(5, 200))))
     with pytest.raises(CorpusError, match="only 2 usable topic"):
         session.run(LanguageConfig.monolingual(3, "en"))
     with pytest.raises(CorpusError, match="no topic has a text in \\['fr'\\]"):

@@ -15,7 +15,7 @@ from mteb_fairpos.tasks.permutation import (
     subset_names,
 )
 
-SETS = {3: 3, 4: 1}
+SETS = {3: 3, 4: 2}  # n=4 is not run here; every size still needs 2 sets to be usable
 
 
 @pytest.fixture(scope="module")
@@ -318,3 +318,37 @@ def test_a_changed_setting_never_reads_a_stale_result(tmp_path, st512):
     for key in ("corpus", "corpus_fingerprint", "num_segment_sets", "orders_per_set", "segment_window_low",
                 "segment_window_high", "segment_mode", "length_tolerance", "max_document_tokens", "model_max_length", "seed"):
         assert key in saved, key
+
+
+@pytest.mark.parametrize(("settings", "error", "message"), [
+    ({"num_set": 3}, TypeError, "PermutationFairnessSample got unknown setting(s) 'num_set'; its settings: seed, corpus, num_sets,"),
+    ({"num_sets": 1}, ValueError, "num_sets must be an integer of at least 2 (standard errors are clustered by segment set); got 1."),
+    ({"num_sets": 2.5}, ValueError, "num_sets must be an integer of at least 2 (standard errors are clustered by segment set); got 2.5."),
+    ({"num_sets": {3: 1}}, ValueError, "num_sets[3] must be an integer of at least 2"),
+    ({"num_sets": {5: 3}}, ValueError, "num_sets names n=5, which PermutationFairnessSample does not build (its documents have 3, 4 segments)."),
+    ({"orders_per_set": 0}, ValueError, "orders_per_set must be None (all orders) or an integer of at least 1; got 0."),
+    ({"seed": -1}, ValueError, "seed must be an integer from 0 to 2**32 - 1; got -1."),
+    ({"resampling_seed": -1}, ValueError, "the resampling seed must be an integer of at least 0; got -1."),
+    ({"resamples": "100"}, ValueError, "resamples must be an integer of at least 1; got '100'."),
+    ({"corpus": [{"id": "a"}]}, TypeError, "corpus must be a path to a JSONL/Parquet file or a save_to_disk folder, or a "
+                                           "ComparableCorpus; got list."),
+])
+def test_a_setting_no_run_can_use_is_refused_when_the_task_is_made(settings, error, message):
+    """Before: a misspelt setting ran the defaults (mteb's task takes any keyword), and the others failed after every
+    document was embedded, in numpy's words, or never (2.5 sets ran as 2)."""
+    from mteb_fairpos.tasks.permutation import PermutationFairnessSample
+
+    with pytest.raises(error) as caught:
+        PermutationFairnessSample(**settings)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "skipped"), [("", ""), ('{"id": "a", "texts": {"en": "  ", "de": ""}}\n', " (skipped: 1 empty_text:de; 1 empty_text:en)")])
+def test_a_corpus_without_texts_is_refused_not_recorded_as_a_result_of_no_scores(tmp_path, text, skipped):
+    from mteb_fairpos.permutation.corpus import CorpusError
+
+    (tmp_path / "c.jsonl").write_text(text)
+    with pytest.raises(CorpusError) as caught:
+        PermutationFairness(corpus=tmp_path / "c.jsonl")
+    assert str(caught.value) == (f"the corpus {tmp_path / 'c.jsonl'} holds no texts{skipped}; one row per topic: "
+                                 '{"id": ..., "texts": {"en": ..., "de": ...}}.')
