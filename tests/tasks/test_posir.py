@@ -257,6 +257,32 @@ def test_pooling_needs_the_cells():
         language_figures([{"hf_subset": "deu-Latn.game", "ndcg_at_10": 0.5, "n_queries": 3}])
 
 
+def _one(**changes):
+    return {"hf_subset": "deu-Latn.game", "language": "deu-Latn", "ndcg_at_10": 0.5, "n_queries": 3,
+            "cells": {"Q1": {"0.00-0.05": [3, 1.5]}, "Q2": {}, "Q3": {}, "Q4": {}}, **changes}
+
+
+@pytest.mark.parametrize(("entries", "error", "message"), [
+    ({"test": [_one()]}, TypeError, "expected the score entries of one split (result.scores['test']), got a mapping with keys ['test']."),
+    ([_one(), "x"], TypeError, "score entry 1 is a str, not a mapping of scores."),
+    ([_one(), _one()], ValueError, "PosIR subset 'deu-Latn.game' is given twice (entries 0 and 1); it would be pooled twice."),
+    ([{k: v for k, v in _one().items() if k != "n_queries"}], ValueError, "records no n_queries; was it written by this task?"),
+    ([_one(n_queries="3")], TypeError, "PosIR subset 'deu-Latn.game' records n_queries '3', not a count of queries."),
+    ([_one(n_queries=-1)], TypeError, "records n_queries -1, not a count of queries."),
+    ([_one(cells={"Q9": {"0.00-0.05": [3, 1.5]}})], TypeError, "cells['Q9'] is not the bins of a length bucket (Q1, Q2, Q3, Q4)."),
+    ([_one(cells={"Q1": [1, 2]})], TypeError, "cells['Q1'] is not the bins of a length bucket"),
+    ([_one(cells={"Q1": {"0.00-0.07": [3, 1.5]}})], TypeError, "cells['Q1']['0.00-0.07'] is not a position bin's [count, sum of nDCG@10]"),
+    ([_one(cells={"Q1": {"0.00-0.05": ["3", "1.5"]}})], TypeError, "cells['Q1']['0.00-0.05'] is not a position bin's"),
+    ([_one(cells={"Q1": {"0.00-0.05": [3]}})], TypeError, "cells['Q1']['0.00-0.05'] is not a position bin's"),
+])
+def test_scores_that_are_not_a_splits_entries_are_named_not_misread(entries, error, message):
+    """Before: the whole ``result.scores`` failed on 'str' has no 'get', an entry without a count of queries was left
+    out unseen, a subset given twice weighed double, and malformed cells failed in the merge (KeyError, unpacking)."""
+    with pytest.raises(error) as caught:
+        summarize_scores(entries)
+    assert message in str(caught.value)
+
+
 # ------------------------------------------------------------------ bad input
 def test_missing_column_or_file_is_a_clear_error(tmp_path):
     copy = tmp_path / "posir"

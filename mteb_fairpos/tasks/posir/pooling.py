@@ -3,11 +3,14 @@ then averaged over languages. What ``mteb-fairpos compare`` shows for the PosIR 
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...resampling import whole
 from ...results.schema import Counts, ScoreEntry, dump, load
-from ..grouped_metrics import Cells, cell_figures, merge_cells
+from ..grouped_metrics import LENGTH_BUCKETS, POSITION_BINS, Cells, cell_figures, merge_cells
 from .dataset import split_subset
 
 
@@ -17,10 +20,12 @@ def language_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
     ``entries`` are the score entries of a PosIR TaskResult (``result.scores["test"]``). For each
     language: ``ndcg_at_10`` over all its queries (the query-weighted mean over its domains),
     the per-bucket figures and ``psi`` from the merged (bucket, bin) cells, ``n_queries`` and
-    ``n_domains``. Subsets without queries add nothing.
+    ``n_domains``. Subsets without queries add nothing. Entries that are not one split's, or are damaged (a
+    count or a cell of the wrong shape), are a TypeError; a subset given twice, or one that records no count of
+    queries, a ValueError, naming the subset.
     """
     grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for entry in entries:
+    for entry in _entries(entries):
         language = entry.get("language") or split_subset(str(entry.get("hf_subset", "")))[0]
         grouped.setdefault(language, []).append(entry)
     out: dict[str, dict[str, Any]] = {}
@@ -35,11 +40,48 @@ def language_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
     return dict(sorted(out.items()))
 
 
+def _entries(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The entries, each a subset's once with a count of queries: a subset given twice would weigh double."""
+    if isinstance(entries, Mapping):
+        raise TypeError(f"expected the score entries of one split (result.scores['test']), got a mapping with keys "
+                        f"{sorted(map(str, entries))[:5]}.")
+    rows = list(entries)
+    first: dict[str, int] = {}
+    for number, entry in enumerate(rows):
+        if not isinstance(entry, Mapping):
+            raise TypeError(f"score entry {number} is a {type(entry).__name__}, not a mapping of scores.")
+        subset = str(entry.get("hf_subset", ""))
+        if first.setdefault(subset, number) != number:
+            raise ValueError(f"PosIR subset {subset!r} is given twice (entries {first[subset]} and {number}); it would "
+                             "be pooled twice.")
+        queries = load(entry).counts.queries
+        if queries is None:  # an entry of another writer: the pooling cannot weigh it (a reader shows plain means)
+            raise ValueError(f"PosIR subset {subset!r} records no n_queries; was it written by this task?")
+        if not whole(queries) or queries < 0:  # a damaged entry (a reader skips the file)
+            raise TypeError(f"PosIR subset {subset!r} records n_queries {entry.get('n_queries')!r}, not a count of queries.")
+    return rows
+
+
 def _cells(entry: Mapping[str, Any]) -> Cells:
     cells = entry.get("cells")
+    subset = entry.get("hf_subset")
     if not isinstance(cells, Mapping):
-        raise ValueError(f"PosIR subset {entry.get('hf_subset')!r} has no 'cells'; was it written by this task?")
+        raise ValueError(f"PosIR subset {subset!r} has no 'cells'; was it written by this task?")
+    buckets = [name for name, _, _ in LENGTH_BUCKETS]
+    for bucket, bins in cells.items():
+        if bucket not in buckets or not isinstance(bins, Mapping):
+            raise TypeError(f"PosIR subset {subset!r}: cells[{bucket!r}] is not the bins of a length bucket "
+                             f"({', '.join(buckets)}).")
+        for position, cell in bins.items():
+            if position not in POSITION_BINS or not (isinstance(cell, (list, tuple)) and len(cell) == 2 and whole(cell[0])
+                                                     and cell[0] >= 0 and _finite(cell[1])):
+                raise TypeError(f"PosIR subset {subset!r}: cells[{bucket!r}][{position!r}] is not a position bin's "
+                                 f"[count, sum of nDCG@10]: {cell!r}.")
     return {bucket: {position: list(cell) for position, cell in bins.items()} for bucket, bins in cells.items()}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def average_over_languages(language_scores: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
