@@ -332,14 +332,30 @@ class FairSentenceTransformer(SentenceTransformer):
         if isinstance(inputs, np.ndarray):  # as plain sentence-transformers accepts
             inputs = inputs.tolist()
         _check_texts(inputs)
-        if isinstance(inputs, (list, tuple)) and not inputs:
-            empty = torch.empty(0, self.get_embedding_dimension())
-            return empty if kwargs.get("convert_to_tensor") else empty.numpy()
+        if isinstance(inputs, (list, tuple)) and not inputs:  # sentence-transformers checks the arguments
+            return self._no_rows(super().encode(inputs, *args, **kwargs), kwargs)
         with self.tallying() as tally:
             try:
                 return super().encode(inputs, *args, **kwargs)
             finally:
                 self._warn(tally)
+
+    def _no_rows(self, empty: Any, kwargs: dict[str, Any]) -> Any:
+        """No input: the ``(0, width)`` matrix a call with inputs would stack its rows into (its width after
+        ``truncate_dim`` and ``precision``), where sentence-transformers gives a flat empty array that cannot join
+        another batch's; outputs per input (token embeddings, lists) stay as it gives them."""
+        if not isinstance(empty, (np.ndarray, torch.Tensor)):
+            return empty
+        width = self.get_embedding_dimension()
+        if kwargs.get("truncate_dim"):
+            width = min(width, kwargs["truncate_dim"])
+        precision = kwargs.get("precision", "float32")
+        if precision in ("binary", "ubinary"):
+            width = -(-width // 8)  # eight dimensions a byte
+        dtype = {"float32": "float32", "int8": "int8", "binary": "int8", "uint8": "uint8", "ubinary": "uint8"}[precision]
+        if isinstance(empty, torch.Tensor):
+            return torch.empty(0, width, dtype=getattr(torch, dtype), device=empty.device)
+        return np.empty((0, width), dtype=dtype)
 
     def _warn(self, tally: Tally) -> None:
         """The warnings of one ``encode`` call: how many inputs were truncated, how many documents left uncalibrated."""

@@ -72,6 +72,22 @@ def test_empty_list_gives_an_empty_matrix(fair):
     assert fair.encode_document([], convert_to_tensor=True).shape == (0, 384)
 
 
+@pytest.mark.parametrize("options", [{"truncate_dim": 8}, {"precision": "binary"}, {"precision": "int8"},
+                                     {"truncate_dim": 16, "precision": "ubinary"}, {"convert_to_tensor": True, "truncate_dim": 8}])
+def test_an_empty_batch_has_the_width_and_type_of_a_full_one(fair, options):
+    """Batches are stacked: an empty one must join the others (it was float32 and 384 wide whatever was asked)."""
+    empty, full = fair.encode_document([], **options), fair.encode_document(["two words", "three more words"], **options)
+    assert type(empty) is type(full) and empty.dtype == full.dtype and tuple(empty.shape) == (0, full.shape[1])
+
+
+def test_an_empty_batch_follows_sentence_transformers_in_what_it_refuses_and_its_lists(fair):
+    assert fair.encode_document([], output_value="token_embeddings") == [] == fair.encode_document([], convert_to_numpy=False)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        fair.encode_document([], batch_size=0)
+    with pytest.raises(ValueError, match="Precision 'float16' is not supported"):
+        fair.encode_document([], precision="float16")
+
+
 def test_empty_string_is_embedded(fair):
     vector = fair.encode_document([""])
     assert vector.shape == (1, 384) and np.isfinite(vector).all()
