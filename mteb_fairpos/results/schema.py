@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable, get_args, get_origin, get_type_hints
 
 STATISTICS = ("se", "pvalue", "ci_low", "ci_high", "n")
 """The suffixes of an estimate's statistics, in the order they are written."""
@@ -173,10 +173,11 @@ def _stored(record: Counts | Settings) -> dict[str, Any]:
     return out
 
 
-def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> set[str]:
+def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> tuple[set[str], list[str]]:
     """Fill ``record`` from the stored keys it defines; the keys it took (a stored ``null`` stays in
-    ``details``, so that it is written back as it was)."""
-    taken = set()
+    ``details``, so that it is written back as it was), and those whose value is not of the field's type (left in
+    ``details``, read by nothing: a count stored as text would fail far from the file, or weigh wrongly)."""
+    taken, wrong = set(), []
     for name, key, prefix in _keys(type(record)):
         if prefix:
             found = {k: v for k, v in scores.items() if k.startswith(key) and k != key and _is_count(v)}
@@ -184,9 +185,12 @@ def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> set[str]:
                 setattr(record, name, {k[len(key):]: v for k, v in found.items()})
                 taken.update(found)
         elif scores.get(key) is not None:
-            setattr(record, name, scores[key])
-            taken.add(key)
-    return taken
+            if _shapes(type(record))[name][0](scores[key]):
+                setattr(record, name, scores[key])
+                taken.add(key)
+            else:
+                wrong.append(key)
+    return taken, wrong
 
 
 @functools.cache
@@ -198,6 +202,33 @@ def _keys(kind: type) -> tuple[tuple[str, str, bool], ...]:
 def stored_keys(kind: type[Counts] | type[Settings]) -> tuple[str, ...]:
     """The keys (or key prefixes) a typed record is stored under: what no other module spells."""
     return tuple(key for _, key, _ in _keys(kind))
+
+
+def _shape(hint: Any) -> tuple[Callable[[Any], bool], str]:
+    """(whether a stored value has the type ``hint`` names, that type in words) for a typed record's field."""
+    kind = next(arg for arg in get_args(hint) if arg is not type(None))
+    if kind is int:
+        return _is_count, "an integer"
+    if kind is float:
+        return (lambda v: _is_value(v) and v is not None), "a number"
+    if kind is str:
+        return (lambda v: isinstance(v, str)), "text"
+    if get_origin(kind) is dict:
+        return (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) and _is_count(c) for k, c in v.items())), \
+            "a mapping of counts"
+    return (lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v)), "a list of text"
+
+
+@functools.cache
+def _shapes(kind: type) -> dict[str, tuple[Callable[[Any], bool], str]]:
+    """Each typed field's check and its type in words, made once from the annotations."""
+    return {name: _shape(hint) for name, hint in get_type_hints(kind).items()}
+
+
+@functools.cache
+def _expected() -> dict[str, str]:
+    """Stored key of a typed field -> its type in words."""
+    return {key: _shapes(kind)[name][1] for kind in (Counts, Settings) for name, key, _ in _keys(kind)}
 
 
 @dataclass
@@ -218,7 +249,8 @@ class ScoreEntry:
     details: dict[str, Any] = field(default_factory=dict)
     """Main scores, statuses and notes, under the names the task gives them."""
     unread: list[str] = field(default_factory=list)
-    """Position keys whose value is of another type than the key's: kept in ``details``, read by nothing (`faults`)."""
+    """Keys whose value is of another type than the key's (a position, a count, a setting): kept in ``details``,
+    read by nothing (`faults`)."""
 
     def profile(self, family: str = "") -> Profile:
         """The profile ``family``, created empty when absent."""
@@ -267,8 +299,12 @@ def dump(entry: ScoreEntry) -> dict[str, Any]:
 
 def load(scores: Mapping[str, Any]) -> ScoreEntry:
     """A stored score entry (of this or an earlier release) as a :class:`ScoreEntry`."""
+    if not isinstance(scores, Mapping):
+        raise TypeError(f"a score entry is a mapping of score names to values, got {type(scores).__name__}.")
     entry = ScoreEntry()
-    typed = _typed(entry.counts, scores) | _typed(entry.settings, scores)
+    (counts, wrong), (settings, unfit) = _typed(entry.counts, scores), _typed(entry.settings, scores)
+    typed = counts | settings
+    entry.unread += wrong + unfit
     for key, raw in scores.items():
         if key in typed:
             continue
@@ -285,17 +321,21 @@ def faults(entry: ScoreEntry) -> list[str]:
     where nothing reads it), a position value or PSI that is infinite or ``NaN`` (``null`` is how a value is
     stored as empty or undefined). The values are taken out, so that no profile, mean or PSI is computed
     from them; each is named."""
-    found = [f"{key} is a {type(entry.details[key]).__name__}, not a number{' or a mapping' if _MAPPING.match(key) else ''}"
-             for key in entry.unread]
+    found = [f"{key} is {_article(type(entry.details[key]).__name__)}, not "
+             + (_expected().get(key) or f"a number{' or a mapping' if _MAPPING.match(key) else ''}") for key in entry.unread]
     for family, profile in entry.profiles.items():
         for label, point in profile.points.items():
             if point.value is not None and not math.isfinite(point.value):
                 found.append(f"{family + '_' if family else ''}position_{label} is {point.value}, not a finite number")
                 point.value = None
-    if entry.psi is not None and math.isinf(entry.psi):
+    if entry.psi is not None and not math.isfinite(entry.psi):
         found.append(f"psi is {entry.psi}, not a finite number")
         entry.psi = None
     return found
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
 def _read_key(entry: ScoreEntry, key: str, raw: Any) -> bool | None:

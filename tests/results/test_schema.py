@@ -169,3 +169,36 @@ def test_headline_intervals_and_paired_changes_round_trip_without_becoming_posit
 def test_an_entry_without_intervals_reads_as_before():
     back = load({"position_fairness": 0.8, "position_1": 0.7, "position_2": 0.56, "psi": 0.2})
     assert back.intervals == {} and back.changes == {} and back.settings.resamples is None
+
+
+@pytest.mark.parametrize(("stored", "fault"), [
+    ({"n_queries": "5"}, "n_queries is a str, not an integer"),
+    ({"n_queries": True}, "n_queries is a bool, not an integer"),
+    ({"num_documents": 2.5}, "num_documents is a float, not an integer"),
+    ({"excluded_topics": {"too_short": "1"}}, "excluded_topics is a dict, not a mapping of counts"),
+    ({"empty_groups": "0.00-0.05"}, "empty_groups is a str, not a list of text"),
+    ({"segment_mode": 3}, "segment_mode is an int, not text"),
+    ({"length_tolerance": "0.7"}, "length_tolerance is a str, not a number"),
+])
+def test_a_count_or_setting_of_another_type_is_named_not_taken(stored, fault):
+    """Before, ``"n_queries": "5"`` was taken as the count, and failed far from the file (adding an int to a str) or
+    weighed wrongly; now it is left in ``details`` and named, as a position value of another type is."""
+    from mteb_fairpos.results.schema import faults
+
+    entry = load(stored)
+    assert entry.counts == Counts() and entry.settings == Settings() and entry.details == stored
+    assert faults(entry) == [fault]
+    assert dump(entry) == stored  # written back as it was
+
+
+def test_a_psi_that_is_nan_is_a_fault_as_an_infinite_one_is():
+    from mteb_fairpos.results.schema import faults
+
+    entry = load({"psi": math.nan})
+    assert faults(entry) == ["psi is nan, not a finite number"] and entry.psi is None
+
+
+@pytest.mark.parametrize("stored", [None, [("psi", 0.1)], "psi"])
+def test_a_score_entry_that_is_not_a_mapping_is_a_type_error(stored):
+    with pytest.raises(TypeError, match=f"a score entry is a mapping of score names to values, got {type(stored).__name__}"):
+        load(stored)

@@ -54,10 +54,10 @@ def _entries(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         if first.setdefault(subset, number) != number:
             raise ValueError(f"PosIR subset {subset!r} is given twice (entries {first[subset]} and {number}); it would "
                              "be pooled twice.")
-        queries = load(entry).counts.queries
-        if queries is None:  # an entry of another writer: the pooling cannot weigh it (a reader shows plain means)
+        if entry.get("n_queries") is None:  # an entry of another writer: the pooling cannot weigh it (a reader shows plain means)
             raise ValueError(f"PosIR subset {subset!r} records no n_queries; was it written by this task?")
-        if not whole(queries) or queries < 0:  # a damaged entry (a reader skips the file)
+        queries = load(entry).counts.queries  # None where the stored value is no integer
+        if queries is None or queries < 0:  # a damaged entry (a reader skips the file)
             raise TypeError(f"PosIR subset {subset!r} records n_queries {entry.get('n_queries')!r}, not a count of queries.")
     return rows
 
