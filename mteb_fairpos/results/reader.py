@@ -226,6 +226,9 @@ def results_root(path: Path) -> Path:
 
 def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[str] | None = None) -> Collection:
     """Read an mteb results folder, reporting what cannot be read or is incomplete."""
+    for option, names in (("tasks", tasks), ("models", models)):
+        if isinstance(names, str):  # a name would be matched as a substring of every name
+            raise TypeError(f"{option} is a list of names; got the text {names!r} (write [{names!r}]).")
     root = results_root(path)
     found = Collection(root)
     for model_dir in sorted(root.iterdir()):
@@ -243,8 +246,20 @@ def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[
                 folders += [(d, d.name) for d in sorted(experiments.iterdir()) if d.is_dir()]
             for folder, experiment in folders:
                 _read_folder(found, root, model_dir, revision_dir, folder, experiment, tasks, models)
+    if not found.scores and not found.seen["models"]:
+        _report_deeper(found, root)
     report_gaps(found)
     return found
+
+
+def _report_deeper(found: Collection, root: Path) -> None:
+    """A folder that holds no ``<model>/<revision>/<Task>.json`` may hold results further down (a folder of runs):
+    name where, since an empty table alone does not say why."""
+    deeper = sorted({file.parent.parent.parent for file in root.rglob("*.json")
+                     if file.name not in _RESULT_SIDE_FILES and file.parent.parent.parent != root})
+    for folder in deeper[:5]:
+        found.issues.append(Issue("foreign", _rel(folder, root), "holds <model>/<revision>/<Task>.json folders below "
+                                  "this results folder, which are not read; give it as the results folder."))
 
 
 def unmatched(seen: Mapping[str, set[str]], tasks: Sequence[str] | None, models: Sequence[str] | None) -> str:

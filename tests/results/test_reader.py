@@ -174,3 +174,26 @@ def test_a_pooled_task_does_not_pool_a_score_that_is_not_one(tmp_path):
     (scores,) = found.scores.values()
     assert scores.status == "partial" and scores.main_score is None
     assert "PosIR pools an infinite main score from its subsets; not used." in [issue.message for issue in found.issues]
+
+
+def test_results_one_folder_too_deep_are_named_not_an_empty_table_without_a_word(tmp_path):
+    from results_folders import write_result
+
+    from mteb_fairpos.results import collect
+
+    write_result(tmp_path / "runs" / "first", "fair/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [retrieval_entry(0.5, PROFILE)]})
+    found = collect(tmp_path / "runs")
+    assert found.scores == {}
+    assert [(issue.kind, issue.where, issue.message) for issue in found.issues] == [
+        ("foreign", "first", "holds <model>/<revision>/<Task>.json folders below this results folder, which are not "
+                             "read; give it as the results folder.")]
+    assert [key.name for key, _ in collect(tmp_path / "runs" / "first").scores] == ["fair/all-MiniLM-L6-v2"]
+
+
+@pytest.mark.parametrize("option", ["tasks", "models"])
+def test_a_name_given_as_text_where_a_list_belongs_is_refused(tmp_path, option):
+    """A text would be matched as a substring of every name: 'Tiny' kept 'SQuADPosQTiny' and 'FairPosTiny...'."""
+    from mteb_fairpos.results import collect
+
+    with pytest.raises(TypeError, match=f"{option} is a list of names; got the text 'Tiny'"):
+        collect(tmp_path, **{option: "Tiny"})
