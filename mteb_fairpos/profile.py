@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 
 from .calibration import basket_layout, first_valid, last_valid
-from .config import CalibrationConfig, LayerSpec, Pooling
-from .model import model_inputs
+from .config import POOLINGS, CalibrationConfig, LayerSpec, Pooling
+from .model import model_inputs, naming_the_model
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
 
@@ -119,7 +119,8 @@ def group_masses(rows: Tensor, valid: Tensor, basket_size: int) -> tuple[Tensor,
     rank = content.long().cumsum(dim=1) - 1
     basket = torch.where(content, torch.div(rank, basket_size, rounding_mode="floor"), 0)
     n_baskets = int(torch.div(content.sum(dim=1).max() + basket_size - 1, basket_size, rounding_mode="floor")) if n else 0
-    masses = rows.new_zeros(n, n_baskets).scatter_add_(1, basket, torch.where(content, rows, 0))
+    # one column more than the baskets: rows without content add their zeros at 0, which must exist
+    masses = rows.new_zeros(n, n_baskets + 1).scatter_add_(1, basket, torch.where(content, rows, 0))[:, :n_baskets]
     first_mass = rows[batch, first]
     last_mass = torch.where(last != first, rows[batch, last], 0)  # a one-token text: counted once, as first
     return first_mass, masses, last_mass
@@ -151,14 +152,22 @@ def attention_profile(
     from sentence_transformers import SentenceTransformer
 
     if isinstance(model, str):
-        model = SentenceTransformer(model, device="cpu")
+        with naming_the_model(model):
+            model = SentenceTransformer(model, device="cpu")
     if not isinstance(model, SentenceTransformer):
         raise TypeError(f"attention_profile needs a SentenceTransformer or a model path, got {type(model).__name__}.")
+    if not isinstance(texts, (str, Sequence)):
+        raise TypeError(f"texts must be a text or a list of texts, got {type(texts).__name__}.")
     texts = [texts] if isinstance(texts, str) else list(texts)
     if not texts:
         raise ValueError("attention_profile needs at least one text.")
-    if isinstance(basket_size, bool) or not isinstance(basket_size, int) or basket_size <= 0:
-        raise ValueError(f"basket_size must be a positive integer, got {basket_size!r}.")
+    if (bad := next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)) is not None:
+        raise TypeError(f"texts must be strings; text {bad} is {type(texts[bad]).__name__}: {texts[bad]!r}.")
+    for name, value in (("basket_size", basket_size), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    if pooling is not None and pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} or None (read from the model), got {pooling!r}.")
     resolved = resolve_pooling(model, None, pooling)
     inner = hf_model(model)
 

@@ -6,6 +6,7 @@ import json
 import warnings
 
 import numpy as np
+import pytest
 import torch
 
 from mteb_fairpos.cli import main
@@ -127,3 +128,24 @@ def test_labels_end_where_the_text_ends_and_the_written_path_is_printed(tmp_path
     assert f"wrote {tmp_path / 'adir'}.png" in out
     assert "note: 1 of 1 text(s) have less content than one basket (128 tokens)" in out  # calibration would do nothing
     assert (tmp_path / "adir.png").is_file()
+
+
+def test_a_text_without_content_tokens_has_no_basket_and_no_error(minilm):
+    """A batch in which no text has a token between the first and the last one went out of bounds in the scatter."""
+    alone = attention_profile(minilm, [""], basket_size=4)
+    assert alone.baskets.shape == (len(alone.layers), 0) and alone.counts.tolist() == [] and alone.short_texts == 1
+    beside = attention_profile(minilm, ["", "a few words here"], basket_size=4)
+    assert beside.counts.tolist() == [1] and beside.baskets.shape == (len(beside.layers), 1)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"texts": ["a b"], "batch_size": 0}, ValueError, "batch_size must be a positive integer, got 0."),
+    ({"texts": ["a b"], "batch_size": -1}, ValueError, "batch_size must be a positive integer, got -1."),
+    ({"texts": ["a b"], "pooling": "max"}, ValueError, "pooling must be one of cls, last, mean or None (read from the model), got 'max'."),
+    ({"texts": None}, TypeError, "texts must be a text or a list of texts, got NoneType."),
+    ({"texts": [None, "a"]}, TypeError, "texts must be strings; text 0 is NoneType: None."),
+])
+def test_arguments_no_profile_can_use_are_named(minilm, kwargs, error, message):
+    with pytest.raises(error) as caught:
+        attention_profile(minilm, **kwargs)
+    assert str(caught.value) == message
