@@ -98,8 +98,8 @@ class Chunker:
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"unknown chunking method {method!r}; choose one of {METHODS}.")
-        if max_tokens is not None and max_tokens <= 0:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0):
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}.")
         self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         self.tokenizer = tokenizer
         self.requested = method
@@ -177,11 +177,24 @@ class SegmentEmbedAverage:
         threshold: float = 0.8,
         chunker: Callable[[str], list[str]] | None = None,
     ) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        if isinstance(base, SentenceTransformer):  # as mteb wraps one: chunks and queries go through mteb's encode
+            from mteb.models import SentenceTransformerEncoderWrapper
+
+            base = SentenceTransformerEncoderWrapper(base)
+        if isinstance(base, (str, bytes)) or not callable(getattr(base, "encode", None)):  # a str has its encode too
+            raise TypeError(f"base must be an mteb encoder (mteb.get_model(...)) or a SentenceTransformer; got "
+                            f"{type(base).__name__}.")
         self.base = base
         if chunker is None:
             st = find_sentence_transformer(base)
-            if max_tokens is None and st is not None and st.max_seq_length:
-                max_tokens = max(int(st.max_seq_length) - 2, 1)
+            room = max(int(st.max_seq_length) - 2, 1) if st is not None and st.max_seq_length else None
+            if max_tokens is None:
+                max_tokens = room
+            elif room is not None and isinstance(max_tokens, int) and max_tokens > room:
+                raise ValueError(f"max_tokens={max_tokens}: the base model embeds at most {room} tokens beside its "
+                                 "special tokens, so longer chunks would be cut; give at most that.")
             chunker = Chunker(
                 method,
                 max_tokens=max_tokens,
@@ -202,6 +215,9 @@ class SegmentEmbedAverage:
         owners: list[int] = []
         for i, text in enumerate(texts):
             pieces = self.chunker(text)
+            if not isinstance(pieces, (list, tuple)) or not pieces or not all(isinstance(p, str) for p in pieces):
+                raise ValueError(f"the chunker gave document {i} {_shown(pieces)}; a chunker returns a non-empty list "
+                                 "of strings (a blank document is one blank chunk).")
             chunks.extend(pieces)
             owners.extend([i] * len(pieces))
         return chunks, np.asarray(owners, dtype=np.int64)
@@ -231,6 +247,11 @@ class SegmentEmbedAverage:
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Any:
         return self.base.similarity_pairwise(embeddings1, embeddings2)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def average_by_owner(vectors: np.ndarray, owners: np.ndarray, n: int) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import mteb
@@ -103,6 +104,37 @@ def test_default_budget_is_the_model_maximum(encoder, minilm):
     sea = SegmentEmbedAverage(encoder, method="regex")
     assert sea.chunker.max_tokens == minilm.max_seq_length - 2
 
+
+
+def test_a_loaded_sentence_transformer_is_wrapped_as_mteb_wraps_one(encoder, minilm):
+    """The README's ``SegmentEmbedAverage(model)``: a plain SentenceTransformer failed on mteb's encode arguments."""
+    docs = [LONG_DOC, "A single short sentence about tea."]
+    wrapped = SegmentEmbedAverage(minilm, method="regex")
+    np.testing.assert_array_equal(_encode(wrapped, docs, "document"), _encode(SegmentEmbedAverage(encoder, method="regex"), docs, "document"))
+    assert wrapped.mteb_model_meta.name.startswith("sea/")
+
+
+@pytest.mark.parametrize(("base", "message"), [(None, "got NoneType"), ("all-MiniLM-L6-v2", "got str")])
+def test_a_base_that_cannot_encode_is_refused_when_made(base, message):
+    with pytest.raises(TypeError, match=f"base must be an mteb encoder .* or a SentenceTransformer; {message}"):
+        SegmentEmbedAverage(base, method="regex")
+
+
+def test_chunks_longer_than_the_model_reads_are_refused(encoder, minilm):
+    """A budget above the model's length cut every long chunk, losing its end unseen."""
+    with pytest.raises(ValueError, match=f"max_tokens=10000: the base model embeds at most {minilm.max_seq_length - 2} tokens"):
+        SegmentEmbedAverage(encoder, method="regex", max_tokens=10000)
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer, got '64'"):
+        SegmentEmbedAverage(encoder, method="regex", max_tokens="64")
+
+
+@pytest.mark.parametrize(("chunker", "shown"), [(lambda text: [], "list []"), (lambda text: text, "str 'A single"),
+                                                (lambda text: None, "NoneType None"), (lambda text: [b"x"], "list [b'x']")])
+def test_a_chunker_that_returns_no_list_of_strings_is_named(encoder, chunker, shown):
+    """An empty list failed with an IndexError; a string was embedded character by character."""
+    sea = SegmentEmbedAverage(encoder, chunker=chunker)
+    with pytest.raises(ValueError, match=f"the chunker gave document 0 {re.escape(shown)}.*a chunker returns a non-empty list"):
+        _encode(sea, ["A single short sentence about tea."], "document")
 
 def test_average_by_owner():
     vectors = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]], dtype=np.float32)
