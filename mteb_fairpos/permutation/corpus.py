@@ -144,6 +144,8 @@ def build_corpus(rows: Iterable[tuple[str, Mapping[str, str]]], source: str = "<
                 lang = language_tag(lang)
             except LanguageTagError as err:
                 raise CorpusError(f"{source}: topic {topic_id!r}: {err}") from None
+            if not isinstance(text, str):
+                raise CorpusError(f"{source}: topic {topic_id!r}: the {lang!r} text must be a string, got {type(text).__name__}.")
             text = text.strip()
             if not text:
                 skipped[f"empty_text:{lang}"] += 1
@@ -235,7 +237,11 @@ def _parse_row(row: Any, where: str) -> tuple[str, dict[str, str]]:
         texts.update(row["texts"])
     for key, value in row.items():
         if key.startswith("text_") and value is not None:
-            texts[key[len("text_"):]] = value
+            lang = key[len("text_"):]
+            if texts.get(lang) is not None:  # one of the two would be dropped unseen
+                raise CorpusError(f"{where}: two texts for the language {lang!r} ('texts'.{lang} and the column {key!r}); "
+                                  "give one.")
+            texts[lang] = value
     if not texts:
         raise CorpusError(f"{where}: no texts; give 'texts': {{\"en\": ..., ...}} or columns 'text_<lang>'.")
     clean: dict[str, str] = {}

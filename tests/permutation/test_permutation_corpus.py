@@ -74,6 +74,7 @@ def test_jsonl_with_texts_and_wide_columns(tmp_path):
     ('{"id": "a"}', "no texts"),
     ('{"id": "a", "texts": {"en": 5}}', "must be a string"),
     ('{"id": "a", "texts": {"English": "x"}}', "not a language code"),
+    ('{"id": "a", "texts": {"en": "x"}, "text_en": "y"}', r"two texts for the language 'en' \('texts'.en and the column 'text_en'\); give one."),
 ])
 def test_malformed_rows_name_the_line(tmp_path, row, message):
     path = _write_jsonl(tmp_path / "bad.jsonl", [{"id": "ok", "texts": {"en": "fine"}}, row])
@@ -92,6 +93,12 @@ def test_duplicate_ids_unknown_format_and_missing_file(tmp_path):
         load_corpus_file(other)
     with pytest.raises(FileNotFoundError):
         load_corpus_file(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize("text", [None, 5, ["x"]])
+def test_a_text_of_a_corpus_built_in_memory_that_is_not_a_string_is_named(text):
+    with pytest.raises(CorpusError, match=f"<memory>: topic 'a': the 'en' text must be a string, got {type(text).__name__}"):
+        build_corpus([("a", {"en": text})])
 
 
 def test_duplicate_texts_are_dropped_and_reported():
