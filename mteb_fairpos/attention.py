@@ -46,7 +46,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from . import triton_attention
 from .calibration import (BasketLayout, HostLayout, basket_layout, basket_targets, calibrate_rows, content_members,
                           host_layout)
-from .config import CalibrationConfig, ConfigError, Pooling
+from .config import POOLINGS, CalibrationConfig, ConfigError, Pooling
 from .lse_kernels import TILE_ELEMENTS, attention_with_lse
 
 ATTENTION_NAME = "fairpos"
@@ -225,6 +225,11 @@ def transformer_layers(model: nn.Module) -> list[nn.Module]:
 def attach(model: PreTrainedModel, config: CalibrationConfig, pooling: Pooling) -> CalibrationPlan:
     """Resolve ``config`` for ``model``; the plan routes its attention through the calibrated backend
     during calibrated passes only (`CalibrationPlan.applied`)."""
+    if not isinstance(config, CalibrationConfig):
+        raise TypeError(f"config must be a CalibrationConfig (CalibrationConfig.parse(text) reads a text form), got "
+                        f"{type(config).__name__}.")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
     architecture = type(model).__name__
     if not isinstance(model, PreTrainedModel) or not getattr(model, "_supports_attention_backend", False):
         raise UnsupportedModelError(

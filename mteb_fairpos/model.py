@@ -174,6 +174,9 @@ class FairSentenceTransformer(SentenceTransformer):
         calibrate_queries: bool | None = None,
         **kwargs: Any,
     ) -> None:
+        for flag, value in (("calibrate_encode", calibrate_encode), ("calibrate_queries", calibrate_queries)):
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"{flag} must be True, False or None (the saved or default setting), got {value!r}.")
         if isinstance(model, SentenceTransformer):
             if kwargs:
                 raise TypeError(f"loading options {sorted(kwargs)} cannot apply to an already loaded model.")
@@ -197,7 +200,7 @@ class FairSentenceTransformer(SentenceTransformer):
         if calibration is _UNSET:  # a saved model comes back with its own calibration, else the default
             calibration = _saved_config(saved) if saved is not None else CalibrationConfig()
         elif isinstance(calibration, str):
-            calibration = None if calibration == "none" else CalibrationConfig.parse(calibration)
+            calibration = None if calibration.strip().lower() in ("none", "off") else CalibrationConfig.parse(calibration)
         elif calibration is not None and not isinstance(calibration, CalibrationConfig):
             raise TypeError(f"calibration must be a CalibrationConfig, its text form (e.g. 'b128_lhalf_a0.5') or None; "
                             f"got {type(calibration).__name__}.")

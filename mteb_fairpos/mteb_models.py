@@ -429,6 +429,11 @@ def build_encoder(meta: ModelMeta, *, weights: LoadedWeights | None = None, devi
     `LoadedWeights` share one copy of each checkpoint (``sea/`` entries load their own). The
     entry's experiment settings are loader arguments, as in mteb.
     """
+    if not isinstance(meta, ModelMeta):
+        raise TypeError(f"build_encoder takes a ModelMeta (fair_model_meta(name), or mteb.get_model_meta(name)), got "
+                        f"{type(meta).__name__}.")
+    if weights is not None and not isinstance(weights, LoadedWeights):
+        raise TypeError(f"weights must be a LoadedWeights, got {type(weights).__name__}.")
     if meta.loader is None:
         raise ValueError(f"{meta.name} has no loader.")
     kwargs = {**meta.loader_kwargs, **(meta.experiment_kwargs or {})}

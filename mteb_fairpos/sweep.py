@@ -39,6 +39,14 @@ class SweepPoint:
     max_length: int | None = None
     """A length other than the model's own is an mteb experiment: its own results folder."""
 
+    def __post_init__(self) -> None:
+        if self.calibration is not None and not isinstance(self.calibration, CalibrationConfig):
+            raise TypeError(f"calibration must be a CalibrationConfig or None (the twin), got {type(self.calibration).__name__}; "
+                            "CalibrationConfig.parse(text) reads a text form.")
+        if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
+                                            or self.max_length < 1):
+            raise ValueError(f"max_length must be None (the model's own) or a positive integer, got {self.max_length!r}.")
+
     def meta(self) -> Any:
         """The mteb ``ModelMeta`` of this point (named ``fair/<model>-<config>`` or ``fair-off/<model>``)."""
         from .mteb_models import base_model, calibrated_name, fair_model_meta
@@ -104,6 +112,10 @@ def plan_sweep(points: Sequence[SweepPoint], tasks: Sequence[Any], cache: Any,
     """
     if overwrite_strategy not in OVERWRITE_STRATEGIES:
         raise ValueError(f"overwrite_strategy must be one of {OVERWRITE_STRATEGIES}, got {overwrite_strategy!r}.")
+    if not callable(getattr(cache, "get_task_result_path", None)):
+        raise TypeError(f"cache must be an mteb ResultCache (mteb.cache.ResultCache(folder)), got {type(cache).__name__}.")
+    if bad := [task for task in tasks if not hasattr(task, "metadata")]:
+        raise TypeError(f"tasks must be mteb tasks (mteb.get_tasks(tasks=[...])), got {bad[0]!r}.")
     plan = SweepPlan(list(points), {}, {})
     for task in tasks:
         name = task.metadata.name

@@ -1,0 +1,54 @@
+"""Arguments the Python API cannot use are refused by the function given them, naming the argument: before, they
+failed deeper (an AttributeError on a text, a KeyError on the first forward pass) or were taken ('no' as True)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, attach
+
+
+@pytest.mark.parametrize(("flag", "value"), [("calibrate_encode", "no"), ("calibrate_queries", 1)])
+def test_a_calibration_flag_is_a_bool(minilm, flag, value):
+    with pytest.raises(TypeError, match=f"{flag} must be True, False or None .*got {value!r}"):
+        FairSentenceTransformer(minilm, **{flag: value})
+
+
+@pytest.mark.parametrize("text", ["none", "off", "Off"])
+def test_the_uncalibrated_model_is_named_as_everywhere_else(minilm, text):
+    assert FairSentenceTransformer(minilm, text).plan is None
+
+
+def test_attach_takes_a_config_and_a_pooling_it_can_honour(minilm):
+    with pytest.raises(TypeError, match=re.escape("config must be a CalibrationConfig (CalibrationConfig.parse(text) reads a "
+                                                  "text form), got str.")):
+        attach(minilm.transformers_model, "b128_lhalf_a0.5", "cls")
+    with pytest.raises(ValueError, match="pooling must be one of cls, last, mean, got 'max'."):
+        attach(minilm.transformers_model, CalibrationConfig(), "max")
+
+
+def test_build_encoder_takes_an_entry_and_shared_weights():
+    from mteb_fairpos.mteb_models import build_encoder, fair_model_meta
+
+    with pytest.raises(TypeError, match=re.escape("build_encoder takes a ModelMeta (fair_model_meta(name), or "
+                                                  "mteb.get_model_meta(name)), got str.")):
+        build_encoder("fair/all-MiniLM-L6-v2")
+    with pytest.raises(TypeError, match="weights must be a LoadedWeights, got dict."):
+        build_encoder(fair_model_meta("fair/all-MiniLM-L6-v2"), weights={})
+
+
+def test_a_sweep_point_and_plan_name_what_they_cannot_use(tmp_path):
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.sweep import SweepPoint, plan_sweep
+
+    with pytest.raises(ValueError, match=re.escape("max_length must be None (the model's own) or a positive integer, got 0.")):
+        SweepPoint("all-MiniLM-L6-v2", None, max_length=0)  # 0 was read as 'not given'
+    with pytest.raises(TypeError, match="calibration must be a CalibrationConfig or None"):
+        SweepPoint("all-MiniLM-L6-v2", "b128_lhalf_a0.5")
+    with pytest.raises(TypeError, match=re.escape("cache must be an mteb ResultCache (mteb.cache.ResultCache(folder)), got str.")):
+        plan_sweep([], [], str(tmp_path))
+    with pytest.raises(TypeError, match=re.escape("tasks must be mteb tasks (mteb.get_tasks(tasks=[...])), got 'SQuADPosQTiny'.")):
+        plan_sweep([], ["SQuADPosQTiny"], ResultCache(tmp_path))
