@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,17 @@ class FairnessBootstrap:
     units: str
 
 
+def _measures(values: Any, name: str) -> np.ndarray:
+    """One value per observation, NaN where unmeasured; an infinite one would pass for unmeasured (dropped unseen)."""
+    measured = np.asarray(values, dtype=np.float64)
+    if measured.ndim != 1:
+        raise ValueError(f"{name} must hold one value per observation, got an array of shape {measured.shape}.")
+    if np.isinf(measured).any():
+        raise ValueError(f"{name}: observation {int(np.flatnonzero(np.isinf(measured))[0])} is infinite; a value is "
+                         "finite, or NaN where it was not measured.")
+    return measured
+
+
 def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
                        baseline_values=None, strata=None) -> FairnessBootstrap:
     """The bootstrap of ``position_fairness`` (min/max of the per-position means) of ``values``.
@@ -85,8 +97,13 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
             number of sets, as the data does), a topic that several subsets share is drawn once for all of them
             (so the dependence between subsets counts).
     """
-    values = np.asarray(values, dtype=np.float64)
-    positions = np.asarray(positions, dtype=np.int64)
+    if not isinstance(resampling, Resampling):
+        raise TypeError(f"resampling must be a Resampling (resamples, seed, confidence), got {type(resampling).__name__}.")
+    values = _measures(values, "values")
+    raw = np.asarray(positions)
+    positions = raw.astype(np.int64) if raw.dtype.kind in "iuf" else raw
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf" or (raw.dtype.kind == "f" and not np.array_equal(raw, positions)):
+        raise ValueError("positions must be one whole number per observation (1..n).")
     if not (len(values) == len(positions) == len(sets) == len(topics)):
         raise ValueError("values, positions, sets and topics must have the same length.")
     if len(values) == 0 or positions.min() < 1:
@@ -149,7 +166,7 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     fairness, parts, flat, resampled = level(values)
     change = None
     if baseline_values is not None:
-        baseline_values = np.asarray(baseline_values, dtype=np.float64)
+        baseline_values = _measures(baseline_values, "baseline_values")
         if baseline_values.shape != values.shape:
             raise ValueError("baseline_values must hold one value per observation, as values does.")
         base, base_parts, base_flat, _ = level(baseline_values)

@@ -200,6 +200,29 @@ def test_bad_inputs_are_refused_with_what_is_wrong():
         fairness_bootstrap(values, position, np.zeros_like(set_of), topic_of, Resampling(10))
 
 
+
+def test_values_and_positions_that_would_be_misread_are_refused():
+    """An infinite value passed for unmeasured (left out unseen), a position of 2.5 was cut to 2, a table of values
+    failed in the cell sums, and resampling=None on an attribute."""
+    rng = np.random.default_rng(7)
+    set_of, topic_of, position = design(3, 5, rng)
+    values = BASE[position - 1]
+    infinite = values.copy()
+    infinite[4] = np.inf
+    with pytest.raises(ValueError, match="values: observation 4 is infinite; a value is finite, or NaN where it was not measured"):
+        fairness_bootstrap(infinite, position, set_of, topic_of, Resampling(10))
+    with pytest.raises(ValueError, match="baseline_values: observation 4 is infinite"):
+        fairness_bootstrap(values, position, set_of, topic_of, Resampling(10), baseline_values=infinite)
+    with pytest.raises(ValueError, match=r"positions must be one whole number per observation \(1..n\)"):
+        fairness_bootstrap(values, position + 0.5, set_of, topic_of, Resampling(10))
+    with pytest.raises(ValueError, match=r"values must hold one value per observation, got an array of shape \(\d+, 2\)"):
+        fairness_bootstrap(np.column_stack([values, values]), position, set_of, topic_of, Resampling(10))
+    with pytest.raises(TypeError, match="resampling must be a Resampling"):
+        fairness_bootstrap(values, position, set_of, topic_of, None)
+    as_floats = fairness_bootstrap(values, position.astype(float), set_of, topic_of, Resampling(10)).profiles  # 2.0 is 2
+    as_ints = fairness_bootstrap(values, position, set_of, topic_of, Resampling(10)).profiles
+    assert as_floats.keys() == as_ints.keys() and all(np.array_equal(as_floats[k], as_ints[k]) for k in as_ints)
+
 def test_pooled_subsets_are_the_mean_of_their_fairness_and_one_subset_pools_to_itself():
     """The probe task's main score: the mean over subsets of each subset's fairness, bootstrapped with the
     subsets together; a single subset gives exactly the plain bootstrap (the same draws)."""
