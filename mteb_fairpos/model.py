@@ -335,6 +335,13 @@ class FairSentenceTransformer(SentenceTransformer):
         if isinstance(inputs, np.ndarray):  # as plain sentence-transformers accepts
             inputs = inputs.tolist()
         _check_texts(inputs)
+        batch_size = kwargs.get("batch_size")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")  # 1.5 failed in tqdm
+        limit = position_limit(self)
+        if limit is not None and self.max_seq_length and self.max_seq_length > limit:  # torch would fail deep in the model
+            raise ValueError(f"max_seq_length is {self.max_seq_length}, but this model embeds at most {limit} tokens (its "
+                             f"position table); set it to {limit} or fewer (set_max_length checks it).")
         if isinstance(inputs, (list, tuple)) and not inputs:  # sentence-transformers checks the arguments
             return self._no_rows(super().encode(inputs, *args, **kwargs), kwargs)
         with self.tallying() as tally:
