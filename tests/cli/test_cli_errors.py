@@ -54,7 +54,6 @@ from mteb_fairpos.cli import errors, main, options
          "-o and --json both name '{tmp}/p.png': the JSON would overwrite the figure; give two files"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "2"],
          "--max-length 2: the tokenizer adds 2 special token(s) to every input, so the model would read no text; give at least 3"),
-        (["search", "q", "-c", "c", "--path", "{tmp}/empty", "--max-length", "1"], "--max-length 1: the tokenizer adds 2"),
         (["load", "{tmp}/empty", "--path", "{tmp}/store", "--shard-number", "3"],
          "--shard-number applies to a server; give --url as well"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--replication-factor", "2",

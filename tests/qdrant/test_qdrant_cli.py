@@ -103,6 +103,11 @@ def test_bad_input_and_refusals(tmp_path, docs_file, reuse_model, capsys):
 
     assert main(["index", str(docs_file), "-c", "pages", "--path", store, "--late-chunks", "--quiet"]) == 2
     assert "named vectors" in capsys.readouterr().err
+    assert main(["search", "x", "-c", "pages", "--path", store, "--max-length", "1"]) == 2  # moved here: a
+    # search on a collection that does not exist is refused before any model loads, so before --max-length is checked
+    err = capsys.readouterr().err
+    assert err.startswith("mteb-fairpos search: error: ") and "--max-length 1: the tokenizer adds 2" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
     loaded = len(reuse_model)
     assert main(["search", "x", "-c", "missing", "--path", store]) == 2
     assert "collection 'missing' does not exist; index documents into it first." in capsys.readouterr().err
