@@ -26,6 +26,11 @@ _POLICY_TEXT = {"original": "orig", "equal": "eq"}
 _TEXT_POLICY = {v: k for k, v in _POLICY_TEXT.items()}
 
 
+def whole(value: object) -> bool:
+    """Whether ``value`` is an integer (numpy's too), not a bool: what a count, a size or a seed must be."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class ConfigError(ValueError):
     """An invalid calibration setting; the message says what is allowed."""
 
@@ -85,7 +90,7 @@ class CalibrationConfig:
             )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CalibrationConfig) and str(self) == str(other)
+        return str(self) == str(other) if isinstance(other, CalibrationConfig) else NotImplemented
 
     def __hash__(self) -> int:
         return hash(str(self))

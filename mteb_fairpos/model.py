@@ -36,7 +36,7 @@ from sentence_transformers.base.modules.module import Module
 from sentence_transformers.sentence_transformer.modules import Pooling
 
 from .attention import HOST_LAYOUT, CalibrationPlan, UnsupportedModelError, attach
-from .config import CalibrationConfig, ConfigError
+from .config import CalibrationConfig, ConfigError, whole
 from .segmented import TruncationWarning, model_pooling
 from .truncation import cut_count, provable
 
@@ -336,12 +336,8 @@ class FairSentenceTransformer(SentenceTransformer):
             inputs = inputs.tolist()
         _check_texts(inputs)
         batch_size = kwargs.get("batch_size")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")  # 1.5 failed in tqdm
-        limit = position_limit(self)
-        if limit is not None and self.max_seq_length and self.max_seq_length > limit:  # torch would fail deep in the model
-            raise ValueError(f"max_seq_length is {self.max_seq_length}, but this model embeds at most {limit} tokens (its "
-                             f"position table); set it to {limit} or fewer (set_max_length checks it).")
+        if batch_size is not None and not whole(batch_size):  # 1.5 failed in tqdm; 0 sentence-transformers refuses
+            raise TypeError(f"batch_size must be a positive integer, got {batch_size!r}.")
         if isinstance(inputs, (list, tuple)) and not inputs:  # sentence-transformers checks the arguments
             return self._no_rows(super().encode(inputs, *args, **kwargs), kwargs)
         with self.tallying() as tally:
@@ -356,9 +352,11 @@ class FairSentenceTransformer(SentenceTransformer):
         another batch's; outputs per input (token embeddings, lists) stay as it gives them."""
         if not isinstance(empty, (np.ndarray, torch.Tensor)):
             return empty
-        width = self.get_embedding_dimension()
-        if kwargs.get("truncate_dim"):
-            width = min(width, kwargs["truncate_dim"])
+        cut = kwargs.get("truncate_dim") or self.truncate_dim  # the call's wins over the model's, as in encode
+        with self.truncate_embeddings(None):
+            width = self.get_embedding_dimension()
+        if cut:
+            width = min(width, cut)
         precision = kwargs.get("precision", "float32")
         if precision in ("binary", "ubinary"):
             width = -(-width // 8)  # eight dimensions a byte

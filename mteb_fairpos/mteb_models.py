@@ -565,8 +565,9 @@ def fair_model_meta(name: str, calibration: CalibrationConfig | str | None = _FR
     if calibration is _FROM_NAME:
         return _model_meta(base, named)
     chosen = _calibration(calibration)
-    if name.startswith(CALIBRATED_ORG + "/") and name != calibrated_name(base) and chosen != named:
-        raise ValueError(f"{name!r} names the config {named}, and calibration={str(calibration)!r} another; "
+    if (name.startswith(TWIN_ORG + "/") or (name.startswith(CALIBRATED_ORG + "/") and name != calibrated_name(base))) \
+            and chosen != named:
+        raise ValueError(f"{name!r} names the config {named or 'none (the twin)'}, and calibration={str(calibration)!r} another; "
                          f"give the base model ({calibrated_name(base)!r}) with a calibration, or the name alone.")
     return _model_meta(base, chosen)
 

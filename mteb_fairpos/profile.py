@@ -17,7 +17,7 @@ so the numbers are the model's own attention probabilities, uncalibrated.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from .calibration import basket_layout, first_valid, last_valid
-from .config import POOLINGS, CalibrationConfig, LayerSpec, Pooling
+from .config import POOLINGS, CalibrationConfig, LayerSpec, Pooling, whole
 from .model import model_inputs, naming_the_model
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
@@ -129,7 +129,7 @@ def group_masses(rows: Tensor, valid: Tensor, basket_size: int) -> tuple[Tensor,
 @torch.no_grad()
 def attention_profile(
     model: Any,
-    texts: str | Sequence[str],
+    texts: str | Iterable[str],
     basket_size: int = 128,
     layers: LayerSpec | None = None,
     *,
@@ -156,7 +156,7 @@ def attention_profile(
             model = SentenceTransformer(model, device="cpu")
     if not isinstance(model, SentenceTransformer):
         raise TypeError(f"attention_profile needs a SentenceTransformer or a model path, got {type(model).__name__}.")
-    if not isinstance(texts, (str, Sequence)):
+    if not isinstance(texts, (str, Iterable)):  # a list, an array, a generator: as encode takes them
         raise TypeError(f"texts must be a text or a list of texts, got {type(texts).__name__}.")
     texts = [texts] if isinstance(texts, str) else list(texts)
     if not texts:
@@ -164,7 +164,7 @@ def attention_profile(
     if (bad := next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)) is not None:
         raise TypeError(f"texts must be strings; text {bad} is {type(texts[bad]).__name__}: {texts[bad]!r}.")
     for name, value in (("basket_size", basket_size), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        if not whole(value) or value <= 0:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
     if pooling is not None and pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} or None (read from the model), got {pooling!r}.")

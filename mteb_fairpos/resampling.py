@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import whole
+
 
 @dataclass(frozen=True)
 class Resampling:
@@ -51,11 +53,6 @@ class Resampling:
         """The random stream ``stream`` of this resampling: independent streams for independent factors
         (sets and topics), the same stream wherever the same units are resampled for a paired comparison."""
         return np.random.default_rng([self.seed, stream])
-
-
-def whole(value: object) -> bool:
-    """Whether ``value`` is an integer (numpy's too), not a bool: what a count or a seed must be."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def counts(n_units: int, resampling: Resampling, stream: int = 0) -> np.ndarray:

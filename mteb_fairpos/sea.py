@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .config import whole
 from .mteb_models import BASE_MODELS, fair_model_meta
 from .segmented import find_sentence_transformer
 
@@ -98,7 +99,7 @@ class Chunker:
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"unknown chunking method {method!r}; choose one of {METHODS}.")
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0):
+        if max_tokens is not None and (not whole(max_tokens) or max_tokens <= 0):
             raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}.")
         self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         self.tokenizer = tokenizer
@@ -189,10 +190,10 @@ class SegmentEmbedAverage:
         self.base = base
         if chunker is None:
             st = find_sentence_transformer(base)
-            room = max(int(st.max_seq_length) - 2, 1) if st is not None and st.max_seq_length else None
+            room = max(int(st.max_seq_length) - _special_tokens(st), 1) if st is not None and st.max_seq_length else None
             if max_tokens is None:
                 max_tokens = room
-            elif room is not None and isinstance(max_tokens, int) and max_tokens > room:
+            elif room is not None and whole(max_tokens) and max_tokens > room:
                 raise ValueError(f"max_tokens={max_tokens}: the base model embeds at most {room} tokens beside its "
                                  "special tokens, so longer chunks would be cut; give at most that.")
             chunker = Chunker(
@@ -247,6 +248,12 @@ class SegmentEmbedAverage:
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Any:
         return self.base.similarity_pairwise(embeddings1, embeddings2)
+
+
+def _special_tokens(st: Any) -> int:
+    """The tokens the model's tokenizer adds to every input (two where it cannot say)."""
+    count = getattr(getattr(st, "tokenizer", None), "num_special_tokens_to_add", None)
+    return count(pair=False) if callable(count) else 2
 
 
 def _shown(value: Any) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .config import CalibrationConfig
+from .config import CalibrationConfig, whole
 
 if TYPE_CHECKING:
     from .mteb_models import LoadedWeights
@@ -43,8 +43,7 @@ class SweepPoint:
         if self.calibration is not None and not isinstance(self.calibration, CalibrationConfig):
             raise TypeError(f"calibration must be a CalibrationConfig or None (the twin), got {type(self.calibration).__name__}; "
                             "CalibrationConfig.parse(text) reads a text form.")
-        if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
-                                            or self.max_length < 1):
+        if self.max_length is not None and (not whole(self.max_length) or self.max_length < 1):
             raise ValueError(f"max_length must be None (the model's own) or a positive integer, got {self.max_length!r}.")
 
     def meta(self) -> Any:
@@ -114,6 +113,7 @@ def plan_sweep(points: Sequence[SweepPoint], tasks: Sequence[Any], cache: Any,
         raise ValueError(f"overwrite_strategy must be one of {OVERWRITE_STRATEGIES}, got {overwrite_strategy!r}.")
     if not callable(getattr(cache, "get_task_result_path", None)):
         raise TypeError(f"cache must be an mteb ResultCache (mteb.cache.ResultCache(folder)), got {type(cache).__name__}.")
+    tasks = list(tasks)  # checked, then planned: a generator would be spent by the check
     if bad := [task for task in tasks if not hasattr(task, "metadata")]:
         raise TypeError(f"tasks must be mteb tasks (mteb.get_tasks(tasks=[...])), got {bad[0]!r}.")
     plan = SweepPlan(list(points), {}, {})

@@ -138,7 +138,7 @@ def distinct_configs(texts: Sequence[str], option: str, *, uncalibrated: bool) -
         if text.strip().lower() in ("none", "off"):
             if not uncalibrated:
                 raise ValueError(f"{option}: {text!r} is not a calibration config here (the uncalibrated twin is "
-                                 "part of the run unless --no-twin)")
+                                 "part of the run, or left out with --no-twin)")
             config = None
         else:
             config = CalibrationConfig.parse(text)

@@ -144,6 +144,8 @@ def build_corpus(rows: Iterable[tuple[str, Mapping[str, str]]], source: str = "<
                 lang = language_tag(lang)
             except LanguageTagError as err:
                 raise CorpusError(f"{source}: topic {topic_id!r}: {err}") from None
+            if text is None:  # missing, as a file's null is
+                continue
             if not isinstance(text, str):
                 raise CorpusError(f"{source}: topic {topic_id!r}: the {lang!r} text must be a string, got {type(text).__name__}.")
             text = text.strip()
@@ -238,7 +240,7 @@ def _parse_row(row: Any, where: str) -> tuple[str, dict[str, str]]:
     for key, value in row.items():
         if key.startswith("text_") and value is not None:
             lang = key[len("text_"):]
-            if texts.get(lang) is not None:  # one of the two would be dropped unseen
+            if texts.get(lang) not in (None, value):  # one of the two would be dropped unseen
                 raise CorpusError(f"{where}: two texts for the language {lang!r} ('texts'.{lang} and the column {key!r}); "
                                   "give one.")
             texts[lang] = value

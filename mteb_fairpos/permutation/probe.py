@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..resampling import Resampling, whole
+from ..config import whole
+from ..resampling import Resampling
 from ..results.schema import Counts, Estimate, ScoreEntry, Settings, dump
 from .access import ModelAccess
 from .corpus import ComparableCorpus, CorpusError

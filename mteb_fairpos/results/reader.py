@@ -255,8 +255,8 @@ def collect(path: Path, *, tasks: Sequence[str] | None = None, models: Sequence[
 def _report_deeper(found: Collection, root: Path) -> None:
     """A folder that holds no ``<model>/<revision>/<Task>.json`` may hold results further down (a folder of runs):
     name where, since an empty table alone does not say why."""
-    deeper = sorted({file.parent.parent.parent for file in root.rglob("*.json")
-                     if file.name not in _RESULT_SIDE_FILES and file.parent.parent.parent != root})
+    deeper = sorted({file.parents[2] for file in root.rglob("*.json")
+                     if file.name not in _RESULT_SIDE_FILES and root in file.parents[2].parents})
     for folder in deeper[:5]:
         found.issues.append(Issue("foreign", _rel(folder, root), "holds <model>/<revision>/<Task>.json folders below "
                                   "this results folder, which are not read; give it as the results folder."))

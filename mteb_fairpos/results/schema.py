@@ -199,6 +199,11 @@ def _keys(kind: type) -> tuple[tuple[str, str, bool], ...]:
     return tuple((f.name, f.metadata["key"], f.metadata["prefix"]) for f in fields(kind))
 
 
+def stored_key(kind: type[Counts] | type[Settings], name: str) -> str:
+    """The key the field ``name`` of a typed record is stored under (``stored_key(Counts, "queries")``)."""
+    return next(key for field_name, key, _ in _keys(kind) if field_name == name)
+
+
 def stored_keys(kind: type[Counts] | type[Settings]) -> tuple[str, ...]:
     """The keys (or key prefixes) a typed record is stored under: what no other module spells."""
     return tuple(key for _, key, _ in _keys(kind))

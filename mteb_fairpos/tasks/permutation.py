@@ -182,10 +182,10 @@ class AbsTaskPermutationFairness(AbsTask):
             raise TypeError(f"{type(self).__name__} got unknown setting(s) {', '.join(map(repr, sorted(kwargs)))}; "
                             f"its settings: {', '.join(known)}.")
         segment_mode = segment_mode or self.default_segment_mode
-        ns = sorted({LanguageConfig.parse(name).n for name in type(self).metadata.hf_subsets})
+        ns = self.sizes()
         if isinstance(num_sets, Mapping) and (other := [n for n in num_sets if n not in ns]):
-            raise ValueError(f"num_sets names n={', '.join(map(str, other))}, which {type(self).__name__} does not "
-                             f"build (its documents have {', '.join(map(str, ns))} segments).")
+            raise ValueError(f"num_sets names {', '.join(map(repr, other))}, which {type(self).__name__} does not build: "
+                             f"its keys are numbers of segments, {', '.join(map(str, ns))}.")
         self.probe_settings = ProbeSettings(  # first: a bad seed is named here, not by numpy inside mteb
             num_sets={**self.default_num_sets, **num_sets} if isinstance(num_sets, Mapping) else
             dict(self.default_num_sets) if num_sets is None else num_sets,
@@ -217,13 +217,18 @@ class AbsTaskPermutationFairness(AbsTask):
         self._name_the_settings(seed, num_sets, orders_per_set, segment_window, max_document_tokens, segment_mode,
                                 length_tolerance, resamples, resampling_seed)
 
+    @classmethod
+    def sizes(cls) -> list[int]:
+        """The numbers of segments this task's documents have (its subsets' n)."""
+        return sorted({LanguageConfig.parse(name).n for name in cls.metadata.hf_subsets})
+
     def _name_the_settings(self, seed: int, num_sets: int | Mapping[int, int] | None, orders_per_set: int | None,
                            segment_window: tuple[int, int] | None, max_document_tokens: int | None, segment_mode: str,
                            length_tolerance: float, resamples: int | None, resampling_seed: int | None) -> None:
         """Make every setting that changes the numbers part of the task name (see :func:`settings_suffix`),
         so mteb's result cache never hands back a result computed with other settings; a user's corpus
         also becomes the dataset, its content hash the dataset revision."""
-        ns = sorted({LanguageConfig.parse(name).n for name in type(self).metadata.hf_subsets})
+        ns = self.sizes()
         sets = {n: self.probe_settings.sets_for(n) for n in ns}
         suffix = settings_suffix(
             corpus=self.corpus_override,

@@ -81,7 +81,7 @@ from mteb_fairpos.cli import errors, main, options
         (["sweep", "-t", "FairPosTinyRetrieval", "--configs", "b64_lhalf_a1", "b64_lhalf_a1", "-o", "{tmp}/r"],
          "--configs: 'b64_lhalf_a1' is given twice; give each config once"),
         (["sweep", "-t", "FairPosTinyRetrieval", "--configs", "none", "-o", "{tmp}/r"],
-         "--configs: 'none' is not a calibration config here (the uncalibrated twin is part of the run unless --no-twin)"),
+         "--configs: 'none' is not a calibration config here (the uncalibrated twin is part of the run, or left out with --no-twin)"),
     ],
 )
 def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, argv, message):

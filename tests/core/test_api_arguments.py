@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, attach
@@ -52,3 +53,16 @@ def test_a_sweep_point_and_plan_name_what_they_cannot_use(tmp_path):
         plan_sweep([], [], str(tmp_path))
     with pytest.raises(TypeError, match=re.escape("tasks must be mteb tasks (mteb.get_tasks(tasks=[...])), got 'SQuADPosQTiny'.")):
         plan_sweep([], ["SQuADPosQTiny"], ResultCache(tmp_path))
+    assert SweepPoint("all-MiniLM-L6-v2", None, max_length=np.int64(128)).meta().experiment_kwargs == {"max_seq_length": 128}
+
+
+def test_a_generator_of_tasks_is_planned_not_spent_by_the_check(tmp_path):
+    from fairpos_tiny_tasks import FairPosTinyRetrieval
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.sweep import SweepPoint, plan_sweep
+
+    points = [SweepPoint("all-MiniLM-L6-v2", None)]
+    listed = plan_sweep(points, [FairPosTinyRetrieval()], ResultCache(tmp_path / "a"))
+    generated = plan_sweep(points, (task for task in [FairPosTinyRetrieval()]), ResultCache(tmp_path / "b"))
+    assert [(u.task, u.subsets) for u in generated.units] == [(u.task, u.subsets) for u in listed.units] != []

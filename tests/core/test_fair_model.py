@@ -72,6 +72,12 @@ def test_empty_list_gives_an_empty_matrix(fair):
     assert fair.encode_document([], convert_to_tensor=True).shape == (0, 384)
 
 
+def test_an_empty_batch_takes_the_calls_truncation_over_the_models(minilm_dir):
+    model = FairSentenceTransformer(minilm_dir, truncate_dim=8, device="cpu")
+    for options in ({}, {"truncate_dim": 16}, {"truncate_dim": 4}):
+        assert model.encode_document([], **options).shape[1] == model.encode_document(["two words"], **options).shape[1]
+
+
 @pytest.mark.parametrize("options", [{"truncate_dim": 8}, {"precision": "binary"}, {"precision": "int8"},
                                      {"truncate_dim": 16, "precision": "ubinary"}, {"convert_to_tensor": True, "truncate_dim": 8}])
 def test_an_empty_batch_has_the_width_and_type_of_a_full_one(fair, options):
@@ -80,16 +86,13 @@ def test_an_empty_batch_has_the_width_and_type_of_a_full_one(fair, options):
     assert type(empty) is type(full) and empty.dtype == full.dtype and tuple(empty.shape) == (0, full.shape[1])
 
 
-def test_a_batch_size_that_is_no_count_and_a_length_beyond_the_positions_are_named(minilm_dir):
-    """1.5 failed inside tqdm; a max_seq_length above the position table failed inside BERT on a size mismatch."""
-    model = FairSentenceTransformer(minilm_dir, device="cpu")
-    with pytest.raises(ValueError, match=r"batch_size must be a positive integer, got 1.5"):
-        model.encode_document(["a b"], batch_size=1.5)
-    model.max_seq_length = 1000
-    with pytest.raises(ValueError, match="max_seq_length is 1000, but this model embeds at most 512 tokens"):
-        model.encode_document(["a b"])
-    model.max_seq_length = 512
-    assert model.encode_document(["a b"]).shape == (1, 384)
+def test_a_batch_size_that_is_no_count_is_named_and_numpy_counts_are_counts(fair):
+    """1.5 failed inside tqdm; numpy's integers pass, as sentence-transformers takes them."""
+    import numpy as np
+
+    with pytest.raises(TypeError, match=r"batch_size must be a positive integer, got 1.5"):
+        fair.encode_document(["a b"], batch_size=1.5)
+    assert fair.encode_document(["a b"], batch_size=np.int64(4)).shape == (1, 384)
 
 
 def test_an_empty_batch_follows_sentence_transformers_in_what_it_refuses_and_its_lists(fair):

@@ -149,3 +149,9 @@ def test_arguments_no_profile_can_use_are_named(minilm, kwargs, error, message):
     with pytest.raises(error) as caught:
         attention_profile(minilm, **kwargs)
     assert str(caught.value) == message
+
+
+def test_texts_may_come_as_any_iterable_as_encode_takes_them(minilm):
+    listed = attention_profile(minilm, TEXTS[:2], basket_size=16, batch_size=np.int64(2))
+    for texts in (np.array(TEXTS[:2]), (text for text in TEXTS[:2]), dict.fromkeys(TEXTS[:2]).keys()):
+        np.testing.assert_array_equal(attention_profile(minilm, texts, basket_size=16).baskets, listed.baskets)

@@ -182,6 +182,9 @@ def test_a_model_name_alone_gives_the_entry_it_names():
     with pytest.raises(ValueError, match=r"'fair/bge-m3-b64_ln2_a1' names the config b64_ln2_a1, and "
                                          r"calibration='b128_lhalf_a0.5' another; give the base model \('fair/bge-m3'\)"):
         fair_model_meta("fair/bge-m3-b64_ln2_a1", "b128_lhalf_a0.5")
+    with pytest.raises(ValueError, match=r"'fair-off/bge-m3' names the config none \(the twin\), and calibration='b64_ln2_a1'"):
+        fair_model_meta("fair-off/bge-m3", "b64_ln2_a1")
+    assert fair_model_meta("fair-off/bge-m3", "off").name == "fair-off/bge-m3"
 
 
 def test_calibration_from_environment(monkeypatch):

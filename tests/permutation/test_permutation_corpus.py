@@ -95,10 +95,11 @@ def test_duplicate_ids_unknown_format_and_missing_file(tmp_path):
         load_corpus_file(tmp_path / "nope.jsonl")
 
 
-@pytest.mark.parametrize("text", [None, 5, ["x"]])
+@pytest.mark.parametrize("text", [5, ["x"]])
 def test_a_text_of_a_corpus_built_in_memory_that_is_not_a_string_is_named(text):
     with pytest.raises(CorpusError, match=f"<memory>: topic 'a': the 'en' text must be a string, got {type(text).__name__}"):
         build_corpus([("a", {"en": text})])
+    assert build_corpus([("a", {"en": None, "de": "Text."})]).topic("a").texts == {"de": "Text."}  # missing, as null in a file
 
 
 def test_duplicate_texts_are_dropped_and_reported():
@@ -296,3 +297,8 @@ def test_counting_tokens_of_long_texts_warns_about_nothing(capfd, minilm_dir):
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir)  # a fresh one: transformers warns once per instance
     assert count_tokens(tokenizer, ["word " * 2000])[0] == 2000
     assert "Token indices sequence length" not in capfd.readouterr().err
+
+
+def test_the_same_text_in_texts_and_as_a_column_is_one_text(tmp_path):
+    path = _write_jsonl(tmp_path / "both.jsonl", [{"id": "a", "texts": {"en": "Same."}, "text_en": "Same."}])
+    assert load_corpus_file(path).topic("a").texts == {"en": "Same."}

@@ -197,3 +197,16 @@ def test_a_name_given_as_text_where_a_list_belongs_is_refused(tmp_path, option):
 
     with pytest.raises(TypeError, match=f"{option} is a list of names; got the text 'Tiny'"):
         collect(tmp_path, **{option: "Tiny"})
+
+
+def test_a_model_folder_given_as_the_results_folder_is_not_sent_above_itself(tmp_path):
+    """Results found only above the folder given are not advice: the folder itself is listed as not a model's."""
+    from results_folders import write_result
+
+    from mteb_fairpos.results import collect
+
+    write_result(tmp_path, "fair/all-MiniLM-L6-v2", "abc", "SQuADPosQTiny", {"test": [retrieval_entry(0.5, PROFILE)]})
+    found = collect(tmp_path / "fair__all-MiniLM-L6-v2")
+    assert found.scores == {} and not any("below this results folder" in issue.message for issue in found.issues)
+    assert sorted((issue.kind, issue.where) for issue in found.issues) == [
+        ("foreign", "abc/SQuADPosQTiny.json"), ("foreign", "abc/model_meta.json")]

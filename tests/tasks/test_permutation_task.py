@@ -325,7 +325,7 @@ def test_a_changed_setting_never_reads_a_stale_result(tmp_path, st512):
     ({"num_sets": 1}, ValueError, "num_sets must be an integer of at least 2 (standard errors are clustered by segment set); got 1."),
     ({"num_sets": 2.5}, ValueError, "num_sets must be an integer of at least 2 (standard errors are clustered by segment set); got 2.5."),
     ({"num_sets": {3: 1}}, ValueError, "num_sets[3] must be an integer of at least 2"),
-    ({"num_sets": {5: 3}}, ValueError, "num_sets names n=5, which PermutationFairnessSample does not build (its documents have 3, 4 segments)."),
+    ({"num_sets": {5: 3}}, ValueError, "num_sets names 5, which PermutationFairnessSample does not build: its keys are numbers of segments, 3, 4."),
     ({"orders_per_set": 0}, ValueError, "orders_per_set must be None (all orders) or an integer of at least 1; got 0."),
     ({"seed": -1}, ValueError, "seed must be an integer from 0 to 2**32 - 1; got -1."),
     ({"resampling_seed": -1}, ValueError, "the resampling seed must be an integer of at least 0; got -1."),

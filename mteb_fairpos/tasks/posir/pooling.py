@@ -8,8 +8,8 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...resampling import whole
-from ...results.schema import Counts, ScoreEntry, dump, load
+from ...config import whole
+from ...results.schema import Counts, ScoreEntry, dump, load, stored_key
 from ..grouped_metrics import LENGTH_BUCKETS, POSITION_BINS, Cells, cell_figures, merge_cells
 from .dataset import split_subset
 
@@ -40,6 +40,9 @@ def language_figures(entries: Iterable[Mapping[str, Any]]) -> dict[str, dict[str
     return dict(sorted(out.items()))
 
 
+_QUERIES = stored_key(Counts, "queries")
+
+
 def _entries(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The entries, each a subset's once with a count of queries: a subset given twice would weigh double."""
     if isinstance(entries, Mapping):
@@ -54,11 +57,11 @@ def _entries(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         if first.setdefault(subset, number) != number:
             raise ValueError(f"PosIR subset {subset!r} is given twice (entries {first[subset]} and {number}); it would "
                              "be pooled twice.")
-        if entry.get("n_queries") is None:  # an entry of another writer: the pooling cannot weigh it (a reader shows plain means)
-            raise ValueError(f"PosIR subset {subset!r} records no n_queries; was it written by this task?")
-        queries = load(entry).counts.queries  # None where the stored value is no integer
-        if queries is None or queries < 0:  # a damaged entry (a reader skips the file)
-            raise TypeError(f"PosIR subset {subset!r} records n_queries {entry.get('n_queries')!r}, not a count of queries.")
+        queries = entry.get(_QUERIES)  # read alone: the whole entry is loaded once, where it is pooled
+        if queries is None:  # an entry of another writer: the pooling cannot weigh it (a reader shows plain means)
+            raise ValueError(f"PosIR subset {subset!r} records no {_QUERIES}; was it written by this task?")
+        if not whole(queries) or queries < 0:  # a damaged entry (a reader skips the file)
+            raise TypeError(f"PosIR subset {subset!r} records {_QUERIES} {queries!r}, not a count of queries.")
     return rows
 
 
