@@ -296,6 +296,8 @@ def dump(entry: ScoreEntry) -> dict[str, Any]:
         out.update({f"{figure}_ci_low": _defined(low), f"{figure}_ci_high": _defined(high)})
     for figure, change in entry.changes.items():
         out.update(_estimate(f"change_{figure}", change))
+    if clash := sorted(set(entry.details) & set(out)):  # the measured value would be overwritten unseen
+        raise ValueError(f"details repeat measured keys ({', '.join(clash)}); a figure is written once, where it belongs.")
     out.update(entry.details)
     out.update(_stored(entry.counts))
     out.update(_stored(entry.settings))

@@ -202,3 +202,13 @@ def test_a_psi_that_is_nan_is_a_fault_as_an_infinite_one_is():
 def test_a_score_entry_that_is_not_a_mapping_is_a_type_error(stored):
     with pytest.raises(TypeError, match=f"a score entry is a mapping of score names to values, got {type(stored).__name__}"):
         load(stored)
+
+
+def test_details_that_repeat_a_measured_key_are_refused_not_written_over_it():
+    entry = ScoreEntry(psi=0.2, details={"psi": 0.9, "main_score": 0.5})
+    entry.profile().points["1"] = Estimate(0.7)
+    with pytest.raises(ValueError, match=r"details repeat measured keys \(psi\); a figure is written once"):
+        dump(entry)
+    entry.details = {"position_1": 0.1}
+    with pytest.raises(ValueError, match=r"details repeat measured keys \(position_1\)"):
+        dump(entry)
