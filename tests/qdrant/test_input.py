@@ -62,3 +62,22 @@ def test_a_format_given_reads_a_file_whose_suffix_does_not_say(tmp_path):
     scan = scan_input(str(plain), format="jsonl", range_size=2)
     assert scan.documents == 3 and [r.format for r in scan.ranges] == ["jsonl", "jsonl"]
     assert [d.doc_id for r in scan.ranges for d in read_range(r)] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(("given", "error", "message"), [
+    (None, TypeError, "expected a path or a URI (s3://bucket/...), got NoneType None."),
+    (["docs.jsonl"], TypeError, "expected a path or a URI (s3://bucket/...), got list ['docs.jsonl']."),
+    ("  ", ValueError, "the path is empty; give a file, a folder or a URI."),
+])
+def test_a_location_that_is_no_path_is_named_not_made_a_folder_of_its_text(tmp_path, monkeypatch, given, error, message):
+    """str(None) was the folder 'None' (encode wrote its parts there), a list a file named "['docs.jsonl']"."""
+    from mteb_fairpos.integrations.qdrant import encode_to_parts, read_documents
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error) as caught:
+        read_documents(given)
+    assert str(caught.value) == message
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
+    with pytest.raises(error):
+        encode_to_parts(tmp_path / "docs.jsonl", given, lambda: pytest.fail("the model was loaded"), "c", show_progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]

@@ -228,3 +228,40 @@ def test_copy_names_a_damaged_or_foreign_folder_and_writes_nothing_into_it(tmp_p
     for wrong in ("{bad", "{}", "[]"):
         (meta / "meta.json").write_text(wrong)
         refused(meta, tmp_path / "new", f"{meta / 'meta.json'}: not readable as local mode's settings")
+
+
+def test_a_collection_name_that_leaves_the_store_touches_nothing_outside_it(tmp_path):
+    """drop('../x') deleted '../x.collection.json' beside the store before its name was checked."""
+    outside = tmp_path / "x.collection.json"
+    outside.write_text("{}")
+    with closing(store.open_store(str(tmp_path / "store"))) as opened:
+        for call in (opened.drop, opened.exists, opened.describe):
+            with pytest.raises(ValueError, match="collection name '../x' cannot be a folder name"):
+                call("../x")
+    assert outside.read_text() == "{}"
+
+
+def test_a_closed_edge_store_refuses_work_it_would_do_without_its_lock(tmp_path, model):
+    """After close(), calls reopened the shards unlocked, beside another process that took the lock."""
+    opened = store.open_store(str(tmp_path / "store"))
+    index = FairQdrantIndex(model, "pages", opened, model_name=MINILM_HUB_ID)
+    index.index([{"id": "a", "segments": ["One text.", "Another text."]}])
+    points = opened.count("pages")
+    opened.close()
+    for call in (lambda: index.search("text"), lambda: opened.collections(), lambda: opened.count("pages")):
+        with pytest.raises(QdrantIndexError, match=f"the Qdrant Edge store {tmp_path / 'store'} is closed; open it again"):
+            call()
+    with closing(store.open_store(str(tmp_path / "store"))) as again:  # the lock was given back, and the points kept
+        assert again.count("pages") == points > 0
+
+
+def test_open_store_names_what_it_would_ignore_or_misplace(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    with pytest.raises(ValueError, match=r"path is empty; give the store's folder \(or None for a local-mode store in memory\)"):
+        store.open_store("")  # the current folder: refused before anything is written among the user's files
+    with pytest.raises(TypeError, match="timeot: options of qdrant-client, which a Qdrant Edge store does not use"):
+        store.open_store(str(tmp_path / "new"), timeot=3)
+    with pytest.raises(ValueError, match=r"backend= chooses the embedded engine of path=; a server \(url=\) runs its own"):
+        store.open_store(url="http://127.0.0.1:9", backend="edge")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

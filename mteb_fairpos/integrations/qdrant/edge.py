@@ -94,6 +94,7 @@ class EdgeStore(Store):
 
     # ------------------------------------------------------------------ collections
     def collections(self) -> list[str]:
+        self._open()
         return sorted(p.name[: -len(COLLECTION_SUFFIX)] for p in self.path.glob(f"*{COLLECTION_SUFFIX}"))
 
     def exists(self, collection: str) -> bool:
@@ -203,7 +204,13 @@ class EdgeStore(Store):
         return self.path / check_collection_name(name, folder=True)
 
     def _settings_path(self, name: str) -> Path:
-        return self.path / f"{name}{COLLECTION_SUFFIX}"
+        self._open()  # every call on a collection passes here: none after close, none outside the folder
+        return self.path / f"{check_collection_name(name, folder=True)}{COLLECTION_SUFFIX}"
+
+    def _open(self) -> None:
+        """Refuse work once closed: the store would go on without its lock, beside another process's."""
+        if self._lock is None:
+            raise QdrantIndexError(f"the Qdrant Edge store {self.path} is closed; open it again (open_store).")
 
     def _settings(self, name: str) -> dict[str, Any]:
         path = self._settings_path(name)

@@ -143,6 +143,10 @@ def locate(target: str | Path | Location) -> Location:
     """The `Location` of a local path or a URI (``s3://``, ``gs://``, ``file://``, or an fsspec protocol)."""
     if isinstance(target, Location):
         return target
+    if not isinstance(target, (str, os.PathLike)):  # str(None) would be a folder 'None', a list a file "['a']"
+        raise TypeError(f"expected a path or a URI (s3://bucket/...), got {type(target).__name__} {target!r}.")
+    if not str(target).strip():  # the current folder, among whatever it holds
+        raise ValueError("the path is empty; give a file, a folder or a URI.")
     text = str(target)
     scheme = _SCHEME.match(text)
     if scheme is None or scheme.group(1).lower() == "file":

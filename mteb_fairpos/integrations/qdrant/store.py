@@ -94,14 +94,21 @@ def open_store(
     if url is not None and path is not None:
         raise ValueError("give either a local path or a server url, not both.")
     if url is not None:
+        if backend is not None:  # a server runs its own engine
+            raise ValueError("backend= chooses the embedded engine of path=; a server (url=) runs its own.")
         return ServerStore.open(url, api_key=api_key, timeout=timeout, **client_kwargs)
     if api_key is not None:
         raise ValueError("an API key only applies to a server; give url= as well.")
+    if path is not None and not str(path).strip():  # '' would be the current folder, among whatever it holds
+        raise ValueError("path is empty; give the store's folder (or None for a local-mode store in memory).")
     if path is not None and str(path) != ":memory:":
         refuse_foreign(path)
     if embedded_backend(path, backend) == "edge":
         if path is None or str(path) == ":memory:":
             raise ValueError("the Qdrant Edge backend stores its data in a folder; give path=.")
+        if client_kwargs:  # Qdrant Edge runs in this process: no client to give them to
+            raise TypeError(f"{', '.join(sorted(client_kwargs))}: options of qdrant-client, which a Qdrant Edge store "
+                            "does not use (open a server with url=, or local mode with backend='local').")
         return EdgeStore(path)
     if path is not None and holds_edge(path):  # local mode would write beside the shards, and hide them
         if holds_local_mode(path):
