@@ -551,3 +551,34 @@ def test_an_uncalibrated_collection_stores_one_vector(model):
 def docs_text(doc_id):
     docs, _ = parse_documents(RECORDS)
     return next(d.text for d in docs if d.doc_id == doc_id)
+
+
+@pytest.mark.parametrize(("options", "message"), [({"batch_size": 0}, "batch_size must be a positive integer, got 0."),
+                                                  ({"upsert_batch_size": 0}, "upsert_batch_size must be a positive integer, got 0."),
+                                                  ({"batch_size": 2.5}, "batch_size must be a positive integer, got 2.5.")])
+def test_a_batch_size_no_run_can_use_is_refused_before_a_collection_is_made(stored, options, message):
+    """Checked after the collection was created, it left an empty collection behind."""
+    with pytest.raises(ValueError) as caught:
+        stored.index(RECORDS[:1], **options)
+    assert str(caught.value) == message and not stored.store.exists("news")
+
+
+def test_count_knows_its_kinds(stored):
+    stored.index(RECORDS[:2])
+    assert stored.count() == stored.count("document") + stored.count("segment") and stored.count("document") == 2
+    with pytest.raises(ValueError, match="kind must be None \\(every point\\), 'document' or 'segment', got 'documents'"):
+        stored.count("documents")  # it matched no point: 0
+
+
+@pytest.mark.parametrize(("options", "message"), [({"ks": "15"}, "ks must be a list of positive integers"),
+                                                  ({"ks": [1.7]}, "ks must be a list of positive integers"),
+                                                  ({"ks": 5}, "ks must be a list of positive integers"),
+                                                  ({"ks": []}, "ks must be a list of positive integers"),
+                                                  ({"vectors": "calibrated"}, "vectors must be a list of vector names, got 'calibrated'"),
+                                                  ({"vectors": []}, "vectors must be a list of vector names, got []")])
+def test_discoverability_options_are_not_misread(stored, options, message):
+    """'15' was read as the cut-offs 1 and 5, 1.7 as 1, a vector name letter by letter, no vectors as an empty report."""
+    stored.index(RECORDS[:2])
+    with pytest.raises(ValueError) as caught:
+        stored.discoverability(**options)
+    assert str(caught.value).startswith(message)

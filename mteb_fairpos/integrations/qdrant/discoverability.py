@@ -19,6 +19,7 @@ from typing import Any
 
 from qdrant_client import models
 
+from ...config import whole
 from ...fairness import psi, undefined_reason
 from ...jsonl import jsonl_lines
 from . import store
@@ -154,13 +155,16 @@ def discoverability(
     Queries: ``queries`` if given (``{"doc_id", "position", "query"}``), else every segment of
     ``documents``, else every segment of the indexed documents (their stored text).
     """
-    ks = tuple(sorted(set(int(k) for k in ks)))
-    if not ks or ks[0] < 1:
-        raise ValueError(f"ks must be positive integers, got {ks}.")
+    cutoffs = list(ks) if isinstance(ks, Iterable) and not isinstance(ks, (str, bytes)) else []  # '15' was 1 and 5
+    if not cutoffs or not all(whole(k) and k >= 1 for k in cutoffs):
+        raise ValueError(f"ks must be a list of positive integers (the cut-offs of recall@k), got {ks!r}.")
+    ks = tuple(sorted(set(int(k) for k in cutoffs)))
     if depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth}.")
     depth = max(depth, ks[-1])  # the ranks searched cover every cut-off
     spec = index.searchable_spec()
+    if isinstance(vectors, str) or (vectors is not None and not list(vectors)):  # a name read letter by letter
+        raise ValueError(f"vectors must be a list of vector names, got {vectors!r}.")
     names = list(vectors) if vectors is not None else [v for v in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) if v in spec.vectors]
     for name in names:
         if name not in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED) or name not in spec.vectors:

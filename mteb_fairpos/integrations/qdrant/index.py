@@ -32,6 +32,7 @@ from typing import Any
 from qdrant_client import models
 from sentence_transformers import SentenceTransformer
 
+from ...config import whole
 from ...segmented import require_mean_pooling
 from . import store
 from .backends import Store
@@ -294,6 +295,9 @@ class FairQdrantIndex:
         batch k is written on a thread while batch k+1 is embedded (the network wait overlaps the
         model); local mode writes in place, since its SQLite store belongs to the thread that opened
         it and the write costs little."""
+        for name, value in (("batch_size", batch_size), ("upsert_batch_size", upsert_batch_size)):
+            if not whole(value) or value < 1:  # before the collection is made: a run that cannot write leaves none
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
         start = time.perf_counter()
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,
@@ -363,6 +367,8 @@ class FairQdrantIndex:
     # ------------------------------------------------------------------ reading
     def count(self, kind: str | None = None) -> int:
         """Number of points (all, or only ``"document"`` / ``"segment"`` points)."""
+        if kind not in (None, "document", "segment"):  # any other kind matches no point: 0, as if counted
+            raise ValueError(f"kind must be None (every point), 'document' or 'segment', got {kind!r}.")
         flt = None if kind is None else models.Filter(must=[models.FieldCondition(key="kind", match=models.MatchValue(value=kind))])
         return self.store.count(self.collection, flt)
 
