@@ -6,6 +6,7 @@ calibrated once a sequence has at least 8 content tokens).
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -582,3 +583,32 @@ def test_discoverability_options_are_not_misread(stored, options, message):
     with pytest.raises(ValueError) as caught:
         stored.discoverability(**options)
     assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"position": []}, "position is an empty list, which no position matches; give one or more, or None for any."),
+    ({"language": []}, "language is an empty list, which no language matches; give one or more, or None for any."),
+    ({"language": ""}, "language must be a non-empty string or a list of them, got ''."),
+    ({"position": 2, "coverage": []}, "coverage must be a non-empty list among 'full', 'partial', 'cut' (or None for any), got []."),
+    ({"position": 2, "coverage": "full"}, "coverage must be a non-empty list among 'full', 'partial', 'cut' (or None for any), got 'full'."),
+    ({"position": 1.0}, "position must be an integer or a list of them, got 1.0."),
+    ({"position": True}, "position must be an integer or a list of them, got True."),
+])
+def test_a_filter_that_would_match_nothing_or_be_misread_is_refused(options, message):
+    """Before: an empty list or text matched nothing and searches returned [] without a word; 1.0 failed on
+    'float' is not iterable; a coverage text was read letter by letter."""
+    with pytest.raises(ValueError) as caught:
+        position_filter(**options)
+    assert str(caught.value) == message
+
+
+def test_numpy_positions_filter_as_ints():
+    assert position_filter(np.int64(2), level="segment").must[0].match.value == 2
+    assert position_filter(np.array([1, 2]), level="segment").must[0].match.any == [1, 2]
+
+
+@pytest.mark.parametrize("limit", [0, 2.5, "3", None, True])
+def test_a_limit_that_is_no_count_is_named(index, limit):
+    index.index(RECORDS[:1])
+    with pytest.raises(ValueError, match=f"limit must be a positive integer, got {re.escape(repr(limit))}"):
+        index.search("anything", limit=limit)

@@ -9,12 +9,13 @@ position and language. Every hit carries the document id and its segment layout.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from qdrant_client import models
 
+from ...config import whole
 from . import store
 from .backends import Store
 
@@ -67,9 +68,10 @@ def position_filter(position: int | Sequence[int] | None = None, language: str |
     if not conditions:
         return None
     if coverage is not None and level == "document":
-        unknown = [c for c in coverage if c not in ("full", "partial", "cut")]
-        if unknown:
-            raise ValueError(f"coverage must be among 'full', 'partial', 'cut', got {unknown}.")
+        unknown = [coverage] if isinstance(coverage, str) else [c for c in coverage if c not in ("full", "partial", "cut")]
+        if unknown or not coverage:  # a text would be read letter by letter, an empty list match nothing
+            raise ValueError(f"coverage must be a non-empty list among 'full', 'partial', 'cut' (or None for any), got "
+                             f"{coverage!r}.")
         conditions.append(models.FieldCondition(key="coverage", match=models.MatchAny(any=list(coverage))))
     if level == "segment":
         return models.Filter(must=conditions)
@@ -94,8 +96,8 @@ def search(
     ``language`` / ``coverage`` as in `position_filter`."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError("the query must be a non-empty string.")
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}.")
+    if not whole(limit) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}.")
     spec = index.searchable_spec()
     if vector is None:  # the calibrated vectors, or the only ones an uncalibrated collection has
         vector = "calibrated" if store.VECTOR_CALIBRATED in spec.vectors else "uncalibrated"
@@ -131,12 +133,18 @@ def vector_name(spec: store.CollectionSpec, vector: str, level: str) -> str:
 
 
 def _match(value: Any, kind: type, name: str) -> models.MatchValue | models.MatchAny:
-    values = [value] if isinstance(value, (str, int)) else list(value)
+    """One value or a list of them; an empty list or text would match nothing, unseen."""
+    one = isinstance(value, str) or (kind is int and whole(value))
+    values = [value] if one else list(value) if isinstance(value, Iterable) else [value]
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, kind):
-            raise ValueError(f"{name} must be {'an integer' if kind is int else 'a string'} or a list of them, got {v!r}.")
+        if not (whole(v) if kind is int else isinstance(v, str) and v.strip()):
+            raise ValueError(f"{name} must be {'an integer' if kind is int else 'a non-empty string'} or a list of "
+                             f"them, got {v!r}.")
+    if not values:
+        raise ValueError(f"{name} is an empty list, which no {name} matches; give one or more, or None for any.")
     if kind is int and any(v < 1 for v in values):
         raise ValueError(f"positions are 1-based, got {values}.")
+    values = [int(v) for v in values] if kind is int else values
     return models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=values)
 
 
