@@ -652,3 +652,21 @@ def test_on_a_server_batches_are_written_while_the_next_is_embedded(tmp_path, mo
         report = index.index_file(path, batch_size=3, show_progress=False)
     assert report.written == 10 and len(server.points["pages"]) == 10
     assert len(threads) == 4 and all(name.startswith("fairpos-write") for name in threads)
+
+
+def test_load_and_copy_take_a_users_qdrant_client_and_name_what_is_no_store(tmp_path, model):
+    """As FairQdrantIndex does: a QdrantClient is wrapped; a path or None was an AttributeError in read_spec."""
+    from qdrant_client import QdrantClient
+
+    from mteb_fairpos.integrations.qdrant.copy import copy_collection
+
+    path = write_jsonl(tmp_path / "docs.jsonl", records(4))
+    encode_to_parts(path, tmp_path / "parts", model, "pages", show_progress=False)
+    client = QdrantClient(":memory:")
+    report = load_parts(tmp_path / "parts", client, show_progress=False)
+    assert report.points > 0 and client.count("pages").count == report.points
+    for target in (str(tmp_path / "store"), None):
+        with pytest.raises(TypeError, match=f"expected a Store or a qdrant_client.QdrantClient, got {type(target).__name__}"):
+            load_parts(tmp_path / "parts", target, show_progress=False)
+    with pytest.raises(ValueError, match="source and target are the same store; copy into another one."):
+        copy_collection(client, client, "pages")  # it reported every point copied

@@ -18,6 +18,7 @@ from qdrant_client import models
 
 from . import store
 from .backends import Store
+from .clients import as_store
 from .writer import Writer
 
 
@@ -51,6 +52,9 @@ def copy_collection(source: Store, target: Store, collection: str, *, batch_size
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
+    if source is target:  # every point would be written over itself, and counted as copied
+        raise ValueError("source and target are the same store; copy into another one.")
+    source, target = as_store(source), as_store(target)  # a Store, or the user's own QdrantClient
     spec = store.read_spec(source, collection)
     if spec is None:
         raise store.QdrantIndexError(f"collection {collection!r} does not exist in the source store; nothing to copy.")

@@ -31,6 +31,7 @@ from . import parts as part_files
 from . import store
 from .listing import Listing, held
 from .backends import Store
+from .clients import as_store
 from .encode import MANIFEST
 from .storage import Location, locate
 from .writer import Writer
@@ -122,6 +123,7 @@ def load_parts(
     start = time.perf_counter()
     if on_bad not in ("raise", "skip"):
         raise ValueError(f"on_bad must be 'raise' or 'skip', got {on_bad!r}.")
+    target = as_store(target)  # a Store, or the user's own QdrantClient, as FairQdrantIndex takes them
     folder = locate(folder)  # a local folder or a URI such as s3://bucket/prefix
     files = part_files.part_files(folder)
     manifest = _read_manifest(folder, partial)
