@@ -670,3 +670,17 @@ def test_load_and_copy_take_a_users_qdrant_client_and_name_what_is_no_store(tmp_
             load_parts(tmp_path / "parts", target, show_progress=False)
     with pytest.raises(ValueError, match="source and target are the same store; copy into another one."):
         copy_collection(client, client, "pages")  # it reported every point copied
+
+
+def test_settings_a_loaded_model_would_ignore_are_refused(tmp_path, model):
+    """With a loaded model, calibration= and max_length= were ignored (max_length=8 still encoded 256 tokens)."""
+    path = write_jsonl(tmp_path / "docs.jsonl", records(2))
+    for options, given in (({"max_length": 8}, "max_length"), ({"calibration": "none"}, "calibration"),
+                           ({"calibration": "none", "max_length": 8}, "calibration and max_length")):
+        with pytest.raises(ValueError, match=f"^{given} apply to a model loaded from its name or path"):
+            encode_to_parts(path, tmp_path / "parts", model, "pages", show_progress=False, **options)
+    with pytest.raises(ValueError, match="max_length must be None \\(the model's own\\) or a positive integer, got 0"):
+        encode_to_parts(path, tmp_path / "parts", "some/model", "pages", max_length=0, show_progress=False)
+    with pytest.raises(TypeError, match="model must be a Hub id or path, a loaded SentenceTransformer or a callable"):
+        encode_to_parts(path, tmp_path / "parts", None, "pages", show_progress=False)
+    assert not (tmp_path / "parts").exists()

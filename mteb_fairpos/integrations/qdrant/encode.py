@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 
 from sentence_transformers import SentenceTransformer
 
+from ...config import whole
 from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
@@ -128,6 +129,15 @@ def encode_to_parts(
     store.check_collection_name(collection, folder=True)
     if engine not in ("local", "ray"):
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}.")
+    if not isinstance(model, str):  # a loaded model, or a callable that loads one, is used as it is
+        if not callable(model) and not isinstance(model, SentenceTransformer):
+            raise TypeError(f"model must be a Hub id or path, a loaded SentenceTransformer or a callable returning "
+                            f"one, got {type(model).__name__}.")
+        if given := [name for name, value in (("calibration", calibration), ("max_length", max_length)) if value is not None]:
+            raise ValueError(f"{' and '.join(given)} apply to a model loaded from its name or path; this model is used "
+                             "as it is (set them on it, or give its name).")
+    if max_length is not None and (not whole(max_length) or max_length < 1):  # 0 was read as 'not given'
+        raise ValueError(f"max_length must be None (the model's own) or a positive integer, got {max_length!r}.")
     if actors < 1:
         raise ValueError(f"actors must be >= 1, got {actors}.")
     if engine == "local" and (actors != 1 or gpus_per_actor is not None or address is not None):
