@@ -612,3 +612,16 @@ def test_a_limit_that_is_no_count_is_named(index, limit):
     index.index(RECORDS[:1])
     with pytest.raises(ValueError, match=f"limit must be a positive integer, got {re.escape(repr(limit))}"):
         index.search("anything", limit=limit)
+
+
+@pytest.mark.parametrize(("queries", "message"), [
+    ([{"doc_id": "a", "position": 1, "query": "q"}] * 2, "query 2: repeats query 1 (the same doc_id, position and query)."),
+    ([PositionQuery("a", 0, "q")], "query 1: 'position' must be a 1-based integer, got 0."),
+    ([PositionQuery("a", 1, "  ")], "query 1: 'query' must be a non-empty string."),
+])
+def test_queries_given_in_python_are_checked_as_a_file_is(stored, queries, message):
+    """A repeated query weighed twice in its position's recall; a PositionQuery at position 0 made a row for it."""
+    stored.index(RECORDS[:2])
+    with pytest.raises(InputError) as caught:
+        stored.discoverability(queries=queries)
+    assert str(caught.value) == message

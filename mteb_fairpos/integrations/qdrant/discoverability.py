@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,7 @@ def discoverability(
             raise ValueError(f"cannot rank documents by vector {name!r}; the collection's document vectors are "
                              f"{[v for v in spec.vectors if v in (store.VECTOR_CALIBRATED, store.VECTOR_UNCALIBRATED)]}.")
     if queries is not None:
-        items = [_as_query(q, i) for i, q in enumerate(queries, start=1)]
+        items = _distinct((_as_query(q, i), f"query {i}") for i, q in enumerate(queries, start=1))
     elif documents is not None:
         items = [PositionQuery(d.doc_id, s.position, d.segment_text(s)) for d in documents for s in d.segments]
     else:
@@ -273,23 +273,33 @@ def read_queries(path: str | Path) -> list[PositionQuery]:
         raise InputError(f"queries file {str(path)!r} is a folder; give the JSONL file.")
     if not path.is_file():
         raise FileNotFoundError(f"queries file {str(path)!r} does not exist.")
-    items, first = [], {}
-    for number, record, malformed in jsonl_lines(path):
-        where = f"{path.name} line {number}"
-        if malformed:
-            raise InputError(f"{where}: malformed JSON ({malformed}).")
-        item = _as_query(record, where)
-        if first.setdefault(item, number) != number:  # counted twice, it would weigh twice in its position's recall
-            raise InputError(f"{where}: repeats line {first[item]} (the same doc_id, position and query).")
-        items.append(item)
+    def lines() -> Iterator[tuple[PositionQuery, str]]:
+        for number, record, malformed in jsonl_lines(path):
+            where = f"{path.name} line {number}"
+            if malformed:
+                raise InputError(f"{where}: malformed JSON ({malformed}).")
+            yield _as_query(record, where), where
+
+    items = _distinct(lines())
     if not items:
         raise InputError(f"queries file {str(path)!r} holds no queries (one JSON object per line: doc_id, position, query).")
     return items
 
 
+def _distinct(queries: Iterable[tuple[PositionQuery, str]]) -> list[PositionQuery]:
+    """The queries, each once: counted twice, one would weigh twice in its position's recall."""
+    items, first = [], {}
+    for item, where in queries:
+        if first.setdefault(item, where) != where:
+            earlier = " ".join(first[item].split(" ")[-2:])  # "line 1" of a file, "query 1" of a list
+            raise InputError(f"{where}: repeats {earlier} (the same doc_id, position and query).")
+        items.append(item)
+    return items
+
+
 def _as_query(item: PositionQuery | dict, where: Any) -> PositionQuery:
-    if isinstance(item, PositionQuery):
-        return item
+    if isinstance(item, PositionQuery):  # checked as a line is
+        item = {"doc_id": item.doc_id, "position": item.position, "query": item.text}
     label = where if isinstance(where, str) else f"query {where}"
     if not isinstance(item, dict):
         raise InputError(f"{label}: expected an object with 'doc_id', 'position' and 'query'.")
