@@ -625,3 +625,14 @@ def test_queries_given_in_python_are_checked_as_a_file_is(stored, queries, messa
     with pytest.raises(InputError) as caught:
         stored.discoverability(queries=queries)
     assert str(caught.value) == message
+
+
+def test_point_ids_take_integer_document_ids_as_records_do_and_refuse_other_positions():
+    """An integer id failed on len(); a position of 1.0 or True named another point, so lookups missed."""
+    assert point_id("news", 7) == point_id("news", "7") and point_id("news", "a", np.int64(2)) == point_id("news", "a", 2)
+    assert point_id("news", "a", 2) == "9c9112cf-f9af-51f3-bbd6-1c624439d7ce"  # the ids of stored collections are unchanged
+    for position in (1.0, True, -1):
+        with pytest.raises(ValueError, match=f"position must be 0 \\(the document point\\) or a 1-based segment position, got {position!r}"):
+            point_id("news", "a", position)
+    with pytest.raises(TypeError, match="doc_id must be a string or an integer, got NoneType None"):
+        point_id("news", None)

@@ -31,6 +31,7 @@ from .backends import (  # noqa: F401 - the errors are part of this module's int
     status_of,
 )
 from .clients import LocalStore, ServerStore, holds_local_mode
+from ...config import whole
 from .listing import some
 from .edge import LOCK_FILE, EdgeStore, holds_edge, mixed  # the store only: qdrant_edge itself is imported when a store is opened
 
@@ -317,9 +318,15 @@ def ensure_payload_indexes(store: Store, collection: str) -> list[str]:
 def point_id(collection: str, doc_id: str, position: int = 0) -> str:
     """Deterministic point id (UUID 5): the document point has position 0, segment points 1..n.
 
-    The name is length-prefixed, so no two (collection, document id, position) triples share it.
+    The name is length-prefixed, so no two (collection, document id, position) triples share it. An integer
+    document id is its text, as a record's is; a position is a whole number (1.0 or True would name another point).
     """
-    return str(uuid.uuid5(_NAMESPACE, f"{len(collection)}:{collection}{len(doc_id)}:{doc_id}{position}"))
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise TypeError(f"doc_id must be a string or an integer, got {type(doc_id).__name__} {doc_id!r}.")
+    if not whole(position) or position < 0:
+        raise ValueError(f"position must be 0 (the document point) or a 1-based segment position, got {position!r}.")
+    doc_id = str(doc_id)
+    return str(uuid.uuid5(_NAMESPACE, f"{len(collection)}:{collection}{len(doc_id)}:{doc_id}{int(position)}"))
 
 
 # ---------------------------------------------------------------------------- retries
