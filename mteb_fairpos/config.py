@@ -31,6 +31,12 @@ def whole(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def require_positive(value: object, name: str) -> None:
+    """Refuse ``value`` unless it is a positive integer, naming the argument ``name``."""
+    if not whole(value) or value < 1:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+
+
 class ConfigError(ValueError):
     """An invalid calibration setting; the message says what is allowed."""
 

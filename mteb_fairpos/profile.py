@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from .calibration import basket_layout, first_valid, last_valid
-from .config import POOLINGS, CalibrationConfig, LayerSpec, Pooling, whole
+from .config import POOLINGS, CalibrationConfig, LayerSpec, Pooling, require_positive
 from .model import model_inputs, naming_the_model
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
@@ -163,9 +163,8 @@ def attention_profile(
         raise ValueError("attention_profile needs at least one text.")
     if (bad := next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)) is not None:
         raise TypeError(f"texts must be strings; text {bad} is {type(texts[bad]).__name__}: {texts[bad]!r}.")
-    for name, value in (("basket_size", basket_size), ("batch_size", batch_size)):
-        if not whole(value) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    require_positive(basket_size, "basket_size")
+    require_positive(batch_size, "batch_size")
     if pooling is not None and pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} or None (read from the model), got {pooling!r}.")
     resolved = resolve_pooling(model, None, pooling)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import whole
+from .config import require_positive, whole
 from .mteb_models import BASE_MODELS, fair_model_meta
 from .segmented import find_sentence_transformer
 
@@ -99,8 +99,8 @@ class Chunker:
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"unknown chunking method {method!r}; choose one of {METHODS}.")
-        if max_tokens is not None and (not whole(max_tokens) or max_tokens <= 0):
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}.")
+        if max_tokens is not None:
+            require_positive(max_tokens, "max_tokens")
         self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         self.tokenizer = tokenizer
         self.requested = method

@@ -32,7 +32,7 @@ from typing import Any
 from qdrant_client import models
 from sentence_transformers import SentenceTransformer
 
-from ...config import whole
+from ...config import require_positive
 from ...segmented import require_mean_pooling
 from . import store
 from .backends import Store
@@ -295,9 +295,8 @@ class FairQdrantIndex:
         batch k is written on a thread while batch k+1 is embedded (the network wait overlaps the
         model); local mode writes in place, since its SQLite store belongs to the thread that opened
         it and the write costs little."""
-        for name, value in (("batch_size", batch_size), ("upsert_batch_size", upsert_batch_size)):
-            if not whole(value) or value < 1:  # before the collection is made: a run that cannot write leaves none
-                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        require_positive(batch_size, "batch_size")  # before the collection is made: a run that cannot write leaves none
+        require_positive(upsert_batch_size, "upsert_batch_size")
         start = time.perf_counter()
         report = IndexReport(self.collection, documents=total, invalid=invalid)
         spec, report.created_collection = self.prepare(uncalibrated=uncalibrated, late_chunks=late_chunks,

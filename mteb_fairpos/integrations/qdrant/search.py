@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from qdrant_client import models
 
-from ...config import whole
+from ...config import require_positive, whole
 from . import store
 from .backends import Store
 
@@ -96,8 +96,7 @@ def search(
     ``language`` / ``coverage`` as in `position_filter`."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError("the query must be a non-empty string.")
-    if not whole(limit) or limit < 1:
-        raise ValueError(f"limit must be a positive integer, got {limit!r}.")
+    require_positive(limit, "limit")
     spec = index.searchable_spec()
     if vector is None:  # the calibrated vectors, or the only ones an uncalibrated collection has
         vector = "calibrated" if store.VECTOR_CALIBRATED in spec.vectors else "uncalibrated"
@@ -135,7 +134,7 @@ def vector_name(spec: store.CollectionSpec, vector: str, level: str) -> str:
 def _match(value: Any, kind: type, name: str) -> models.MatchValue | models.MatchAny:
     """One value or a list of them; an empty list or text would match nothing, unseen."""
     one = isinstance(value, str) or (kind is int and whole(value))
-    values = [value] if one else list(value) if isinstance(value, Iterable) else [value]
+    values = list(value) if isinstance(value, Iterable) and not one else [value]
     for v in values:
         if not (whole(v) if kind is int else isinstance(v, str) and v.strip()):
             raise ValueError(f"{name} must be {'an integer' if kind is int else 'a non-empty string'} or a list of "
