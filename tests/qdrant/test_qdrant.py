@@ -470,6 +470,30 @@ def test_nothing_to_index_creates_no_collection(stored):
     assert stored.stored_spec() is None  # no empty collection pinned to the model was left behind
 
 
+def test_hand_built_documents_are_checked_as_records_are(stored):
+    """A Document made in Python gets the checks a record gets: spans, positions, texts, metadata and ids."""
+    from mteb_fairpos.integrations.qdrant import Document, Segment
+
+    good = Document("d", "alpha beta", (Segment(1, 0, 5), Segment(2, 6, 10, "de")))
+    cases = [
+        (Document("d", "alpha beta", (Segment(1, 6, 2),)), r"document 1 \(document 'd'\) segment 1: span \[6, 2\)"),
+        (Document("d", "alpha beta", (Segment(2, 0, 5),)), "segment 1: its position is 2"),
+        (Document("d", "alpha beta", (Segment(1, 0, 5), (6, 10))), "segment 2: expected a Segment, got tuple"),
+        (Document("d", "alpha beta", (Segment(1, 0, 5),), {"score": float("nan")}), "metadata.score = nan"),
+        (Document("", "alpha beta", (Segment(1, 0, 5),)), "the document 'id' is empty"),
+        (Document("d", "alpha \ud800", (Segment(1, 0, 5),)), "lone surrogate"),
+    ]
+    for document, message in cases:
+        with pytest.raises(InputError, match=message):
+            stored.index([document], show_progress=False)
+    with pytest.raises(InputError, match="occur more than once"):
+        stored.index([good, good], show_progress=False)
+    assert stored.stored_spec() is None  # nothing was made for the refused input
+    report = stored.index([good, Document("e", "x", (Segment(1, 0, 0),))], on_error="skip", show_progress=False)
+    assert report.written == 1 and len(report.invalid) == 1 and "document 2" in str(report.invalid[0])
+    assert {hit.doc_id for hit in stored.search("beta", limit=3)} == {"d"}
+
+
 def test_queries_naming_unknown_documents_or_positions_are_refused(index):
     index.index(RECORDS, show_progress=False)
     with pytest.raises(InputError, match=r"1 quer\(ies\) name document\(s\) that are not in collection 'news': 'sciense'"):

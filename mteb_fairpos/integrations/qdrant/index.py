@@ -48,7 +48,7 @@ from .encoding import (
 from .listing import Listing, held
 from .points import collection_spec, content_hash, document_points, refuse_no_uncalibrated
 from .input import INDEX_WINDOW, InputScan, parse_documents, read_range, scan_file
-from .records import Document, OnError, Problem, check_iterable_of_records, require_documents
+from .records import Document, OnError, Problem, as_record, check_iterable_of_records, require_documents
 from .search import SearchHit, search
 from .store import CollectionSpec, open_store
 from .writer import Writer
@@ -428,15 +428,12 @@ def _require_window(window: int) -> None:
 def _as_documents(documents: Iterable[Document | dict], on_error: OnError) -> tuple[list[Document], list[Problem]]:
     check_iterable_of_records(documents)
     items = list(documents)
-    if all(isinstance(d, Document) for d in items):
-        seen: set[str] = set()
-        for d in items:
-            if d.doc_id in seen:
-                raise ValueError(f"duplicate document id {d.doc_id!r}; every document needs its own id.")
-            seen.add(d.doc_id)
-        return items, []  # type: ignore[return-value]
     if any(isinstance(d, Document) for d in items):
-        raise TypeError("pass either Document objects or records (dicts), not a mix.")
+        if not all(isinstance(d, Document) for d in items):
+            raise TypeError("pass either Document objects or records (dicts), not a mix.")
+        # a hand-built Document is checked as the record it stands for: the same spans, ids, texts and metadata
+        items = [as_record(d, f"document {number}") for number, d in enumerate(items, start=1)]
+        return parse_documents(items, on_error=on_error, source="document")
     return parse_documents(items, on_error=on_error)
 
 

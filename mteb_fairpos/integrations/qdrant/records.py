@@ -149,6 +149,25 @@ def parse_document(record: Any, where: str = "record") -> Document:
     return document
 
 
+def as_record(document: Document, where: str = "document") -> dict[str, Any]:
+    """A hand-built :class:`Document` as the record it stands for, so that it is validated as records are.
+
+    A segment's position is its place in the list; one that says otherwise is refused rather than renumbered.
+    """
+    if not isinstance(document.segments, (list, tuple)):
+        raise InputError(f"{where}: 'segments' must be a tuple of Segment, got {type(document.segments).__name__}.")
+    spans = []
+    for place, segment in enumerate(document.segments, start=1):
+        if not isinstance(segment, Segment):
+            raise InputError(f"{where} segment {place}: expected a Segment, got {type(segment).__name__}.")
+        if segment.position != place or isinstance(segment.position, bool):
+            raise InputError(f"{where} segment {place}: its position is {segment.position!r}, but it is segment "
+                             f"{place} of the document; positions are 1, 2, ... in the order of the segments.")
+        spans.append({"start": segment.start, "end": segment.end, "language": segment.language,
+                      "id": segment.segment_id})
+    return {"id": document.doc_id, "text": document.text, "segments": spans, "metadata": document.metadata}
+
+
 def check_iterable_of_records(records: Any) -> None:
     """A string, path or single dict where a list of records belongs is a clear TypeError."""
     if isinstance(records, (str, bytes, Path)):
