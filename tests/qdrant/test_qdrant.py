@@ -470,6 +470,20 @@ def test_nothing_to_index_creates_no_collection(stored):
     assert stored.stored_spec() is None  # no empty collection pinned to the model was left behind
 
 
+def test_options_nothing_would_use_are_named(model, stored):
+    """Options qdrant-client's local mode would drop, a misspelt collection option and a wrong ``invalid`` are refused."""
+    with pytest.raises(TypeError, match=r"timeot: options of a qdrant-client server client, which local mode ignores"):
+        FairQdrantIndex(model, "news", timeot=3)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) shard_numbr; the collection options are on_disk_payload, "
+                                        "replication_factor, shard_number, write_consistency_factor"):
+        stored.index(RECORDS, shard_numbr=2, show_progress=False)
+    with pytest.raises(TypeError, match="invalid must be a list of Problem"):
+        stored.index(RECORDS, invalid="oops", show_progress=False)
+    assert stored.stored_spec() is None
+    with FairQdrantIndex(model, "news", force_disable_check_same_thread=True) as index:  # an option local mode uses
+        assert index.index(RECORDS[:1], show_progress=False).written == 1
+
+
 def test_hand_built_documents_are_checked_as_records_are(stored):
     """A Document made in Python gets the checks a record gets: spans, positions, texts, metadata and ids."""
     from mteb_fairpos.integrations.qdrant import Document, Segment

@@ -107,6 +107,10 @@ class ClientStore(Store):
         self._client.close()
 
 
+LOCAL_OPTIONS = frozenset({"force_disable_check_same_thread", "local_inference_batch_size"})
+"""The ``QdrantClient`` options local mode uses."""
+
+
 class LocalStore(ClientStore):
     """qdrant-client's local mode: a folder (SQLite) or memory, in this process."""
 
@@ -114,7 +118,14 @@ class LocalStore(ClientStore):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, **client_kwargs: Any) -> LocalStore:
-        """The local-mode store in the folder ``path`` (``None`` or ``":memory:"``: in memory)."""
+        """The local-mode store in the folder ``path`` (``None`` or ``":memory:"``: in memory).
+
+        qdrant-client drops the options of a server client in local mode without a word; they are refused here.
+        """
+        ignored = sorted(set(client_kwargs) - LOCAL_OPTIONS)
+        if ignored:
+            raise TypeError(f"{', '.join(ignored)}: options of a qdrant-client server client, which local mode ignores "
+                            f"(it takes {', '.join(sorted(LOCAL_OPTIONS))}); give url= to open a server.")
         if path is None or str(path) == ":memory:":
             return cls(QdrantClient(location=":memory:", **client_kwargs))
         try:

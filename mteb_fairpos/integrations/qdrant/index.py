@@ -256,6 +256,8 @@ class FairQdrantIndex:
         collection is created.
         """
         _require_window(window)
+        if isinstance(invalid, (str, bytes)) or not all(isinstance(problem, Problem) for problem in invalid):
+            raise TypeError("invalid must be a list of Problem: the records left out before this call, to be reported.")
         docs, problems = _as_documents(documents, on_error)
         require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
         windows = (docs[begin:begin + window] for begin in range(0, len(docs), window))
@@ -295,6 +297,10 @@ class FairQdrantIndex:
         batch k is written on a thread while batch k+1 is embedded (the network wait overlaps the
         model); local mode writes in place, since its SQLite store belongs to the thread that opened
         it and the write costs little."""
+        unknown = sorted(set(collection_options) - COLLECTION_OPTIONS)
+        if unknown:  # named here, not as prepare()'s TypeError
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; the collection options are "
+                            f"{', '.join(sorted(COLLECTION_OPTIONS))}.")
         require_positive(batch_size, "batch_size")  # before the collection is made: a run that cannot write leaves none
         require_positive(upsert_batch_size, "upsert_batch_size")
         start = time.perf_counter()
@@ -418,6 +424,10 @@ def _write(writer: Writer, hashes: _Hashes, encoded: Sequence[EncodedDocument], 
     report.stale_points_deleted += written.stale
     if progress is not None:
         progress.update(len(encoded))
+
+
+COLLECTION_OPTIONS = frozenset({"shard_number", "replication_factor", "write_consistency_factor", "on_disk_payload"})
+"""What :meth:`FairQdrantIndex.prepare` passes on to the collection when it creates one."""
 
 
 def _require_window(window: int) -> None:
