@@ -69,6 +69,22 @@ class FairnessBootstrap:
     units: str
 
 
+def whole_positions(positions: Any) -> np.ndarray:
+    """``positions`` as integers, refusing any that is not a whole number (1.3 would be read as 1)."""
+    raw = np.asarray(positions)
+    whole = raw.astype(np.int64) if raw.dtype.kind in "iuf" else raw
+    if raw.ndim != 1 or raw.dtype.kind not in "iuf" or (raw.dtype.kind == "f" and not np.array_equal(raw, whole)):
+        raise ValueError("positions must be one whole number per observation (1..n).")
+    return whole
+
+
+def require_coverage(positions: np.ndarray, n: int) -> None:
+    """Refuse observations that do not cover positions 1..n, each of them."""
+    present = set(np.unique(positions).tolist())
+    if present != set(range(1, n + 1)):
+        raise ValueError(f"observations must cover positions 1..{n}; got {sorted(present)}.")
+
+
 def _measures(values: Any, name: str) -> np.ndarray:
     """One value per observation, NaN where unmeasured; an infinite one would pass for unmeasured (dropped unseen)."""
     measured = np.asarray(values, dtype=np.float64)
@@ -100,10 +116,7 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     if not isinstance(resampling, Resampling):
         raise TypeError(f"resampling must be a Resampling (resamples, seed, confidence), got {type(resampling).__name__}.")
     values = _measures(values, "values")
-    raw = np.asarray(positions)
-    positions = raw.astype(np.int64) if raw.dtype.kind in "iuf" else raw
-    if raw.ndim != 1 or raw.dtype.kind not in "iuf" or (raw.dtype.kind == "f" and not np.array_equal(raw, positions)):
-        raise ValueError("positions must be one whole number per observation (1..n).")
+    positions = whole_positions(positions)
     if not (len(values) == len(positions) == len(sets) == len(topics)):
         raise ValueError("values, positions, sets and topics must have the same length.")
     if len(values) == 0 or positions.min() < 1:
@@ -111,6 +124,8 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     stratum = np.zeros(len(values), dtype=np.int64) if strata is None else cluster_codes(strata)
     if len(stratum) != len(values):
         raise ValueError("strata must hold one subset per observation, as values does.")
+    for code in np.unique(stratum):  # a missing position would leave the fairness of the others, as if n were smaller
+        require_coverage(positions[stratum == code], int(positions[stratum == code].max()))
     n_strata, n_positions = int(stratum.max()) + 1, int(positions.max())
     columns = stratum * n_positions + positions  # one profile column per (subset, position)
     # a segment set belongs to its subset (the same prefix for all where there is one: the same codes, the same draws)

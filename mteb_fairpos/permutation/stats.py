@@ -17,7 +17,9 @@ where a topic occurs in more than one set the errors are two-way cluster-robust 
 ``use_t=True``), honest for the few clusters of small runs. With few clusters the two-way subtraction can
 leave a coefficient a negative variance (statsmodels then gives no standard error); that coefficient takes
 the larger one-way variance instead. (The fairness bootstrap, `intervals`, takes it wherever the two-way
-variance is smaller than it, negative or not.)
+variance is smaller than it, negative or not.) Where the model fits every value up to rounding (constant values),
+every standard error is 0, and an effect that is 0 up to rounding is 0 with no p-value: statsmodels' figures would
+be rounding noise.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
+from ..config import whole
 from ..fairness import min_max_ratio
 from ..resampling import Resampling
 from ..results.schema import Estimate, ScoreEntry, Settings, dump
-from .intervals import cluster_codes, fairness_bootstrap, sets_share_topics
+from .intervals import cluster_codes, fairness_bootstrap, require_coverage, sets_share_topics, whole_positions
 
 
 @dataclass(frozen=True)
@@ -47,21 +50,29 @@ class Coefficient:
         return Estimate(self.estimate, self.se, self.pvalue if pvalue else None, self.ci_low, self.ci_high)
 
 
-def _check(values: np.ndarray, positions: np.ndarray, clusters: Sequence, n: int, topics: Sequence | None = None) -> np.ndarray:
-    """The cluster codes statsmodels takes: (N,) set codes, or (N, 2) set and topic codes where sets share topics."""
-    if not (len(values) == len(positions) == len(clusters)) or (topics is not None and len(topics) != len(values)):
+def _inputs(values, positions, clusters, n: Any, topics=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``values`` and ``positions`` as arrays, and the cluster codes statsmodels takes: (N,) set codes, or (N, 2)
+    set and topic codes where sets share topics."""
+    if not whole(n) or n < 1:
+        raise ValueError(f"n (the number of positions) must be a positive integer, got {n!r}.")
+    y = np.asarray(values, dtype=np.float64)
+    if y.ndim != 1:
+        raise ValueError(f"values must hold one value per observation, got an array of shape {y.shape}.")
+    pos = whole_positions(positions)
+    for name, column in (("clusters", clusters), ("topics", topics)):
+        if isinstance(column, (str, bytes)) or (column is None and name == "clusters"):
+            raise TypeError(f"{name} must hold one id per observation, got {type(column).__name__}.")
+    if not (len(y) == len(pos) == len(clusters)) or (topics is not None and len(topics) != len(y)):
         raise ValueError("values, positions, clusters and topics must have the same length.")
-    present = set(np.unique(positions).tolist())
-    if present != set(range(1, n + 1)):
-        raise ValueError(f"observations must cover positions 1..{n}; got {sorted(present)}.")
-    if not np.all(np.isfinite(values)):
+    require_coverage(pos, int(n))
+    if not np.all(np.isfinite(y)):
         raise ValueError("values contain NaN or infinity; drop unmeasured observations first.")
     codes = cluster_codes(clusters)
     if codes.max() < 1:
         raise ValueError("cluster-robust standard errors need at least two segment sets (clusters).")
     if topics is None or not sets_share_topics(clusters, topics):
-        return codes
-    return np.column_stack([codes, cluster_codes(topics)])
+        return y, pos, codes
+    return y, pos, np.column_stack([codes, cluster_codes(topics)])
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,12 @@ class _Fit:
     floor: np.ndarray | None
     """Per coefficient, the larger one-way variance where the two-way one is negative, else NaN; ``None`` when no
     coefficient needs it."""
+    exact: float | None = None
+    """Where the model fits every value up to rounding (constant values, say), the size of that rounding."""
+
+
+_ROUNDING = 1e3 * np.finfo(np.float64).eps
+"""Residuals below this share of the largest value are rounding: no measured value is that close to a fit."""
 
 
 def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray) -> _Fit:
@@ -82,6 +99,9 @@ def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray) -> _Fit:
         return sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
 
     fit = fitted(codes)
+    rounding = _ROUNDING * max(float(np.abs(y).max()), np.finfo(np.float64).tiny)
+    if np.abs(fit.resid).max() <= rounding:
+        return _Fit(fit, None, rounding)
     variances = np.diag(fit.cov_params())
     if codes.ndim == 1 or not (variances < 0).any():
         return _Fit(fit, None)
@@ -92,6 +112,13 @@ def _fit(y: np.ndarray, x: np.ndarray, codes: np.ndarray) -> _Fit:
 def _coefficients(fitted: _Fit, index: int) -> Coefficient:
     fit = fitted.fit
     estimate = float(fit.params[index])
+    if fitted.exact is not None:
+        # the model fits every value up to rounding: the variance is 0 and what statsmodels computes from the
+        # rounding noise (SE ~1e-17, any p-value) means nothing; an estimate that is zero up to rounding is 0
+        # and has no p-value (0/0), any other is certain
+        if abs(estimate) <= fitted.exact:
+            return Coefficient(0.0, 0.0, float("nan"), 0.0, 0.0)
+        return Coefficient(estimate, 0.0, 0.0, estimate, estimate)
     if fitted.floor is not None and np.isfinite(fitted.floor[index]):
         from scipy.stats import t as student_t
 
@@ -106,9 +133,7 @@ def _coefficients(fitted: _Fit, index: int) -> Coefficient:
 
 def position_model(values, positions, clusters, n: int, topics=None) -> dict[int, Coefficient]:
     """beta_0 (key 0) and beta_p for p = 2..n (keys p); cluster-robust by ``clusters`` (and ``topics``)."""
-    y = np.asarray(values, dtype=np.float64)
-    pos = np.asarray(positions, dtype=np.int64)
-    codes = _check(y, pos, clusters, n, topics)
+    y, pos, codes = _inputs(values, positions, clusters, n, topics)
     x = np.column_stack([np.ones_like(y)] + [(pos == p).astype(np.float64) for p in range(2, n + 1)])
     fit = _fit(y, x, codes)
     out = {0: _coefficients(fit, 0)}
@@ -118,9 +143,7 @@ def position_model(values, positions, clusters, n: int, topics=None) -> dict[int
 
 def position_means(values, positions, clusters, n: int, topics=None) -> dict[int, Coefficient]:
     """Mean per position (keys 1..n) with cluster-robust SE and 95 % CI."""
-    y = np.asarray(values, dtype=np.float64)
-    pos = np.asarray(positions, dtype=np.int64)
-    codes = _check(y, pos, clusters, n, topics)
+    y, pos, codes = _inputs(values, positions, clusters, n, topics)
     x = np.column_stack([(pos == p).astype(np.float64) for p in range(1, n + 1)])
     fit = _fit(y, x, codes)
     return {p: _coefficients(fit, p - 1) for p in range(1, n + 1)}
@@ -134,9 +157,10 @@ def position_fairness(means: Sequence[float]) -> float:
 
 def lead_contrast(values, positions, clusters, topics=None) -> Coefficient:
     """Mean at position 1 minus the mean at positions >= 2 (pooled), cluster-robust."""
-    y = np.asarray(values, dtype=np.float64)
-    pos = np.asarray(positions, dtype=np.int64)
-    codes = _check(y, pos, clusters, int(pos.max()), topics)
+    pos = whole_positions(positions)
+    if len(pos) == 0 or pos.max() < 2:
+        raise ValueError("the lead contrast needs observations at positions >= 2 as well as at position 1.")
+    y, pos, codes = _inputs(values, pos, clusters, int(pos.max()), topics)
     x = np.column_stack([np.ones_like(y), (pos == 1).astype(np.float64)])
     return _coefficients(_fit(y, x, codes), 1)
 
@@ -148,10 +172,10 @@ def language_effect(values, positions, clusters, is_lead_language, n: int, topic
     the mixed configuration (lead language only at position 1) with a monolingual one of the
     same ``n`` (one language at every position).
     """
-    y = np.asarray(values, dtype=np.float64)
-    pos = np.asarray(positions, dtype=np.int64)
+    y, pos, codes = _inputs(values, positions, clusters, n, topics)
     lead = np.asarray(is_lead_language, dtype=np.float64)
-    codes = _check(y, pos, clusters, n, topics)
+    if lead.shape != y.shape:
+        raise ValueError(f"is_lead_language must hold one flag per observation ({len(y)}), got shape {lead.shape}.")
     x = np.column_stack([np.ones_like(y)] + [(pos == p).astype(np.float64) for p in range(2, n + 1)] + [lead])
     if np.linalg.matrix_rank(x) < x.shape[1]:
         raise ValueError("the lead-language effect is not identified: pool a monolingual configuration of the same n.")

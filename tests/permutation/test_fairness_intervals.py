@@ -219,6 +219,9 @@ def test_values_and_positions_that_would_be_misread_are_refused():
         fairness_bootstrap(np.column_stack([values, values]), position, set_of, topic_of, Resampling(10))
     with pytest.raises(TypeError, match="resampling must be a Resampling"):
         fairness_bootstrap(values, position, set_of, topic_of, None)
+    for gap in (np.where(position == 2, 1, position), np.where(position == 3, 5, position)):  # the fairness of the rest
+        with pytest.raises(ValueError, match=r"observations must cover positions 1..\d; got \[1, (3|2, 5)\]"):
+            fairness_bootstrap(values, gap, set_of, topic_of, Resampling(10))
     as_floats = fairness_bootstrap(values, position.astype(float), set_of, topic_of, Resampling(10)).profiles  # 2.0 is 2
     as_ints = fairness_bootstrap(values, position, set_of, topic_of, Resampling(10)).profiles
     assert as_floats.keys() == as_ints.keys() and all(np.array_equal(as_floats[k], as_ints[k]) for k in as_ints)

@@ -131,6 +131,45 @@ def test_bad_inputs_raise(case):
         position_model(y, pos, cl, 3)
 
 
+def test_a_profile_that_fits_exactly_has_no_spurious_significance():
+    """Constant values (or any profile without noise) fit exactly: statsmodels' standard errors are then rounding
+    noise (~1e-17) and gave zero effects p-values down to 1e-152, stored as significant position effects."""
+    for y, pos, cl in (_data(profile={1: 0.7, 2: 0.7, 3: 0.7}, offsets=[0.0] * 4), _data(offsets=[0.0] * 4)):
+        betas = position_model(y, pos, cl, 3)
+        for p in (2, 3):
+            expected = y[pos == p].mean() - y[pos == 1].mean()
+            assert betas[p].se == 0.0 and betas[p].ci_low == betas[p].ci_high == betas[p].estimate
+            if abs(expected) < 1e-12:  # no effect at all: estimate 0, and no p-value (0/0)
+                assert betas[p].estimate == 0.0 and np.isnan(betas[p].pvalue)
+            else:  # an effect without noise is certain
+                assert betas[p].estimate == pytest.approx(expected) and betas[p].pvalue == 0.0
+    y, pos, cl = _data(profile={1: 0.7, 2: 0.7, 3: 0.7}, offsets=[0.0] * 4)
+    flat = lead_contrast(y, pos, cl)
+    assert (flat.estimate, flat.se) == (0.0, 0.0) and np.isnan(flat.pvalue)
+    scores = profile_scores(y, pos, cl, 3)
+    assert scores["beta_2"] == 0.0 and scores["beta_2_pvalue"] is None and scores["position_fairness"] == 1.0
+    noisy = position_model(*_data(noise=0.01, seed=3), 3)  # real noise is far above rounding: statsmodels' figures
+    assert 0 < noisy[2].se and 0 < noisy[2].pvalue < 1
+
+
+def test_arguments_that_would_be_misread_are_refused():
+    """A position of 1.3 was cut to 1, a lead contrast without later positions split the mean over two collinear
+    columns (p = 4e-21), and a wrong-length language flag, n or clusters failed inside numpy."""
+    y, pos, cl = _data()
+    with pytest.raises(ValueError, match=r"positions must be one whole number per observation \(1..n\)"):
+        position_model(y, pos + 0.3, cl, 3)
+    with pytest.raises(ValueError, match="the lead contrast needs observations at positions >= 2"):
+        lead_contrast(y[pos == 1], pos[pos == 1], cl[pos == 1])
+    with pytest.raises(ValueError, match=r"is_lead_language must hold one flag per observation \(72\), got shape \(1,\)"):
+        language_effect(y, pos, cl, [True], 3)
+    for n in ("3", 3.0, True, 0):
+        with pytest.raises(ValueError, match=r"n \(the number of positions\) must be a positive integer"):
+            position_means(y, pos, cl, n)
+    with pytest.raises(TypeError, match="clusters must hold one id per observation, got NoneType"):
+        position_model(y, pos, None, 3)
+    assert position_model(y, pos.astype(float), cl, 3)[2].estimate == pytest.approx(-0.30)  # 2.0 is 2
+
+
 def test_fairness_undefined_for_non_positive_profiles():
     assert position_fairness([0.5, 1.0]) == 0.5
     assert np.isnan(position_fairness([-0.2, -0.1]))
