@@ -358,6 +358,8 @@ def change(model: Any, baseline: Any, measure: str, *, subset: str = "") -> Chan
         return None if plain is None else Change(plain, why=f"the per-unit scores do not reproduce {' or '.join(unmatched)}'s "
                                                            f"{key} (a result edited or written otherwise)")
     known = KINDS[model.unit_kind]
+    if (measure, subset) not in known.measures(model.units):  # a figure of another kind would be paired in its place
+        return None if plain is None else Change(plain, why=f"this result's per-unit scores hold no {key}")
     try:
         found = _cached_changes(model, baseline)
     except ValueError as err:

@@ -176,6 +176,8 @@ def test_compare_pairs_each_calibrated_result_with_its_twin_query_by_query(tmp_p
     tested = [(f"{model.name} [8b3219a] {measure}", pairing.change(found.get(model, "SQuADPosQ"), twin, measure))
               for model in found.models if model.name in (CALIBRATED, OTHER) for measure in ("main", "psi")]
     assert len(tested) == 4
+    calibrated = found.get(next(m for m in found.models if m.name == CALIBRATED), "SQuADPosQ")
+    assert pairing.change(calibrated, twin, "fairness", subset="n3_en") is None  # a retrieval result has no probe fairness
     holm = dict(zip([key for key, _ in tested], pairing.holm([change.pvalue for _, change in tested]), strict=True))
     assert all(holm[key] >= change.pvalue for key, change in tested)  # adjusted for the 4 changes the table tests
     main_row, other_row = changes["fair/all-MiniLM-L6-v2 [8b3219a] main"], changes["fair/all-MiniLM-L6-v2-b64_llast_a1 [8b3219a] main"]
