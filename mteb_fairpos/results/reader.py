@@ -543,14 +543,16 @@ def summarize(result) -> TaskScores:
         else:
             main_score, psi = pooled["main_score"], pooled["psi"]
             averaged[""] = dict(pooled["positions"])
-            infinite = [name for name, value in (("main score", main_score), ("PSI", psi), *averaged[""].items())
-                        if isinstance(value, float) and math.isinf(value)]
-            if infinite:  # a subset's stored score is not one: the task's own pooling took it in
+            unfit = [name for name, value in (("main score", main_score), ("PSI", psi), *averaged[""].items())
+                     if _not_finite(value)]
+            if unfit:  # a subset's stored score is not one: the task's own pooling took it in
                 status = "partial"
-                notes.append(("partial", f"{result.task_name} pools an infinite {', '.join(infinite)} from its subsets; "
-                                         "not used."))
-                main_score, psi = (None if v is not None and math.isinf(v) else v for v in (main_score, psi))
-                averaged[""] = {label: None if v is not None and math.isinf(v) else v for label, v in averaged[""].items()}
+                values = [v for v in (main_score, psi, *averaged[""].values()) if _not_finite(v)]
+                kind = "an infinite" if all(map(math.isinf, values)) else "a NaN" if all(map(math.isnan, values)) else \
+                    "a NaN or infinite"
+                notes.append(("partial", f"{result.task_name} pools {kind} {', '.join(unfit)} from its subsets; not used."))
+                main_score, psi = (None if _not_finite(v) else v for v in (main_score, psi))
+                averaged[""] = {label: None if _not_finite(v) else v for label, v in averaged[""].items()}
             pools = dict(pooled.get("languages", {}))
     own: dict[str, Estimate] = {}  # the single entry's own intervals
     if len(stored) == 1 and entries == 1:
@@ -577,6 +579,11 @@ def summarize(result) -> TaskScores:
         resampled=tuple(resampled),
         task_object=task,
     )
+
+
+def _not_finite(value: Any) -> bool:
+    """A pooled figure that is a number but no finite one (NaN or infinite)."""
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _main_is(task: Any, figure: str) -> bool:

@@ -176,6 +176,25 @@ def test_a_pooled_task_does_not_pool_a_score_that_is_not_one(tmp_path):
     assert "PosIR pools an infinite main score from its subsets; not used." in [issue.message for issue in found.issues]
 
 
+def test_a_pooled_task_does_not_pool_a_nan_and_the_page_and_plots_are_drawn_without_it(tmp_path):
+    """A NaN subset score made the pooled main score NaN without a word; plots and the page then failed in
+    matplotlib and in the chart code."""
+    from results_folders import posir_entry, write_result
+
+    from mteb_fairpos.leaderboard import build
+    from mteb_fairpos.results import collect, plots
+
+    cells = {"Q1": {"0.00-0.05": [3, 1.5]}}
+    write_result(tmp_path / "results", "fair/all-MiniLM-L6-v2", "abc", "PosIR",
+                 {"test": [posir_entry("eng-Latn.Q", float("nan"), cells), posir_entry("eng-Latn.R", 0.5, cells)]})
+    found = collect(tmp_path / "results")
+    (scores,) = found.scores.values()
+    assert scores.status == "partial" and scores.main_score is None
+    assert "PosIR pools a NaN main score from its subsets; not used." in [issue.message for issue in found.issues]
+    plots.write_plots(found, tmp_path / "plots")
+    assert len(build([tmp_path / "results"], tmp_path / "site").rows) == 1
+
+
 def test_results_one_folder_too_deep_are_named_not_an_empty_table_without_a_word(tmp_path):
     from results_folders import write_result
 
