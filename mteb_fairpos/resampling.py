@@ -29,6 +29,18 @@ import numpy as np
 from .config import whole
 
 
+def require_confidence(confidence: object) -> None:
+    """Refuse a confidence level outside (0, 1): 95 for 0.95 would fail in numpy, -0.2 invert the interval."""
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1; got {confidence!r}.")
+
+
+def require_resampling(resampling: object) -> None:
+    """Refuse anything but a :class:`Resampling` where one is needed (``None`` failed on an attribute)."""
+    if not isinstance(resampling, Resampling):
+        raise TypeError(f"resampling must be a Resampling (resamples, seed, confidence), got {type(resampling).__name__}.")
+
+
 @dataclass(frozen=True)
 class Resampling:
     """Settings of one bootstrap: ``resamples`` draws from ``seed``, intervals at ``confidence``."""
@@ -43,8 +55,7 @@ class Resampling:
             raise ValueError(f"resamples must be an integer of at least 1; got {self.resamples!r}.")
         if not whole(self.seed) or self.seed < 0:
             raise ValueError(f"the resampling seed must be an integer of at least 0; got {self.seed!r}.")
-        if isinstance(self.confidence, bool) or not isinstance(self.confidence, numbers.Real) or not 0 < self.confidence < 1:
-            raise ValueError(f"confidence must lie strictly between 0 and 1; got {self.confidence!r}.")
+        require_confidence(self.confidence)
         object.__setattr__(self, "resamples", int(self.resamples))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "confidence", float(self.confidence))
@@ -87,6 +98,7 @@ def defined(samples: np.ndarray) -> np.ndarray | None:
 def interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
     """The percentile interval of a statistic's resampled values; resamples where it is undefined (NaN) are
     left out, and the interval is (NaN, NaN) when more than half of them are (`defined`) or fewer than two are left."""
+    require_confidence(confidence)
     samples = defined(samples)
     if samples is None or len(samples) < 2:  # one resample has no spread to measure
         return float("nan"), float("nan")
@@ -103,6 +115,7 @@ def bias_corrected(samples: np.ndarray, estimate: float, confidence: float) -> t
     (NaN, NaN) where `interval` is, or the estimate is undefined."""
     from scipy.stats import norm
 
+    require_confidence(confidence)
     samples = defined(samples)
     if samples is None or len(samples) < 2 or not np.isfinite(estimate):
         return float("nan"), float("nan")

@@ -18,14 +18,16 @@ over resamples or queries.
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from .fairness import min_max_ratios
-from .resampling import Level, Resampling, bias_corrected, flat_differences, interval, level_change, pvalue, stratified_counts, wald, weighted_means
+from .resampling import (Level, Resampling, bias_corrected, flat_differences, interval, level_change, pvalue, require_resampling,
+                         stratified_counts, wald, weighted_means)
 from .results.schema import CLUSTERS, QUERIES, Estimate
 
 MEAN = "ndcg_at_10"
@@ -57,18 +59,37 @@ class QueryScores:
         where there are several, ``{query id: stratum}``; ``clusters``: ``{query id: cluster}`` where queries are
         drawn together (a query without one is a cluster of its own; none at all: queries are drawn one by one);
         queries sorted by (stratum, id)."""
+        for name, given in (("scores", scores), ("memberships", memberships), ("strata", strata), ("clusters", clusters)):
+            if given is not None and not isinstance(given, Mapping):
+                raise TypeError(f"{name} must map each query id to its value, got {type(given).__name__}.")
+        if isinstance(groups, (str, bytes)):
+            raise TypeError(f"groups must be a list of group names, got the text {groups!r}.")
         strata = strata or {}
-        ids = sorted(scores, key=lambda q: (strata.get(q, ""), q))
+        try:
+            ids = sorted(scores, key=lambda q: (strata.get(q, ""), q))
+        except TypeError:
+            raise TypeError("query ids must all be of one kind (all text, say), as must strata; they are sorted.") from None
         labels = tuple(sorted({strata.get(q, "") for q in ids})) or ("",)
         index = {g: i for i, g in enumerate(groups)}
         members = np.zeros((len(ids), len(groups)), dtype=bool)
         for row, qid in enumerate(ids):
-            for group in memberships.get(qid, ()):
-                if group is not None:
-                    members[row, index[group]] = True
+            score = scores[qid]
+            if isinstance(score, bool) or not isinstance(score, numbers.Real) or not np.isfinite(score):
+                raise ValueError(f"query {qid!r}: score {score!r} is not a finite number; every query scored counts "
+                                 "(an unanswered query scores 0).")
+            found = memberships.get(qid, ())
+            if isinstance(found, (str, bytes)):
+                raise TypeError(f"query {qid!r}: its groups must be a list, got the text {found!r}.")
+            for group in found:
+                if group is None:
+                    continue
+                if group not in index:
+                    raise ValueError(f"query {qid!r}: group {group!r} is not one of the groups {list(groups)}.")
+                members[row, index[group]] = True
         codes = {label: i for i, label in enumerate(labels)}
-        drawn = None if not clusters else np.asarray([None if clusters.get(q) is None else str(clusters[q]) for q in ids],
-                                                     dtype=object)
+        named = clusters is not None and any(clusters.get(q) is not None for q in ids)  # else every query is drawn alone
+        drawn = None if not named else np.asarray([None if clusters.get(q) is None else str(clusters[q]) for q in ids],
+                                                  dtype=object)
         return cls(np.asarray(ids, dtype=object), np.asarray([scores[q] for q in ids], dtype=np.float64), members,
                    np.asarray([codes[strata.get(q, "")] for q in ids]), tuple(groups), labels, drawn)
 
@@ -145,6 +166,12 @@ def _components(left: np.ndarray, right: np.ndarray, n_left: int, n_right: int) 
 def relevant_clusters(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
     """``{query id: cluster}``: queries that share a relevant document (relevance above 0), directly or through other
     queries, form one cluster, named by its least document id; a query with no relevant document is in none."""
+    for qid, docs in qrels.items():
+        if not isinstance(docs, Mapping):
+            raise TypeError(f"qrels of query {qid!r} must map document ids to relevance, got {type(docs).__name__}.")
+        for doc, relevance in docs.items():
+            if isinstance(relevance, bool) or not isinstance(relevance, numbers.Real):
+                raise TypeError(f"qrels of query {qid!r}: the relevance of {doc!r} is {relevance!r}, not a number.")
     pairs = [(qid, doc) for qid, docs in qrels.items() for doc, relevance in docs.items() if relevance > 0]
     if not pairs:
         return {}
@@ -255,6 +282,7 @@ def _estimate(value: float, samples: np.ndarray, resampling: Resampling, *, test
 def intervals(queries: QueryScores, resampling: Resampling) -> dict[str, Estimate]:
     """Every figure with its percentile interval over ``resampling``'s resamples of the queries; PSI's also holds the
     bias-corrected one and reaches down to 0 where the group means are consistent with a flat profile (`_psi_level`)."""
+    require_resampling(resampling)
     point = figures(queries, np.ones((1, len(queries.ids))))
     (samples,) = _resampled([queries], resampling)
     estimates = {name: _estimate(float(point[name][0]), samples[name], resampling, test=False)
@@ -327,12 +355,17 @@ def paired_changes(model: QueryScores, baseline: QueryScores, resampling: Resamp
     Raises:
         ValueError: no shared query, or a shared query sits in other groups, strata or clusters in the two.
     """
+    require_resampling(resampling)
     shared = np.intersect1d(model.ids.astype(str), baseline.ids.astype(str))
     if len(shared) == 0:
         raise ValueError("the two results share no query id, so nothing can be paired.")
     mine, theirs = _rows(model, shared), _rows(baseline, shared)
     a, b = model.subset(mine), baseline.subset(theirs)
-    if a.groups != b.groups or not np.array_equal(a.members, b.members) or \
+    if len(a.groups) != len(b.groups) or set(a.groups) != set(b.groups):
+        raise ValueError(f"the two results have other position groups: {list(a.groups)} and {list(b.groups)}.")
+    if a.groups != b.groups:  # the same groups in another order: the baseline's columns in the model's
+        b = replace(b, members=b.members[:, [b.groups.index(g) for g in a.groups]], groups=a.groups)
+    if not np.array_equal(a.members, b.members) or \
             [a.strata_labels[c] for c in a.strata] != [b.strata_labels[c] for c in b.strata]:
         raise ValueError("the shared queries sit in different position groups or strata in the two results.")
     if a.clusters is not None and b.clusters is not None and not _same_partition(a.clusters, b.clusters):

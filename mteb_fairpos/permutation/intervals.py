@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..fairness import min_max_ratios
-from ..resampling import (Bounds, Level, Resampling, counts, defined, flat_differences, level_change, stratified_counts, wald,
-                          weighted_means)
+from ..resampling import (Bounds, Level, Resampling, counts, defined, flat_differences, level_change, require_resampling,
+                          stratified_counts, wald, weighted_means)
 from ..results.schema import SETS, SETS_AND_TOPICS, Estimate
 
 _STREAMS = {"sets": 0, "topics": 1, "cells": 2}
@@ -113,8 +113,7 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
             number of sets, as the data does), a topic that several subsets share is drawn once for all of them
             (so the dependence between subsets counts).
     """
-    if not isinstance(resampling, Resampling):
-        raise TypeError(f"resampling must be a Resampling (resamples, seed, confidence), got {type(resampling).__name__}.")
+    require_resampling(resampling)
     values = _measures(values, "values")
     positions = whole_positions(positions)
     if not (len(values) == len(positions) == len(sets) == len(topics)):

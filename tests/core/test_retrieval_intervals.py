@@ -453,3 +453,63 @@ def test_holm_keeps_the_chance_of_any_false_change_in_a_table_near_5_percent_and
         found += max(holms[4:]) < 0.05
     print("family-wise error: unadjusted", raw / tables, "Holm", adjusted / tables, "power", found / tables)
     assert raw / tables >= 0.08 and adjusted / tables <= 0.06 and found / tables >= 0.9
+
+
+def test_scores_groups_and_settings_that_would_be_misread_are_refused():
+    """An infinite score gave a harmonic mean of 1 with a zero-width interval and a NaN made every figure None; a
+    group written as text was read letter by letter, an unknown one was a bare KeyError, and resampling=None failed
+    on an attribute."""
+    from mteb_fairpos.retrieval_intervals import relevant_clusters
+
+    memberships = {"q1": ("begin",), "q2": ("end",)}
+    for bad in (float("inf"), float("nan"), None, "0.5", True):
+        with pytest.raises(ValueError, match=rf"query 'q1': score {bad!r} is not a finite number".replace("(", r"\(")):
+            QueryScores.build({"q1": bad, "q2": 0.5}, memberships, GROUPS)
+    with pytest.raises(TypeError, match="query 'q1': its groups must be a list, got the text 'begin'"):
+        QueryScores.build({"q1": 0.5}, {"q1": "begin"}, GROUPS)
+    with pytest.raises(ValueError, match=r"query 'q1': group 'nowhere' is not one of the groups \['begin', 'middle', 'end'\]"):
+        QueryScores.build({"q1": 0.5}, {"q1": ("nowhere",)}, GROUPS)
+    with pytest.raises(TypeError, match="groups must be a list of group names, got the text 'begin'"):
+        QueryScores.build({"q1": 0.5}, memberships, "begin")
+    with pytest.raises(TypeError, match="scores must map each query id to its value, got list"):
+        QueryScores.build([0.5], memberships, GROUPS)
+    with pytest.raises(TypeError, match="query ids must all be of one kind"):
+        QueryScores.build({"q1": 0.5, 2: 0.6}, memberships, GROUPS)
+    with pytest.raises(TypeError, match="the relevance of 'd1' is '1', not a number"):
+        relevant_clusters({"q1": {"d1": "1"}})
+    queries = QueryScores.build({"q1": 0.5, "q2": np.float32(0.25)}, memberships, GROUPS)  # numpy numbers are numbers
+    for call in (lambda: intervals(queries, None), lambda: paired_changes(queries, queries, 400)):
+        with pytest.raises(TypeError, match="resampling must be a Resampling"):
+            call()
+    with pytest.raises(ValueError, match="confidence must lie strictly between 0 and 1; got -0.2"):
+        interval(np.arange(10.0), -0.2)  # it returned an inverted interval
+
+
+def test_clusters_that_name_no_query_are_no_clustering():
+    """A clusters mapping that names none of the queries draws them one by one, and says so: it was recorded as
+    'queries by relevant document', a clustered bootstrap that did not happen."""
+    from mteb_fairpos.results.schema import QUERIES
+
+    memberships = {"q1": ("begin",), "q2": ("end",)}
+    for clusters in ({"q1": None, "q2": None}, {"other": "d1"}):
+        assert QueryScores.build({"q1": 0.5, "q2": 0.6}, memberships, GROUPS, clusters=clusters).resampled == QUERIES
+
+
+def test_the_same_groups_in_another_order_pair_as_they_are():
+    """Two results that list the same groups in another order pair query by query (they were said to sit in
+    different groups); other groups are named."""
+    scores, groups = _draw(np.random.default_rng(12), TRUE_MEANS, 30)
+    ids = [f"q{i:04d}" for i in range(len(scores))]
+    memberships = {q: (GROUPS[g],) for q, g in zip(ids, groups, strict=True)}
+    values = dict(zip(ids, scores.tolist()))
+    lifted = {q: v + 0.05 for q, v in values.items()}
+    expected = paired_changes(QueryScores.build(lifted, memberships, GROUPS), QueryScores.build(values, memberships, GROUPS),
+                              Resampling(resamples=200)).changes
+    found = paired_changes(QueryScores.build(lifted, memberships, GROUPS),
+                           QueryScores.build(values, memberships, GROUPS[::-1]), Resampling(resamples=200)).changes
+    assert {k: (e.value, e.ci_low, e.ci_high) for k, e in found.items()} == \
+        {k: (e.value, e.ci_low, e.ci_high) for k, e in expected.items()}
+    with pytest.raises(ValueError, match=r"other position groups: \['begin', 'middle', 'end'\] and \['begin', 'end'\]"):
+        paired_changes(QueryScores.build(lifted, memberships, GROUPS), QueryScores.build(
+            {q: values[q] for q in ids if memberships[q] != ("middle",)}, memberships, ("begin", "end")),
+            Resampling(resamples=200))
