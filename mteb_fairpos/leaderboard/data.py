@@ -16,6 +16,7 @@ from typing import Any
 
 from ..mteb_plugin import registered_task
 from ..results import pairing
+from ..results.output import check_folder
 from ..results.pairing import Change
 from ..results import Collection, Issue, ModelKey, TaskScores, collect, is_twin, plugin_base, twin_for
 from ..results.reader import GAP_KINDS, report_gaps, unmatched
@@ -163,7 +164,9 @@ class Board:
 def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[str] | None = None,
           models: Sequence[str] | None = None) -> Board:
     """Read every results folder and lay it out for a page written to ``site``."""
-    site = Path(site)
+    if isinstance(folders, (str, bytes, Path)):  # read letter by letter, '/' first
+        raise TypeError(f"folders is a list of results folders; got the path {str(folders)!r} (write [{str(folders)!r}]).")
+    site = check_folder(site)  # before the folders are read
     scores: dict[tuple[ModelKey, str], TaskScores] = {}
     sources: dict[tuple[ModelKey, str], Source] = {}
     issues: list[tuple[str, Issue]] = []

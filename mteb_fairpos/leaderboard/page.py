@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..results import Issue
+from ..results.output import made_folder
 from ..results.pairing import Change, format_p
 from ..results.schema import QUERIES, SETS_AND_TOPICS
 from .data import Board, Cell, Column, Row, Source
@@ -18,9 +19,7 @@ TITLE = "Position-fairness leaderboard"
 
 
 def write(board: Board, site: str | Path) -> Path:
-    site = Path(site)
-    site.mkdir(parents=True, exist_ok=True)
-    path = site / "index.html"
+    path = made_folder(site) / "index.html"
     path.write_text(render(board), encoding="utf-8")
     return path
 

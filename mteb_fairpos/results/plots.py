@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .output import made_folder
 from .reader import Collection, ModelKey, plugin_base
 from .tables import families
 
@@ -72,7 +73,7 @@ def write_plots(found: Collection, out: str | Path) -> list[Path]:
 def plot_profiles(found: Collection, out: str | Path) -> list[Path]:
     """One PNG per task: a panel per profile (the pooled one, or one per subset of the probe), a line
     per model, and a band for each 95 % confidence interval the results carry."""
-    out = _folder(out)
+    out = made_folder(out)
     plt = _pyplot()
     styles = style(found)
     written = []
@@ -120,7 +121,7 @@ def plot_psi_scatter(found: Collection, out: str | Path) -> Path | None:
     tasks = [t for t in found.tasks if _scatter_task(found, t)]
     if not tasks:
         return None
-    out = _folder(out)
+    out = made_folder(out)
     plt = _pyplot()
     styles = style(found)
     columns = min(3, len(tasks))
@@ -160,13 +161,6 @@ def _scatter_task(found: Collection, task: str) -> bool:
         return False
     types = {s.task_type for s in scores if s.task_type}
     return not types or any("Retrieval" in t or "Reranking" in t for t in types)
-
-
-def _folder(out: str | Path) -> Path:
-    """The figures' folder, created: each plot function is public and may be called on its own."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def _safe(text: str) -> str:

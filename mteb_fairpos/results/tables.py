@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pairing
+from .output import made_folder
 from .reader import Collection, model_order, twin_for
 
 MAIN_COLUMNS = ("model", "revision", "experiment", "task", "task_type", "main_score", "psi", "status", "entries")
@@ -73,8 +74,7 @@ def _resolution(tested: list[pairing.Change]) -> str:
 
 def write_tables(found: Collection, out: str | Path) -> list[Path]:
     """``main_scores.md`` (with the issues), ``main_scores.csv``, ``profiles.md``, ``profiles.csv`` in ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = made_folder(out)
     main_md, profiles_md = out / "main_scores.md", out / "profiles.md"
     main_md.write_text(f"## Main scores\n\n{main_table(found)}\n\n## Issues\n\n{issues_text(found)}\n", encoding="utf-8")
     profiles_md.write_text((profiles_text(found) or "No task reports a per-position profile.") + "\n", encoding="utf-8")

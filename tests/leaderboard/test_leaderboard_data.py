@@ -4,6 +4,7 @@ the twin, pooled markers, issues and provenance, for results of every task famil
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,29 @@ def test_folders_and_site_given_as_strings(results, tmp_path, monkeypatch):
     assert page == Path("site") / "index.html" and page.is_file()
     twin = board.rows[0].model
     assert (tmp_path / "site" / board.sources[(twin, PROBE)].href).resolve() == board.sources[(twin, PROBE)].path.resolve()
+
+
+def test_one_folder_given_as_text_or_a_file_as_the_site_is_named_before_anything_is_read(results, tmp_path, monkeypatch):
+    """A folder given as text was read letter by letter, '/' (the whole disk) first; a file where the site goes
+    failed in pathlib after every result was read; the tables and plots of compare likewise."""
+    from mteb_fairpos.results import collect, plots, tables
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a results folder was read")
+
+    (tmp_path / "taken").write_text("mine\n")
+    monkeypatch.setattr("mteb_fairpos.leaderboard.data.collect", refuse)
+    named = re.escape(repr(str(results)))
+    with pytest.raises(TypeError, match=rf"folders is a list of results folders; got the path {named} \(write \[{named}\]\)"):
+        publish(str(results), tmp_path / "site")
+    for site in (tmp_path / "taken", tmp_path / "taken" / "site"):
+        with pytest.raises(NotADirectoryError, match=r"cannot write into '.*(taken|site)': '.*taken' is a file, not a folder"):
+            publish([results], site)
+    found = collect(results)
+    for write in (tables.write_tables, plots.write_plots):
+        with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+            write(found, tmp_path / "taken")
+    assert (tmp_path / "taken").read_text() == "mine\n"
 
 
 def test_several_folders_and_experiments(results, tmp_path):
