@@ -54,6 +54,9 @@ def psi(values: Iterable[float | None]) -> float | None:
 def min_max_ratios(profiles: np.ndarray) -> np.ndarray:
     """`min_max_ratio` of every row of a (R, G) array of profiles at once, NaN where it is undefined."""
     profiles = np.asarray(profiles, dtype=np.float64)
+    if profiles.ndim != 2:
+        raise ValueError(f"profiles must be an (R, G) array, one profile a row; got shape {profiles.shape} "
+                         "(use min_max_ratio for one profile).")
     present = ~np.isnan(profiles)
     low = np.where(present, profiles, np.inf).min(axis=1)
     high = np.where(present, profiles, -np.inf).max(axis=1)

@@ -68,8 +68,8 @@ class Resampling:
 
 def counts(n_units: int, resampling: Resampling, stream: int = 0) -> np.ndarray:
     """(R, n) float64: how often each of ``n_units`` units is drawn in each of R resamples (rows sum to n)."""
-    if n_units < 1:
-        raise ValueError("the bootstrap needs at least one unit to resample.")
+    if not whole(n_units) or n_units < 1:
+        raise ValueError(f"the bootstrap needs a whole number of at least one unit to resample; got {n_units!r}.")
     rng = resampling.generator(stream)
     return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=resampling.resamples).astype(np.float64)
 

@@ -121,6 +121,8 @@ def _subsets(scores: Any) -> list[str]:
 def main_table(found: Collection) -> str:
     """Models x tasks. A probe task's subsets are separate estimates (other languages, other n), so
     it gets one column per subset with that subset's fairness instead of a mean across them."""
+    if not found.scores:  # a table of no columns is no Markdown table
+        return "No result could be read."
     columns: list[tuple[str, str | None]] = []
     for task in found.tasks:
         subsets = pairing.subsets_of(families(found, task))

@@ -133,3 +133,18 @@ def test_a_change_known_exactly_or_between_levels_never_flat_is_the_changes_own_
     # the model may be flat: the change reaches 1 less the baseline's interval at half the level
     low, high, _ = level_change(direct, 0.012, Level(_t_bounds(0.97, 0.01), 0.5, 1.0), never, 0.95)
     assert (low, high) == (direct(0.95)[0], pytest.approx(1 - never.interval(0.975)[0]))
+
+
+def test_helpers_refuse_what_numpy_would_fail_on_or_turn_around():
+    """A confidence of 1.5 failed in numpy's quantile and one of -0.2 gave an inverted interval; one profile where
+    a table of them belongs was an AxisError; 3.5 units failed in numpy's multinomial."""
+    samples = np.linspace(0.0, 1.0, 101)
+    for confidence in (1.5, -0.2, 95, True):
+        for call in (lambda: interval(samples, confidence), lambda: bias_corrected(samples, 0.5, confidence)):
+            with pytest.raises(ValueError, match="confidence must lie strictly between 0 and 1"):
+                call()
+    with pytest.raises(ValueError, match=r"profiles must be an \(R, G\) array, one profile a row; got shape \(2,\)"):
+        min_max_ratios(np.array([0.5, 0.25]))
+    with pytest.raises(ValueError, match="a whole number of at least one unit to resample; got 3.5"):
+        counts(3.5, Resampling(resamples=10))
+    assert counts(np.int64(3), Resampling(resamples=10)).shape == (10, 3)

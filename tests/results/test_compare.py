@@ -9,6 +9,7 @@ import pytest
 
 from mteb_fairpos.cli import main
 from mteb_fairpos.results import collect, position_profiles, profile_psi
+from mteb_fairpos.results.tables import report
 from results_folders import add_unreadable, posir_entry, probe_entry, register_tasks, retrieval_entry, write_result
 
 TASK = "FairPosTinyRetrieval"
@@ -86,6 +87,7 @@ def test_filters_and_empty_folders(results, tmp_path, capsys):
     assert main(["compare", str(empty), "--out", str(tmp_path / "o")]) == 1
     assert "no readable mteb results found" in capsys.readouterr().out
     assert not (tmp_path / "o").exists()  # no empty tables that look like a comparison
+    assert "## Main scores\n\nNo result could be read.\n" in report(collect(empty))  # not a table of no columns
     assert main(["compare", str(results), "--tasks", "NoSuchTask", "--out", str(tmp_path / "o")]) == 1
     out = capsys.readouterr().out
     assert "for the --tasks and --models given (they leave out all 6 result file(s) there)" in out
