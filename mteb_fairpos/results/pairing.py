@@ -319,11 +319,14 @@ class Change:
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment of the p-values that are there (``None``: a change without a test, left out of
+    """Holm's step-down adjustment of the p-values that are there (``None`` or NaN: a change without a test, left out of
     the family); valid whatever the dependence between the changes, as a model's main score and PSI changes have."""
     from statsmodels.stats.multitest import multipletests
 
-    tested = [i for i, p in enumerate(pvalues) if p is not None]
+    outside = [p for p in pvalues if p is not None and p == p and not 0 <= p <= 1]
+    if outside:
+        raise ValueError(f"p-values lie in [0, 1]; got {outside[0]!r} (give None for a change without a test).")
+    tested = [i for i, p in enumerate(pvalues) if p is not None and p == p]  # NaN: undefined, so no test either
     adjusted: list[float | None] = [None] * len(pvalues)
     if tested:
         for i, p in zip(tested, multipletests([pvalues[i] for i in tested], method="holm")[1], strict=True):

@@ -272,3 +272,6 @@ def test_holm_adjusts_the_tested_changes_and_leaves_out_those_without_a_test():
 
     assert holm([0.01, 0.04, None, 0.03]) == pytest.approx([0.03, 0.06, None, 0.06])
     assert holm([None, None]) == [None, None] and holm([0.2]) == [0.2]
+    assert holm([0.01, float("nan"), 0.03]) == pytest.approx([0.02, None, 0.03])  # NaN is no test: not in the family
+    with pytest.raises(ValueError, match=r"p-values lie in \[0, 1\]; got -0.2"):
+        holm([0.01, -0.2])  # it passed through, as -0.2
