@@ -439,6 +439,10 @@ def test_discoverability_with_supplied_queries_and_without_stored_text(model):
         index.index(docs, store_text=False, show_progress=False)
         with pytest.raises(ValueError, match="stores no document text"):
             index.discoverability()
+        with pytest.raises(InputError, match=r"search: the query holds a lone surrogate \('\\ud800'\) at character 4"):
+            index.search("frog\ud800")  # it failed inside the tokenizer
+        with pytest.raises(InputError, match="query 1: the 'query' holds a lone surrogate"):
+            index.discoverability(queries=[{"doc_id": "city", "position": 1, "query": "x\ud800"}])
         report = index.discoverability(documents=docs, vectors=["calibrated"])
         assert report.vectors == ["calibrated"] and report.rows[-1]["n"] == 7
         report = index.discoverability(queries=[

@@ -25,7 +25,7 @@ from ...jsonl import jsonl_lines
 from . import store
 from ...segmented import COVERAGE_CUT
 from .listing import some
-from .records import Document, InputError, check_keys
+from .records import Document, InputError, check_keys, valid_unicode
 from .search import SearchableIndex
 
 
@@ -311,6 +311,7 @@ def _as_query(item: PositionQuery | dict, where: Any) -> PositionQuery:
         raise InputError(f"{label}: 'position' must be a 1-based integer, got {position!r}.")
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{label}: 'query' must be a non-empty string.")
+    valid_unicode(text, label, "the 'query'")
     return PositionQuery(str(doc_id), position, text)
 
 

@@ -138,7 +138,7 @@ def parse_document(record: Any, where: str = "record") -> Document:
     elif not isinstance(text, str):
         raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}.")
     else:
-        _unicode(text, where, "the document 'text'")
+        valid_unicode(text, where, "the document 'text'")
         document = _from_spans(doc_id, text, items, default_language, dict(metadata), where, shorthand=spans is not None)
     first: dict[str, int] = {}
     for segment in document.segments:  # a segment id names one segment: search and discoverability report it
@@ -191,13 +191,13 @@ def require_documents(documents: list[Document], problems: list[Problem], source
 def _doc_id(value: Any, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{where}: every document needs an 'id' (string or integer), got {value!r}.")
-    text = _unicode(str(value), where, "the document 'id'")
+    text = valid_unicode(str(value), where, "the document 'id'")
     if not text.strip():
         raise InputError(f"{where}: the document 'id' is empty.")
     return text
 
 
-def _unicode(text: str, where: str, what: str) -> str:
+def valid_unicode(text: str, where: str, what: str) -> str:
     """``text`` if it can be stored and tokenized: a lone surrogate (``\\ud800``) cannot."""
     try:
         text.encode("utf-8")
@@ -250,7 +250,7 @@ def _from_segment_list(doc_id: str, items: list, default_language: str | None, m
             seg_id = _segment_id(item.get("id"), here)
         else:
             raise InputError(f"{here}: expected a string or an object with 'text', got {type(item).__name__}.")
-        if not _unicode(text, here, "the segment text").strip():
+        if not valid_unicode(text, here, "the segment text").strip():
             raise InputError(f"{here}: the segment text is empty.")
         texts.append(text)
         details.append((language, seg_id))

@@ -18,6 +18,7 @@ from qdrant_client import models
 from ...config import require_positive, whole
 from . import store
 from .backends import Store
+from .records import valid_unicode
 
 
 class SearchableIndex(Protocol):
@@ -96,6 +97,7 @@ def search(
     ``language`` / ``coverage`` as in `position_filter`."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError("the query must be a non-empty string.")
+    valid_unicode(query, "search", "the query")
     require_positive(limit, "limit")
     spec = index.searchable_spec()
     if vector is None:  # the calibrated vectors, or the only ones an uncalibrated collection has
