@@ -177,6 +177,7 @@ class FairSentenceTransformer(SentenceTransformer):
         for flag, value in (("calibrate_encode", calibrate_encode), ("calibrate_queries", calibrate_queries)):
             if value is not None and not isinstance(value, bool):
                 raise TypeError(f"{flag} must be True, False or None (the saved or default setting), got {value!r}.")
+        _check_options(kwargs)
         if isinstance(model, SentenceTransformer):
             if kwargs:
                 raise TypeError(f"loading options {sorted(kwargs)} cannot apply to an already loaded model.")
@@ -338,11 +339,18 @@ class FairSentenceTransformer(SentenceTransformer):
         batch_size = kwargs.get("batch_size")
         if batch_size is not None and not whole(batch_size):  # 1.5 failed in tqdm; 0 sentence-transformers refuses
             raise TypeError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        _check_options(kwargs)
         if isinstance(inputs, (list, tuple)) and not inputs:  # sentence-transformers checks the arguments
             return self._no_rows(super().encode(inputs, *args, **kwargs), kwargs)
+        output = kwargs.get("output_value", "sentence_embedding")
         with self.tallying() as tally:
             try:
                 return super().encode(inputs, *args, **kwargs)
+            except KeyError as err:  # sentence-transformers looks the name up in the model's output
+                if output is None or err.args != (output,):
+                    raise
+                raise ValueError(f"the model's output holds no {output!r}; output_value is 'sentence_embedding', "
+                                 "'token_embeddings' or None (all of them).") from None
             finally:
                 self._warn(tally)
 
@@ -486,6 +494,23 @@ def _caller_level() -> int:
             "mteb_fairpos", "sentence_transformers", "torch", "contextlib"):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Refuse a ``truncate_dim`` that would cut every vector to nothing (0) or from its end (-3: ``[:-3]``), and a
+    device torch cannot reach (CUDA on a CPU build failed on an assertion deep in torch)."""
+    cut = options.get("truncate_dim")
+    if cut is not None and (not whole(cut) or cut < 1):
+        raise ValueError(f"truncate_dim must be a positive integer (the dimensions kept), or None; got {cut!r}.")
+    device = options.get("device")
+    for one in device if isinstance(device, (list, tuple)) else () if device is None else (device,):  # a list: a pool
+        try:
+            kind = torch.device(one).type
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"device {one!r} is not a torch device ({err}).") from None
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {one!r}: no CUDA device is available to this torch ({torch.__version__}); "
+                             "leave device out to use the CPU.")
 
 
 def _check_texts(inputs: Any) -> None:

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from mteb_fairpos import CalibrationConfig, FairSentenceTransformer, attach
 
@@ -20,6 +21,30 @@ def test_a_calibration_flag_is_a_bool(minilm, flag, value):
 @pytest.mark.parametrize("text", ["none", "off", "Off"])
 def test_the_uncalibrated_model_is_named_as_everywhere_else(minilm, text):
     assert FairSentenceTransformer(minilm, text).plan is None
+
+
+def test_encode_options_that_would_fail_deep_or_cut_wrongly_are_named(minilm):
+    """truncate_dim=-3 kept all but 3 dimensions and 0 none, output_value='foo' was a bare KeyError, and a CUDA
+    device on a machine without one an AssertionError inside torch."""
+    from mteb_fairpos import minilm_path
+
+    model = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=8))
+    for cut in (-3, 0, 2.5):
+        with pytest.raises(ValueError, match=rf"truncate_dim must be a positive integer .*got {cut!r}"):
+            model.encode_document(["a page of text"], truncate_dim=cut)
+    with pytest.raises(ValueError, match="the model's output holds no 'foo'; output_value is 'sentence_embedding'"):
+        model.encode_document(["a page of text"], output_value="foo")
+    with pytest.raises(ValueError, match="device 'gpu' is not a torch device"):
+        model.encode_document(["a page of text"], device="gpu")
+    with pytest.raises(ValueError, match="truncate_dim must be a positive integer"):
+        FairSentenceTransformer(minilm_path(), truncate_dim=0)
+    assert model.encode_document(["a page of text"], truncate_dim=5).shape == (1, 5)
+    if not torch.cuda.is_available():
+        for given in ("cuda", ["cpu", "cuda:0"]):
+            with pytest.raises(ValueError, match="no CUDA device is available to this torch"):
+                model.encode_document(["a page of text"], device=given)
+        with pytest.raises(ValueError, match="no CUDA device is available to this torch"):
+            FairSentenceTransformer(minilm_path(), device="cuda")
 
 
 def test_attach_takes_a_config_and_a_pooling_it_can_honour(minilm):
