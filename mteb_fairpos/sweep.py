@@ -97,6 +97,9 @@ class SweepPlan:
     absent: dict[str, list[str]] = field(default_factory=dict)
     """Per task, the declared subsets its data lacks: named, never evaluated."""
     failures: list[Failure] = field(default_factory=list)
+    overwrite_strategy: str = "only-missing"
+    """What the units were planned under: the run must write under it too (``always`` would drop stored subsets
+    the plan kept)."""
 
     def pending(self, point: SweepPoint) -> list[Unit]:
         return [unit for unit in self.units if unit.point == point]
@@ -113,10 +116,17 @@ def plan_sweep(points: Sequence[SweepPoint], tasks: Sequence[Any], cache: Any,
         raise ValueError(f"overwrite_strategy must be one of {OVERWRITE_STRATEGIES}, got {overwrite_strategy!r}.")
     if not callable(getattr(cache, "get_task_result_path", None)):
         raise TypeError(f"cache must be an mteb ResultCache (mteb.cache.ResultCache(folder)), got {type(cache).__name__}.")
+    if isinstance(tasks, str):
+        raise TypeError(f"tasks must be a list of mteb tasks (mteb.get_tasks(tasks=[...])), got the text {tasks!r}.")
     tasks = list(tasks)  # checked, then planned: a generator would be spent by the check
     if bad := [task for task in tasks if not hasattr(task, "metadata")]:
         raise TypeError(f"tasks must be mteb tasks (mteb.get_tasks(tasks=[...])), got {bad[0]!r}.")
-    plan = SweepPlan(list(points), {}, {})
+    points = list(points)
+    if bad := [point for point in points if not isinstance(point, SweepPoint)]:
+        raise TypeError(f"points must be SweepPoints, got {bad[0]!r}.")
+    if repeated := [point for number, point in enumerate(points) if point in points[:number]]:  # run twice, into one file
+        raise ValueError(f"the grid point {repeated[0].meta().name} (max_length {repeated[0].max_length}) is given twice.")
+    plan = SweepPlan(points, {}, {}, overwrite_strategy=overwrite_strategy)
     for task in tasks:
         name = task.metadata.name
         declared = list(task.hf_subsets)
@@ -150,7 +160,12 @@ def _wanted_subsets(cache: Any, point: SweepPoint, task: Any, overwrite_strategy
         return list(task.hf_subsets)
     if overwrite_strategy == "never":
         return []
-    missing = TaskResult.from_disk(path).get_missing_evaluations(task)
+    try:
+        stored = TaskResult.from_disk(path)
+    except Exception as err:  # noqa: BLE001 -- JSON, pydantic and mteb's own conversions each raise their own
+        raise ValueError(f"{path}: not a readable mteb result ({one_line(err)}); move it away, or rerun it with "
+                         "overwrite strategy 'always'.") from None
+    missing = stored.get_missing_evaluations(task)
     return [subset for subset in task.hf_subsets if any(subset in subsets for subsets in missing.values())]
 
 
@@ -160,8 +175,16 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
+def planned_strategy(plan: SweepPlan, overwrite_strategy: str | None) -> str:
+    """The plan's overwrite strategy; another one given to the run is refused (its units were chosen under the plan's)."""
+    if overwrite_strategy is not None and overwrite_strategy != plan.overwrite_strategy:
+        raise ValueError(f"the plan was made with overwrite strategy {plan.overwrite_strategy!r}, not "
+                         f"{overwrite_strategy!r}; make it with plan_sweep(..., overwrite_strategy={overwrite_strategy!r}).")
+    return plan.overwrite_strategy
+
+
 def run_sweep(plan: SweepPlan, cache: Any, *, weights: LoadedWeights | None = None, encode_kwargs: dict[str, Any] | None = None,
-              overwrite_strategy: str = "only-missing", show_progress: bool = True,
+              overwrite_strategy: str | None = None, show_progress: bool = True,
               on_point: Callable[[int, SweepPoint, bool], None] | None = None) -> list[Failure]:
     """Evaluate the plan's units in this process; returns the failures (each unit's own).
 
@@ -172,6 +195,7 @@ def run_sweep(plan: SweepPlan, cache: Any, *, weights: LoadedWeights | None = No
 
     from .mteb_models import LoadedWeights, build_encoder
 
+    overwrite_strategy = planned_strategy(plan, overwrite_strategy)
     weights = weights if weights is not None else LoadedWeights()
     failures: list[Failure] = []
     for number, point in enumerate(plan.points, start=1):

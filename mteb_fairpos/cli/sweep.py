@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-t/--tasks: {message}") from None
     points = [SweepPoint(args.model, config, args.device, args.max_length)
               for config in ([] if args.no_twin else [None]) + configs]
+    if args.engine == "ray":  # an unreachable cluster is reported before any task's data is read
+        from ..integrations.ray import runtime
+
+        args.address = runtime.checked_address(args.address)
     cache = ResultCache(args.output_folder)
     encode_kwargs: dict[str, Any] = {"batch_size": args.batch_size} if args.batch_size else {}
     plan = plan_sweep(points, tasks, cache, args.overwrite_strategy)
@@ -106,15 +110,15 @@ def run(args: argparse.Namespace) -> int:
         from ..integrations.ray.sweep import run_on_ray
 
         _, failed = run_on_ray(plan, args.output_folder, actors=args.actors, gpus_per_actor=args.gpus_per_actor,
-                               address=args.address, batch_size=args.batch_size,
-                               overwrite_strategy=args.overwrite_strategy, show_progress=not args.quiet)
+                               address=args.address, batch_size=args.batch_size, show_progress=not args.quiet)
         failures += failed
         for number, point in enumerate(points, start=1):
             name = point.meta().name
-            print(f"[{number}/{len(points)}] {name}: {'incomplete' if any(f.model == name for f in failed) else 'cached'}")
+            status = "incomplete" if any(f.model == name for f in failed) else "evaluated" if plan.pending(point) else "cached"
+            print(f"[{number}/{len(points)}] {name}: {status}")
     else:
         failures += run_sweep(plan, cache, weights=LoadedWeights(), encode_kwargs=encode_kwargs,
-                              overwrite_strategy=args.overwrite_strategy, show_progress=not args.quiet, on_point=announce)
+                              show_progress=not args.quiet, on_point=announce)
     rows = [_row(point.calibration, point.meta(), summarize(result)) for point, result in read_results(plan, cache)]
     print()
     print(tradeoff_tables(rows))

@@ -91,3 +91,18 @@ def test_a_generator_of_tasks_is_planned_not_spent_by_the_check(tmp_path):
     listed = plan_sweep(points, [FairPosTinyRetrieval()], ResultCache(tmp_path / "a"))
     generated = plan_sweep(points, (task for task in [FairPosTinyRetrieval()]), ResultCache(tmp_path / "b"))
     assert [(u.task, u.subsets) for u in generated.units] == [(u.task, u.subsets) for u in listed.units] != []
+
+
+def test_a_grid_reads_lists_and_whole_basket_sizes():
+    """grid("128", ...) was baskets 1, 2 and 8, and a basket of 128.7 was cut to 128."""
+    from mteb_fairpos.config import ConfigError
+    from mteb_fairpos.grid import grid
+
+    with pytest.raises(TypeError, match=r"baskets is a list; got the text '128' \(write \['128'\]\)"):
+        grid("128", ["last"], [0.5])
+    with pytest.raises(TypeError, match="layers is a list; got the text 'last'"):
+        grid([128], "last", [0.5])
+    for basket in (128.7, True, "x"):
+        with pytest.raises(ConfigError, match=f"a basket size is a whole number of tokens, got {basket!r}"):
+            grid([basket], ["last"], [0.5])
+    assert grid(["128", 128.0, np.int64(128)], ["last"], [0.5]) == [CalibrationConfig(128, "last", 0.5)]

@@ -82,3 +82,47 @@ def test_the_ray_sweep_runs_the_sequential_plan(tmp_path):
     assert len(sidecars["ray"]) == 2 and all(len(tables) == 2 for tables in sidecars["ray"].values())
     assert {m: {k: t.to_pydict() for k, t in tables.items()} for m, tables in sidecars["ray"].items()} == \
         {m: {k: t.to_pydict() for k, t in tables.items()} for m, tables in sidecars["sequential"].items()}
+
+
+def test_points_that_differ_only_in_length_both_land_and_a_half_written_unit_is_evaluated_again(tmp_path):
+    """Units were matched back to their point by model name, which a point at another max_length shares: one
+    result was merged into the other's and deleted, yet both were reported done. A unit result a crash left
+    half-written failed the unit on every rerun."""
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.integrations.ray.sweep import UNITS_FOLDER, _unit_folder, run_on_ray
+    from mteb_fairpos.sweep import SweepPoint, plan_sweep
+
+    points = [SweepPoint(MODEL, None, "cpu"), SweepPoint(MODEL, None, "cpu", max_length=32)]
+    tasks = [fairpos_tiny_tasks.FairPosTinyRetrieval()]
+    cache = ResultCache(tmp_path)
+    plan = plan_sweep(points, tasks, cache)
+    unit = _unit_folder(tmp_path / UNITS_FOLDER, points[1], "FairPosTinyRetrieval", plan.units[1].subsets[0])
+    crashed = ResultCache(unit).get_task_result_path("FairPosTinyRetrieval", points[1].meta())
+    crashed.parent.mkdir(parents=True)
+    crashed.write_text('{"dataset_revision": "ab')  # cut off mid-write
+    done, failures = run_on_ray(plan, tmp_path, actors=2, show_progress=False)
+    assert failures == [] and len(done) == 2
+    paths = [cache.get_task_result_path("FairPosTinyRetrieval", point.meta()) for point in points]
+    assert paths[0] != paths[1] and all(path.is_file() for path in paths)
+
+
+def test_a_gpu_request_the_cluster_cannot_meet_and_another_cluster_are_refused(tmp_path):
+    """Ray waited for ever for GPUs the cluster does not have; an address other than the cluster this process had
+    joined was ignored and the work ran here."""
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.integrations.ray import runtime
+    from mteb_fairpos.integrations.ray.sweep import run_on_ray
+    from mteb_fairpos.sweep import SweepPoint, plan_sweep
+
+    plan = plan_sweep([SweepPoint(MODEL, None, "cpu")], [fairpos_tiny_tasks.FairPosTinyRetrieval()], ResultCache(tmp_path))
+    with pytest.raises(runtime.RayUnavailableError, match=r"each actor asks for 1 GPU\(s\), but the Ray cluster has 0"):
+        run_on_ray(plan, tmp_path, gpus_per_actor=1, show_progress=False)
+    with pytest.raises(runtime.RayUnavailableError, match="cannot reach the Ray cluster at 127.0.0.1:1"):
+        run_on_ray(plan, tmp_path, address="127.0.0.1:1", show_progress=False)
+    assert not any(tmp_path.rglob("FairPosTinyRetrieval.json"))
+    joined = ray.get_runtime_context().gcs_address  # the cluster this process joined, named as it is or by port
+    runtime._require_joined(ray, joined)
+    with pytest.raises(runtime.RayUnavailableError, match=f"this process has already joined the Ray cluster at {joined}"):
+        runtime._require_joined(ray, joined.rsplit(":", 1)[0] + ":1")

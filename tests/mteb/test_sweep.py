@@ -108,3 +108,38 @@ def test_the_sweep_command_names_absent_subsets_and_failures(tmp_path, capsys, m
     held = {f"{lang}/{folder.name}" for lang in ("deu-Latn", "eng-Latn") for folder in (POSIR / lang).iterdir()}
     scored = {s["hf_subset"] for s in written["scores"]["test"]}
     assert scored and {subset.replace(".", "/IndustryCorpus2_", 1) for subset in scored} <= held
+
+
+def test_a_plan_refuses_what_would_lose_or_repeat_results_and_is_run_under_its_own_strategy(tmp_path):
+    """A point given twice was evaluated twice into one file; a damaged result in the folder was a traceback from
+    mteb; a run told 'always' on a plan made 'only-missing' dropped the stored subsets the plan kept; the Ray run's
+    counts were checked inside Ray. Each is refused before anything runs (no Ray runtime is started here)."""
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.integrations.ray.sweep import run_on_ray
+    from mteb_fairpos.sweep import plan_sweep, run_sweep
+
+    cache = ResultCache(tmp_path / "results")
+    twin, config = _points()
+    tiny = [fairpos_tiny_tasks.FairPosTinyRetrieval()]
+    with pytest.raises(ValueError, match=r"the grid point fair-off/all-MiniLM-L6-v2 \(max_length None\) is given twice"):
+        plan_sweep([twin, config, twin], tiny, cache)
+    with pytest.raises(TypeError, match="points must be SweepPoints, got 'fair/all-MiniLM-L6-v2'"):
+        plan_sweep([MODEL], tiny, cache)
+    damaged = cache.get_task_result_path("FairPosTinyRetrieval", twin.meta())
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text('{"task_name": "FairPosTinyRetrieval"}')
+    with pytest.raises(ValueError, match=rf"{damaged.name}: not a readable mteb result \(.*\); move it away"):
+        plan_sweep([twin], tiny, cache)
+    assert plan_sweep([twin], tiny, cache, "always").units  # rerun whole: the file is not read
+    plan = plan_sweep([config], tiny, cache)
+    for run in (lambda: run_sweep(plan, cache, overwrite_strategy="always", show_progress=False),
+                lambda: run_on_ray(plan, tmp_path / "results", overwrite_strategy="always", show_progress=False)):
+        with pytest.raises(ValueError, match="the plan was made with overwrite strategy 'only-missing', not 'always'"):
+            run()
+    for options, message in (({"actors": 1.5}, "actors must be a positive integer"),
+                             ({"batch_size": 0}, "batch_size must be a positive integer"),
+                             ({"gpus_per_actor": -1}, "gpus_per_actor must be a number of at least 0"),
+                             ({"gpus_per_actor": "0"}, "gpus_per_actor must be a number of at least 0")):
+        with pytest.raises(ValueError, match=message):
+            run_on_ray(plan, tmp_path / "results", show_progress=False, **options)

@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from sentence_transformers import SentenceTransformer
 
-from ...config import whole
+from ...config import require_positive, whole
 from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
@@ -138,15 +138,16 @@ def encode_to_parts(
                              "as it is (set them on it, or give its name).")
     if max_length is not None and (not whole(max_length) or max_length < 1):  # 0 was read as 'not given'
         raise ValueError(f"max_length must be None (the model's own) or a positive integer, got {max_length!r}.")
-    if actors < 1:
-        raise ValueError(f"actors must be >= 1, got {actors}.")
+    for name, count in (("actors", actors), ("batch_size", batch_size), ("part_size", part_size)):
+        require_positive(count, name)  # here, not in a Ray actor after the model loaded (2.5 parts made one part)
     if engine == "local" and (actors != 1 or gpus_per_actor is not None or address is not None):
         raise ValueError("actors, GPUs per actor and a Ray address apply to the Ray engine; "
                          "add --engine ray (engine='ray'), or leave them out.")
     if engine == "ray":  # an unreachable cluster is reported before the input is read or a model loaded
         from ..ray import runtime
 
-        runtime.check_address(address)
+        runtime.check_resources(gpus_per_actor)
+        address = runtime.checked_address(address)
     target = locate(output)  # a bad URI or a missing bucket is refused before the input is read
     target.require_bucket()
     _refuse_output_in_input(target, inputs)
@@ -170,16 +171,17 @@ def encode_to_parts(
     todo = [r for r in scan.ranges if r.name not in done]
     options = EncodeOptions(collection=collection, output=target.path if target.local else target.uri, spec=spec,
                             store_text=store_text, batch_size=batch_size)
+    if engine == "ray":  # joined before the manifest goes: a cluster that cannot be joined leaves the folder as it was
+        from ..ray import pipeline, runtime
+
+        del driver_model
+        runtime.init(address)
     if target.local:
         Path(target.path).mkdir(parents=True, exist_ok=True)
     target.child(MANIFEST).delete()  # a folder with a manifest is a complete one
     if engine == "local":
         results = _run_local(PartEncoder(driver_model, options), todo, show_progress)
     else:
-        from ..ray import pipeline, runtime
-
-        del driver_model
-        runtime.init(address)
         results = pipeline.encode_ranges(todo, loader, options, actors=actors, gpus_per_actor=gpus_per_actor,
                                          show_progress=show_progress)
     report = EncodeReport(output=str(output), documents=scan.documents, parts=len(scan.ranges),

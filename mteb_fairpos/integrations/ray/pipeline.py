@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from ...config import require_positive
 from ..qdrant.input import InputRange
 from ..qdrant.part_encoder import EncodeOptions, PartEncoder
-from .runtime import actor_note_dropped, require_ray
+from .runtime import actor_note_dropped, gpus_for_actors, require_ray
 
 RESULT_KEYS = ("name", "documents", "points", "forward_passes", "truncated", "uncalibrated", "seconds")
 
@@ -45,13 +46,13 @@ def encode_ranges(todo: list[InputRange], loader: Callable[..., Any], options: E
     """Encode ``todo`` on the running Ray runtime; returns one result per range (see `PartEncoder.encode`)."""
     if not todo:
         return []
+    require_positive(actors, "actors")
     ray = require_ray()
     from ray.data import ActorPoolStrategy, DataContext
 
     actors = min(actors, len(todo))  # an actor without a range would only load the model
     resources = ray.cluster_resources()
-    if gpus_per_actor is None:
-        gpus_per_actor = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+    gpus_per_actor = gpus_for_actors(gpus_per_actor)
     if cpus_per_actor is None:  # CPU actors share the cores (no more than one node has); GPU actors take one each
         largest_node = max((n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")), default=1)
         share = min(resources.get("CPU", 1) // actors, largest_node)

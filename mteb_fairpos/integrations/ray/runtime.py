@@ -12,6 +12,7 @@ node needs nothing set; a refused token is reported as such, with what to set wh
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import re
 import socket
@@ -21,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
+
+from ...config import whole
 
 AUTH_MODE = "RAY_AUTH_MODE"
 AUTH_HELP = (f"set {AUTH_MODE}=token and give every process the head node's token (`ray get-auth-token` there prints "
@@ -59,8 +62,14 @@ def check_address(address: str | None, timeout: float = 5.0) -> None:
     require_ray()
     if address in LOCAL_ADDRESSES or address == "auto":
         return
+    if not isinstance(address, str):
+        raise TypeError(f"a Ray address is text (host:port), got {type(address).__name__}.")
     parts = urlsplit(address if "://" in address else f"ray://{address}")
-    if not parts.hostname or parts.port is None:
+    try:
+        port = parts.port  # urllib raises on a port that is no number, or out of range
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
         raise RayUnavailableError(f"Ray address {address!r} is not host:port (e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001).")
     try:
         with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
@@ -70,6 +79,20 @@ def check_address(address: str | None, timeout: float = 5.0) -> None:
     if not address.startswith("ray://"):  # a Ray Client server (ray://) is not the GCS: the TCP check is all
         use_cluster_token()
         _probe_gcs(address, timeout)
+
+
+def checked_address(address: str | None) -> str | None:
+    """The address to join, checked (`check_address`): ``address``, or with none the one in ``RAY_ADDRESS`` where it
+    is set, since ``ray.init`` follows it (retrying an unreachable one for minutes)."""
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
+        try:
+            check_address(address)
+        except RayUnavailableError as err:
+            raise type(err)(f"RAY_ADDRESS: {err}") from None
+        return address
+    check_address(address)
+    return address
 
 
 def use_cluster_token() -> bool:
@@ -171,27 +194,71 @@ def _probe_gcs(address: str, timeout: float) -> None:
         raise _unreachable(address, f"it answers, but not as a Ray cluster's GCS: {str(err)[:120]}") from None
 
 
+def _require_joined(ray: Any, address: str | None) -> None:
+    """Refuse an ``address`` other than the cluster this process has already joined (the work would run there)."""
+    if address in LOCAL_ADDRESSES or address == "auto" or address.startswith("ray://"):
+        return
+    current = ray.get_runtime_context().gcs_address
+    if urlsplit(f"ray://{current}").port != urlsplit(f"ray://{address}").port:
+        raise RayUnavailableError(f"this process has already joined the Ray cluster at {current}, not {address}; "
+                                  "call ray.shutdown() first to join another.")
+
+
+def check_resources(gpus_per_actor: Any) -> None:
+    """Refuse a GPU count per actor that Ray could not schedule (negative, text), before Ray starts."""
+    if gpus_per_actor is None:
+        return
+    if isinstance(gpus_per_actor, bool) or not isinstance(gpus_per_actor, numbers.Real) or not \
+            0 <= gpus_per_actor < float("inf"):
+        raise ValueError(f"gpus_per_actor must be a number of at least 0, or None (one each where the cluster has "
+                         f"GPUs), got {gpus_per_actor!r}.")
+
+
+def gpus_for_actors(gpus_per_actor: float | None) -> float:
+    """The GPUs each actor asks for: one where the cluster has any (``None``), else as given; a request the cluster
+    cannot meet is refused here, where Ray would wait for the GPUs for ever."""
+    ray = require_ray()
+    available = ray.cluster_resources().get("GPU", 0)
+    if gpus_per_actor is None:
+        return 1.0 if available >= 1 else 0.0
+    if gpus_per_actor > available:
+        raise RayUnavailableError(f"each actor asks for {gpus_per_actor:g} GPU(s), but the Ray cluster has {available:g}; "
+                                  "give fewer (0 runs on CPUs), or join a cluster with GPUs. Nothing was sent to it.")
+    return float(gpus_per_actor)
+
+
 def auth_refused(address: str, why: str) -> RayAuthenticationError:
     mode = os.environ.get(AUTH_MODE)
     return RayAuthenticationError(
         f"the Ray cluster at {address} uses token authentication and refused this process "
         f"({why.splitlines()[0][:100]}; {AUTH_MODE} is {'unset' if mode is None else repr(mode)} here): {AUTH_HELP}. "
-        "Nothing was encoded.")
+        "Nothing was sent to it.")
 
 
 def _unreachable(address: str, why: str) -> RayUnavailableError:
     return RayUnavailableError(
         f"cannot reach the Ray cluster at {address} ({why}); start it with `ray start --head` on the head node "
-        "and give that node's address (port 6379), or leave out --address for a local Ray runtime. Nothing was encoded.")
+        "and give that node's address (port 6379), or leave out --address for a local Ray runtime. Nothing was sent to it.")
 
 
 def init(address: str | None = None, *, num_cpus: int | None = None) -> None:
-    """Join the cluster at ``address`` or start a local runtime (``num_cpus`` caps it); no-op if Ray is up."""
+    """Join the cluster at ``address`` or start a local runtime (``num_cpus`` caps it); with no address, the one in
+    ``RAY_ADDRESS`` where it is set, as ``ray.init`` does. Ray already up here is used if it is the cluster asked for,
+    and refused if it is another."""
     ray = require_ray()
+    address = checked_address(address)
+    if num_cpus is not None and (not whole(num_cpus) or num_cpus < 1):
+        raise ValueError(f"num_cpus must be a positive integer or None (every core), got {num_cpus!r}.")
     if ray.is_initialized():
+        _require_joined(ray, address)
         return
-    check_address(address)
     local = address in LOCAL_ADDRESSES
-    with _auth_notices_off():  # a local runtime turns token authentication on by default, and says so
-        ray.init(address=None if local else address, num_cpus=num_cpus if local else None, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+    # "local" asked for by name starts one even where RAY_ADDRESS is set, as ray.init("local") does
+    target = address if not local else None if address is None else "local"
+    try:
+        with _auth_notices_off():  # a local runtime turns token authentication on by default, and says so
+            ray.init(address=target, num_cpus=num_cpus if local else None, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+    except ConnectionError as err:  # "auto" with no cluster started on this machine
+        raise RayUnavailableError(f"cannot join the Ray cluster at {address!r}: {str(err).splitlines()[0]} "
+                                  "Nothing was sent to it.") from None

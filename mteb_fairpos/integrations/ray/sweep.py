@@ -23,7 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ...sweep import Failure, SweepPlan, SweepPoint, one_line
+from ...config import require_positive
+from ...results.output import check_folder
+from ...sweep import Failure, SweepPlan, SweepPoint, one_line, planned_strategy
 from . import runtime
 
 UNITS_FOLDER = ".fairpos-units"
@@ -40,35 +42,46 @@ class SweepWorker:
         self.weights = LoadedWeights()  # for the worker's life: every grid point reuses the loaded checkpoint
         self.encode_kwargs = {"batch_size": batch_size} if batch_size else {}
 
-    def evaluate(self, point: SweepPoint, template: Any, subset: str, folder: str) -> tuple[str, str, str, str | None]:
+    def evaluate(self, number: int, point: SweepPoint, template: Any, subset: str, folder: str) -> tuple[int, str | None]:
         """Evaluate one subset of a task (rebuilt from its unloaded ``template``) into ``folder``;
-        returns (model, task, subset, error line or None)."""
+        returns (the unit's ``number``, error line or None)."""
         import mteb
         from mteb.cache import ResultCache
+        from mteb.results import TaskResult
 
         from ...mteb_models import build_encoder
 
         meta = point.meta()
         task = copy.deepcopy(template).filter_languages(None, hf_subsets=[subset])
+        cache = ResultCache(folder)
+        finished = cache.get_task_result_path(template.metadata.name, meta)
+        try:  # a unit that finished before a crash is read back; one a crash left half-written is evaluated again
+            if finished.is_file():
+                TaskResult.from_disk(finished)
+        except Exception:  # noqa: BLE001 -- whatever it holds, it is no result
+            finished.unlink()
         try:
-            mteb.evaluate(build_encoder(meta, weights=self.weights), task, cache=ResultCache(folder),
+            mteb.evaluate(build_encoder(meta, weights=self.weights), task, cache=cache,
                           overwrite_strategy="only-missing", encode_kwargs=dict(self.encode_kwargs), show_progress_bar=False)
         except Exception as err:  # noqa: BLE001 -- reported to the driver in one line
-            return meta.name, template.metadata.name, subset, one_line(err)
-        return meta.name, template.metadata.name, subset, None
+            return number, one_line(err)
+        return number, None
 
 
 def run_on_ray(plan: SweepPlan, output_folder: str | Path, *, actors: int = 1, gpus_per_actor: float | None = None,
-               address: str | None = None, batch_size: int | None = None, overwrite_strategy: str = "only-missing",
+               address: str | None = None, batch_size: int | None = None, overwrite_strategy: str | None = None,
                show_progress: bool = True) -> tuple[list[tuple[str, str, str]], list[Failure]]:
-    """Evaluate the plan's units on Ray into ``output_folder``; returns the (model, task, subset)
-    units that landed and the failures."""
+    """Evaluate the plan's units on Ray into ``output_folder`` (under the plan's overwrite strategy); returns the
+    (model, task, subset) units that landed and the failures."""
     from mteb.cache import ResultCache
     from tqdm.auto import tqdm
 
-    if actors < 1:
-        raise ValueError(f"actors must be >= 1, got {actors}.")
-    cache = ResultCache(output_folder)
+    overwrite_strategy = planned_strategy(plan, overwrite_strategy)
+    require_positive(actors, "actors")
+    runtime.check_resources(gpus_per_actor)
+    if batch_size is not None:
+        require_positive(batch_size, "batch_size")
+    cache = ResultCache(check_folder(output_folder))
     units_root = Path(output_folder) / UNITS_FOLDER
     if overwrite_strategy == "always":
         shutil.rmtree(units_root, ignore_errors=True)
@@ -78,18 +91,17 @@ def run_on_ray(plan: SweepPlan, output_folder: str | Path, *, actors: int = 1, g
         return [], []
     runtime.init(address)
     ray = runtime.require_ray()
-    if gpus_per_actor is None:
-        gpus_per_actor = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    gpus_per_actor = runtime.gpus_for_actors(gpus_per_actor)
     worker = ray.remote(SweepWorker).options(num_cpus=1, num_gpus=gpus_per_actor, max_restarts=-1, max_task_retries=-1)
     pool = ray.util.ActorPool([worker.remote(batch_size) for _ in range(min(actors, len(flat)))])
     done: list[tuple[str, str, str]] = []
     failures: list[Failure] = []
     landed: dict[tuple[SweepPoint, str], list[str]] = defaultdict(list)
-    folders = {(point.meta().name, task, subset): (point, folder) for point, task, subset, folder in flat}
     with tqdm(total=len(flat), desc="sweep on ray", unit="subset", disable=not show_progress) as bar:
-        units = [(point, plan.templates[task], subset, folder) for point, task, subset, folder in flat]
-        for model, task, subset, error in pool.map_unordered(lambda actor, unit: actor.evaluate.remote(*unit), units):
-            point, folder = folders[(model, task, subset)]
+        units = [(number, point, plan.templates[task], subset, folder) for number, (point, task, subset, folder) in enumerate(flat)]
+        for number, error in pool.map_unordered(lambda actor, unit: actor.evaluate.remote(*unit), units):
+            point, task, subset, folder = flat[number]  # by number: points that differ only in length share a name
+            model = point.meta().name
             if error is None:
                 done.append((model, task, subset))
                 landed[(point, task)].append(folder)
