@@ -37,6 +37,7 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 
 from .attention import HOST_LAYOUT, CalibrationPlan, UnsupportedModelError, attach
 from .config import CalibrationConfig, ConfigError, whole
+from .devices import device_problem
 from .segmented import TruncationWarning, model_pooling
 from .truncation import cut_count, provable
 
@@ -504,13 +505,8 @@ def _check_options(options: dict[str, Any]) -> None:
         raise ValueError(f"truncate_dim must be a positive integer (the dimensions kept), or None; got {cut!r}.")
     device = options.get("device")
     for one in device if isinstance(device, (list, tuple)) else () if device is None else (device,):  # a list: a pool
-        try:
-            kind = torch.device(one).type
-        except (RuntimeError, TypeError) as err:
-            raise ValueError(f"device {one!r} is not a torch device ({err}).") from None
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {one!r}: no CUDA device is available to this torch ({torch.__version__}); "
-                             "leave device out to use the CPU.")
+        if problem := device_problem(one):
+            raise ValueError(f"device {one!r}: {problem}.")
 
 
 def _check_texts(inputs: Any) -> None:

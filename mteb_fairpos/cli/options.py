@@ -53,20 +53,11 @@ def check_device(args: argparse.Namespace) -> None:
     device = getattr(args, "device", None)
     if device is None:
         return
-    import torch
+    from ..devices import device_problem
 
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device {device}: unknown device; expected e.g. cpu, cuda, cuda:1 or mps.") from None
-    if getattr(args, "engine", "local") == "ray":
-        return
-    backend = getattr(torch, parsed.type, None)  # torch.cuda, torch.mps, torch.xpu, ...
-    if hasattr(backend, "is_available") and not backend.is_available():
-        raise ValueError(f"--device {device}: {parsed.type} was asked for but torch sees no {parsed.type.upper()} device.")
-    if parsed.index is not None and hasattr(backend, "device_count") and parsed.index >= backend.device_count():
-        raise ValueError(f"--device {device}: torch sees {backend.device_count()} {parsed.type.upper()} device(s), "
-                         f"numbered from 0.")
+    problem = device_problem(device, here=getattr(args, "engine", "local") != "ray")
+    if problem:
+        raise ValueError(f"--device {device}: {problem}.")
 
 
 def add_report(parser: argparse.ArgumentParser, *, what: str) -> None:
