@@ -102,6 +102,22 @@ def test_a_killed_encoding_actor_is_restarted_and_its_part_retried(tmp_path):
     assert reference.points == report.points == 24
 
 
+def test_gpus_the_cluster_lacks_are_refused_not_waited_for(tmp_path):
+    """GPUs per actor the cluster does not have made Ray wait for ever; a CUDA device with actors that get no GPU
+    failed in every actor with torch's traceback."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine's Ray runtime has GPUs")
+    path = write_jsonl(tmp_path / "d.jsonl", records(2))
+    with pytest.raises(runtime.RayUnavailableError, match=r"each actor asks for 1 GPU\(s\), but the Ray cluster has 0"):
+        encode_to_parts(path, tmp_path / "o", MINILM_HUB_ID, "p", engine="ray", gpus_per_actor=1, show_progress=False)
+    with pytest.raises(runtime.RayUnavailableError, match="device 'cuda', but the Ray actors get no GPU"):
+        encode_to_parts(path, tmp_path / "o", ModelLoader(MINILM_HUB_ID, device="cuda"), "p", engine="ray",
+                        show_progress=False)
+    assert not any((tmp_path / "o").glob("*.parquet"))
+
+
 def test_unreachable_address_is_reported_before_anything_runs(tmp_path):
     with pytest.raises(runtime.RayUnavailableError, match="cannot reach the Ray cluster at 127.0.0.1:1"):
         encode_to_parts(write_jsonl(tmp_path / "d.jsonl", records(2)), tmp_path / "o", MINILM_HUB_ID, "p",
