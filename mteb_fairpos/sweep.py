@@ -40,6 +40,10 @@ class SweepPoint:
     """A length other than the model's own is an mteb experiment: its own results folder."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise TypeError(f"model must be a plugin model's name (fair/<model>, or its base), got {self.model!r}.")
+        if self.device is not None and not isinstance(self.device, str):
+            raise TypeError(f"device must be a torch device's name (cpu, cuda, cuda:1), or None; got {self.device!r}.")
         if self.calibration is not None and not isinstance(self.calibration, CalibrationConfig):
             raise TypeError(f"calibration must be a CalibrationConfig or None (the twin), got {type(self.calibration).__name__}; "
                             "CalibrationConfig.parse(text) reads a text form.")

@@ -71,6 +71,20 @@ def test_bad_input(tmp_path, capsys):
     assert "not an mteb-fairpos model" in capsys.readouterr().err
 
 
+def test_an_unreachable_ray_cluster_is_named_before_any_data_is_read(tmp_path, capsys, monkeypatch):
+    """The address was checked after every task's data was loaded, and an empty results folder was left."""
+    pytest.importorskip("ray", reason='the Ray engine is an extra: pip install "mteb-fairpos[ray]"')
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a task's data was read")
+
+    monkeypatch.setattr(fairpos_tiny_tasks.FairPosTinyRetrieval, "load_data", refuse)
+    assert main(["sweep", "-t", TASK, "--configs", "b64_lhalf_a1", "--engine", "ray", "--address", "127.0.0.1:1",
+                 "--output-folder", str(tmp_path / "results")]) == 2
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.usefixtures("minilm_dir")
 def test_longer_inputs_go_to_an_experiment_folder(tmp_path, capsys):
     args = ["sweep", "-t", TASK, "--configs", "b64_llast_a1", "--no-twin", "--max-seq-length", "240",

@@ -93,6 +93,16 @@ def test_a_generator_of_tasks_is_planned_not_spent_by_the_check(tmp_path):
     assert [(u.task, u.subsets) for u in generated.units] == [(u.task, u.subsets) for u in listed.units] != []
 
 
+def test_a_sweep_point_names_a_model_and_device_of_the_wrong_kind():
+    from mteb_fairpos.sweep import SweepPoint
+
+    for model in (None, ["fair/all-MiniLM-L6-v2"], ""):
+        with pytest.raises(TypeError, match="model must be a plugin model's name"):
+            SweepPoint(model, None)  # failed in meta() on an attribute
+    with pytest.raises(TypeError, match="device must be a torch device's name"):
+        SweepPoint("fair/all-MiniLM-L6-v2", None, 5)
+
+
 def test_a_grid_reads_lists_and_whole_basket_sizes():
     """grid("128", ...) was baskets 1, 2 and 8, and a basket of 128.7 was cut to 128."""
     from mteb_fairpos.config import ConfigError
