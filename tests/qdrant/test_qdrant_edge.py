@@ -262,6 +262,8 @@ def test_open_store_names_what_it_would_ignore_or_misplace(tmp_path, monkeypatch
         store.open_store("")  # the current folder: refused before anything is written among the user's files
     with pytest.raises(TypeError, match="timeot: options of qdrant-client, which a Qdrant Edge store does not use"):
         store.open_store(str(tmp_path / "new"), timeot=3)
+    with pytest.raises(ValueError, match=r"url must be a server's address \(http://host:6333\), got ''"):
+        store.open_store(url="")  # it reported the Qdrant server at "the Qdrant server" unreachable
     with pytest.raises(ValueError, match=r"backend= chooses the embedded engine of path=; a server \(url=\) runs its own"):
         store.open_store(url="http://127.0.0.1:9", backend="edge")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -95,6 +95,9 @@ def open_store(
     if url is not None and path is not None:
         raise ValueError("give either a local path or a server url, not both.")
     if url is not None:
+        if not isinstance(url, str) or not url.strip():  # qdrant-client would try a default host and name none
+            raise ValueError(f"url must be a server's address (http://host:6333), got {url!r}; give path= for an "
+                             "embedded store.")
         if backend is not None:  # a server runs its own engine
             raise ValueError("backend= chooses the embedded engine of path=; a server (url=) runs its own.")
         return ServerStore.open(url, api_key=api_key, timeout=timeout, **client_kwargs)
