@@ -166,9 +166,13 @@ class Settings:
 
 def _stored(record: Counts | Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    shapes = _shapes(type(record))
     for name, key, prefix in _keys(type(record)):
         value = getattr(record, name)
         if value is not None:
+            fits, words = shapes[name]
+            if not fits(value):  # a reader would take it out as damaged: it is refused where it is written
+                raise TypeError(f"{type(record).__name__}.{name} ({key}) must be {words}, got {value!r}.")
             out.update({f"{key}{label}": count for label, count in value.items()} if prefix else {key: value})
     return out
 
@@ -328,8 +332,7 @@ def faults(entry: ScoreEntry) -> list[str]:
     where nothing reads it), a position value or PSI that is infinite or ``NaN`` (``null`` is how a value is
     stored as empty or undefined). The values are taken out, so that no profile, mean or PSI is computed
     from them; each is named."""
-    found = [f"{key} is {_article(type(entry.details[key]).__name__)}, not "
-             + (_expected().get(key) or f"a number{' or a mapping' if _MAPPING.match(key) else ''}") for key in entry.unread]
+    found = [_unfit(key, entry.details[key]) for key in entry.unread]
     for family, profile in entry.profiles.items():
         for label, point in profile.points.items():
             if point.value is not None and not math.isfinite(point.value):
@@ -339,6 +342,14 @@ def faults(entry: ScoreEntry) -> list[str]:
         found.append(f"psi is {entry.psi}, not a finite number")
         entry.psi = None
     return found
+
+
+def _unfit(key: str, raw: Any) -> str:
+    """Why a stored value is not what its key holds, in words."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
+        return f"{key} is {raw}, below 0: no count, size or seed is"
+    return f"{key} is {_article(type(raw).__name__)}, not " + (
+        _expected().get(key) or f"a number{' or a mapping' if _MAPPING.match(key) else ''}")
 
 
 def _article(noun: str) -> str:
@@ -396,7 +407,8 @@ def _estimate(key: str, estimate: Estimate) -> dict[str, Any]:
 
 
 def _is_count(raw: Any) -> bool:
-    return isinstance(raw, int) and not isinstance(raw, bool)
+    """Every integer a record holds counts something, or is a size or seed: none is below 0."""
+    return isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0
 
 
 def _is_value(raw: Any) -> bool:
