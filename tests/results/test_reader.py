@@ -229,3 +229,18 @@ def test_a_model_folder_given_as_the_results_folder_is_not_sent_above_itself(tmp
     assert found.scores == {} and not any("below this results folder" in issue.message for issue in found.issues)
     assert sorted((issue.kind, issue.where) for issue in found.issues) == [
         ("foreign", "abc/SQuADPosQTiny.json"), ("foreign", "abc/model_meta.json")]
+
+
+def test_a_damaged_recorded_seed_is_named_and_the_scores_still_read(tmp_path):
+    """A bootstrap seed below 0 made the whole result 'corrupt' (Resampling refused it): its scores were dropped."""
+    from results_folders import register_tasks, retrieval_entry, write_result
+
+    from mteb_fairpos.results import collect
+
+    register_tasks()
+    entry = dict(retrieval_entry(0.5, {"begin": 0.6, "end": 0.4}), bootstrap_resamples=100, bootstrap_seed=-3)
+    write_result(tmp_path, "fair/m", "r", "FairPosTinyRetrieval", {"test": [entry]})
+    found = collect(tmp_path)
+    assert [scores.main_score for scores in found.scores.values()] == [0.5]
+    assert [issue.message for issue in found.issues] == [
+        "split test, subset default: bootstrap_seed is -3, below 0: no count, size or seed is; not used."]
