@@ -24,6 +24,9 @@ import numpy as np
 
 
 def _defined(values: Iterable[float | None]) -> list[float]:
+    values = [values] if isinstance(values, (str, bytes)) else list(values)  # '0.5' was read letter by letter
+    if any(isinstance(v, (str, bytes)) for v in values):
+        raise TypeError(f"a profile is a list of numbers (None or NaN for an empty group), got {values!r:.60}.")
     return [float(v) for v in values if v is not None and not math.isnan(float(v))]
 
 

@@ -148,3 +148,9 @@ def test_helpers_refuse_what_numpy_would_fail_on_or_turn_around():
     with pytest.raises(ValueError, match="a whole number of at least one unit to resample; got 3.5"):
         counts(3.5, Resampling(resamples=10))
     assert counts(np.int64(3), Resampling(resamples=10)).shape == (10, 3)
+    from mteb_fairpos.fairness import psi
+
+    for text in ("0.5", ["0.5", "0.25"]):  # letter by letter, and text silently taken as numbers
+        with pytest.raises(TypeError, match="a profile is a list of numbers"):
+            psi(text)
+    assert psi(value for value in (0.5, 0.25)) == 0.5  # any iterable of numbers
