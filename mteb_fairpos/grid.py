@@ -10,7 +10,7 @@ import itertools
 import numbers
 from collections.abc import Iterable
 
-from .config import CalibrationConfig, ConfigError, parse_layers
+from .config import CalibrationConfig, ConfigError, parse_layers, whole
 
 PAPER_BASKETS = (128, 256, 512)
 PAPER_LAYERS = ("last", "last_half")
@@ -30,6 +30,8 @@ def grid(baskets: Iterable[int], layers: Iterable[str], strengths: Iterable[floa
 
 def _basket(value: object) -> int:
     """A basket size as an integer: 128, "128" or 128.0; 128.7 would have been cut to 128."""
+    if whole(value):
+        return int(value)  # type: ignore[call-overload]
     try:
         number = float(value) if isinstance(value, (str, numbers.Real)) and not isinstance(value, bool) else None
     except ValueError:  # text that is no number

@@ -128,8 +128,10 @@ def plan_sweep(points: Sequence[SweepPoint], tasks: Sequence[Any], cache: Any,
     points = list(points)
     if bad := [point for point in points if not isinstance(point, SweepPoint)]:
         raise TypeError(f"points must be SweepPoints, got {bad[0]!r}.")
-    if repeated := [point for number, point in enumerate(points) if point in points[:number]]:  # run twice, into one file
-        raise ValueError(f"the grid point {repeated[0].meta().name} (max_length {repeated[0].max_length}) is given twice.")
+    files = [(point.meta().name, point.max_length) for point in points]  # a point's result file: its name and length
+    if repeated := [point for number, point in enumerate(points) if files[number] in files[:number]]:
+        raise ValueError(f"the grid point {repeated[0].meta().name} (max_length {repeated[0].max_length}) is given twice; "
+                         "the two would be run into one result file.")
     plan = SweepPlan(points, {}, {}, overwrite_strategy=overwrite_strategy)
     for task in tasks:
         name = task.metadata.name

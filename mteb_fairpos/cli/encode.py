@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray":  # before the heavy imports: a wrong address is reported within seconds
         from ..integrations.ray import runtime
 
-        runtime.check_address(args.address)
+        args.address = runtime.checked_address(args.address)
     from ..integrations.qdrant.encode import encode_to_parts
     from ..integrations.qdrant.encoding import ModelLoader
     from ..offline import MINILM_HUB_ID

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import whole
 from ..fairness import min_max_ratios
 from ..resampling import (Bounds, Level, Resampling, counts, defined, flat_differences, level_change, require_resampling,
                           stratified_counts, wald, weighted_means)
@@ -78,11 +79,11 @@ def whole_positions(positions: Any) -> np.ndarray:
     return whole
 
 
-def require_coverage(positions: np.ndarray, n: int) -> None:
-    """Refuse observations that do not cover positions 1..n, each of them."""
+def require_coverage(positions: np.ndarray, n: int, what: str = "observations") -> None:
+    """Refuse ``what`` unless they cover positions 1..n, each of them."""
     present = set(np.unique(positions).tolist())
     if present != set(range(1, n + 1)):
-        raise ValueError(f"observations must cover positions 1..{n}; got {sorted(present)}.")
+        raise ValueError(f"{what} must cover positions 1..{n}; got {sorted(present)}.")
 
 
 def _measures(values: Any, name: str) -> np.ndarray:
@@ -97,7 +98,7 @@ def _measures(values: Any, name: str) -> np.ndarray:
 
 
 def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
-                       baseline_values=None, strata=None) -> FairnessBootstrap:
+                       baseline_values=None, strata=None, n: int | None = None) -> FairnessBootstrap:
     """The bootstrap of ``position_fairness`` (min/max of the per-position means) of ``values``.
 
     Args:
@@ -112,6 +113,8 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
             together: a subset's segment sets are drawn within it (every resample holds each subset with its
             number of sets, as the data does), a topic that several subsets share is drawn once for all of them
             (so the dependence between subsets counts).
+        n: the positions a document has, where known (one subset): a last position without a measured value is
+            refused too, not only a gap.
     """
     require_resampling(resampling)
     values = _measures(values, "values")
@@ -123,8 +126,12 @@ def fairness_bootstrap(values, positions, sets, topics, resampling: Resampling,
     stratum = np.zeros(len(values), dtype=np.int64) if strata is None else cluster_codes(strata)
     if len(stratum) != len(values):
         raise ValueError("strata must hold one subset per observation, as values does.")
-    for code in np.unique(stratum):  # a missing position would leave the fairness of the others, as if n were smaller
-        require_coverage(positions[stratum == code], int(positions[stratum == code].max()))
+    if n is not None and (strata is not None or not whole(n) or n < 1):
+        raise ValueError(f"n is the positions of one subset's documents (a positive integer, without strata), got {n!r}.")
+    measured = ~np.isnan(values)
+    for code in np.unique(stratum):  # a position unmeasured would leave the fairness of the others, as if n were smaller
+        rows = stratum == code
+        require_coverage(positions[rows & measured], int(positions[rows].max()) if n is None else n, "measured observations")
     n_strata, n_positions = int(stratum.max()) + 1, int(positions.max())
     columns = stratum * n_positions + positions  # one profile column per (subset, position)
     # a segment set belongs to its subset (the same prefix for all where there is one: the same codes, the same draws)

@@ -202,7 +202,7 @@ def profile_entry(values, positions, clusters, n: int, family: str = "", topics=
     entry.terms = {f"{prefix}beta_{p}": coef.as_estimate() for p, coef in betas.items()}
     if resampling is not None:
         boot = fairness_bootstrap(values, positions, clusters, clusters if topics is None else topics, resampling,
-                                  baseline_values)
+                                  baseline_values, n=n)
         entry.intervals[f"{prefix}position_fairness"] = (boot.fairness.ci_low, boot.fairness.ci_high)
         if boot.change is not None:
             entry.changes[f"{prefix}position_fairness"] = boot.change.as_estimate()

@@ -172,7 +172,8 @@ def _stored(record: Counts | Settings) -> dict[str, Any]:
         if value is not None:
             fits, words = shapes[name]
             if not fits(value):  # a reader would take it out as damaged: it is refused where it is written
-                raise TypeError(f"{type(record).__name__}.{name} ({key}) must be {words}, got {value!r}.")
+                floor = " of at least 0" if words == "an integer" or words == "a mapping of counts" else ""
+                raise TypeError(f"{type(record).__name__}.{name} ({key}) must be {words}{floor}, got {value!r}.")
             out.update({f"{key}{label}": count for label, count in value.items()} if prefix else {key: value})
     return out
 
@@ -185,6 +186,8 @@ def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> tuple[set[st
     for name, key, prefix in _keys(type(record)):
         if prefix:
             found = {k: v for k, v in scores.items() if k.startswith(key) and k != key and _is_count(v)}
+            wrong += [k for k, v in scores.items() if k.startswith(key) and k != key and isinstance(v, int)
+                      and not isinstance(v, bool) and v < 0]  # a count below 0, not another key's value
             if found:
                 setattr(record, name, {k[len(key):]: v for k, v in found.items()})
                 taken.update(found)

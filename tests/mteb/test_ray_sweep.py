@@ -116,13 +116,23 @@ def test_a_gpu_request_the_cluster_cannot_meet_and_another_cluster_are_refused(t
     from mteb_fairpos.integrations.ray.sweep import run_on_ray
     from mteb_fairpos.sweep import SweepPoint, plan_sweep
 
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine's Ray runtime has GPUs")
     plan = plan_sweep([SweepPoint(MODEL, None, "cpu")], [fairpos_tiny_tasks.FairPosTinyRetrieval()], ResultCache(tmp_path))
-    with pytest.raises(runtime.RayUnavailableError, match=r"each actor asks for 1 GPU\(s\), but the Ray cluster has 0"):
+    with pytest.raises(runtime.RayUnavailableError, match=r"each actor asks for 1 GPU\(s\), but no node of the Ray "
+                                                          "cluster has more than 0"):
         run_on_ray(plan, tmp_path, gpus_per_actor=1, show_progress=False)
-    with pytest.raises(runtime.RayUnavailableError, match="cannot reach the Ray cluster at 127.0.0.1:1"):
-        run_on_ray(plan, tmp_path, address="127.0.0.1:1", show_progress=False)
+    on_cuda = plan_sweep([SweepPoint(MODEL, None, "cuda")], [fairpos_tiny_tasks.FairPosTinyRetrieval()], ResultCache(tmp_path))
+    with pytest.raises(runtime.RayUnavailableError, match="device 'cuda', but the Ray actors get no GPU"):
+        run_on_ray(on_cuda, tmp_path, show_progress=False)  # every unit failed on torch's assertion
+    with pytest.raises(runtime.RayUnavailableError, match="this process has already joined the Ray cluster at .*, not "
+                                                          "127.0.0.1:1"):
+        run_on_ray(plan, tmp_path, address="127.0.0.1:1", show_progress=False)  # it ran here and reported success
     assert not any(tmp_path.rglob("FairPosTinyRetrieval.json"))
     joined = ray.get_runtime_context().gcs_address  # the cluster this process joined, named as it is or by port
     runtime._require_joined(ray, joined)
+    runtime._require_joined(ray, "127.0.0.1:" + joined.rsplit(":", 1)[1])  # this machine, by another of its names
     with pytest.raises(runtime.RayUnavailableError, match=f"this process has already joined the Ray cluster at {joined}"):
         runtime._require_joined(ray, joined.rsplit(":", 1)[0] + ":1")

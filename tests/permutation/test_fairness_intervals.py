@@ -222,6 +222,12 @@ def test_values_and_positions_that_would_be_misread_are_refused():
     for gap in (np.where(position == 2, 1, position), np.where(position == 3, 5, position)):  # the fairness of the rest
         with pytest.raises(ValueError, match=r"observations must cover positions 1..\d; got \[1, (3|2, 5)\]"):
             fairness_bootstrap(values, gap, set_of, topic_of, Resampling(10))
+    unmeasured = np.where(position == 2, np.nan, values)  # a position without one measured value is a gap too
+    with pytest.raises(ValueError, match=r"measured observations must cover positions 1..3; got \[1, 3\]"):
+        fairness_bootstrap(unmeasured, position, set_of, topic_of, Resampling(10))
+    last = position < position.max()  # a missing last position, where n is known
+    with pytest.raises(ValueError, match=rf"must cover positions 1..{position.max()}; got"):
+        fairness_bootstrap(values[last], position[last], set_of[last], topic_of[last], Resampling(10), n=int(position.max()))
     as_floats = fairness_bootstrap(values, position.astype(float), set_of, topic_of, Resampling(10)).profiles  # 2.0 is 2
     as_ints = fairness_bootstrap(values, position, set_of, topic_of, Resampling(10)).profiles
     assert as_floats.keys() == as_ints.keys() and all(np.array_equal(as_floats[k], as_ints[k]) for k in as_ints)

@@ -507,9 +507,11 @@ def test_hand_built_documents_are_checked_as_records_are(stored):
     with pytest.raises(InputError, match="occur more than once"):
         stored.index([good, good], show_progress=False)
     assert stored.stored_spec() is None  # nothing was made for the refused input
-    report = stored.index([good, Document("e", "x", (Segment(1, 0, 0),))], on_error="skip", show_progress=False)
-    assert report.written == 1 and len(report.invalid) == 1 and "document 2" in str(report.invalid[0])
-    assert {hit.doc_id for hit in stored.search("beta", limit=3)} == {"d"}
+    numpy_spans = Document("n", "alpha beta", (Segment(1, np.int64(0), np.int64(5)),))  # numpy's integers are integers
+    report = stored.index([good, Document("e", "x", (Segment(1, 0, 0),)), numpy_spans], on_error="skip",
+                          show_progress=False)
+    assert report.written == 2 and len(report.invalid) == 1 and "document 2" in str(report.invalid[0])
+    assert {hit.doc_id for hit in stored.search("beta", limit=3)} == {"d", "n"}
 
 
 def test_queries_naming_unknown_documents_or_positions_are_refused(index):

@@ -49,11 +49,14 @@ def test_an_unreachable_ray_address_in_the_environment_is_reported_at_once(tmp_p
         runtime.init()
     with pytest.raises(runtime.RayUnavailableError, match="RAY_ADDRESS: cannot reach"):
         encode_to_parts(write_jsonl(tmp_path / "d.jsonl", records(2)), tmp_path / "o", MINILM_HUB_ID, "p", engine="ray")
+    with pytest.raises(runtime.RayUnavailableError, match="RAY_ADDRESS: cannot reach"):
+        runtime.init("auto")  # ray.init follows RAY_ADDRESS for "auto" too
     assert not (tmp_path / "o").exists()
 
 
-def test_a_cluster_that_cannot_be_joined_leaves_a_finished_folder_finished(tmp_path, minilm_dir):
+def test_a_cluster_that_cannot_be_joined_leaves_a_finished_folder_finished(tmp_path, minilm_dir, monkeypatch):
     """The manifest of a complete folder was deleted before Ray was joined, so a failed join left it unfinished."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # "auto" would follow it
     source = write_jsonl(tmp_path / "d.jsonl", records(4))
     encode_to_parts(source, tmp_path / "parts", MINILM_HUB_ID, "p", show_progress=False)
     manifest = (tmp_path / "parts" / MANIFEST).read_bytes()

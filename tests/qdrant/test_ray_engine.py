@@ -110,7 +110,7 @@ def test_gpus_the_cluster_lacks_are_refused_not_waited_for(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine's Ray runtime has GPUs")
     path = write_jsonl(tmp_path / "d.jsonl", records(2))
-    with pytest.raises(runtime.RayUnavailableError, match=r"each actor asks for 1 GPU\(s\), but the Ray cluster has 0"):
+    with pytest.raises(runtime.RayUnavailableError, match=r"each actor asks for 1 GPU\(s\), but no node of the Ray cluster"):
         encode_to_parts(path, tmp_path / "o", MINILM_HUB_ID, "p", engine="ray", gpus_per_actor=1, show_progress=False)
     with pytest.raises(runtime.RayUnavailableError, match="device 'cuda', but the Ray actors get no GPU"):
         encode_to_parts(path, tmp_path / "o", ModelLoader(MINILM_HUB_ID, device="cuda"), "p", engine="ray",

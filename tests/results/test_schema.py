@@ -180,6 +180,7 @@ def test_an_entry_without_intervals_reads_as_before():
     ({"segment_mode": 3}, "segment_mode is an int, not text"),
     ({"length_tolerance": "0.7"}, "length_tolerance is a str, not a number"),
     ({"n_queries": -3}, "n_queries is -3, below 0: no count, size or seed is"),  # a weight below 0 in the pooling
+    ({"n_queries_Q1": -3}, "n_queries_Q1 is -3, below 0: no count, size or seed is"),
     ({"excluded_topics": {"too_short": -1}}, "excluded_topics is a dict, not a mapping of counts"),
 ])
 def test_a_count_or_setting_of_another_type_is_named_not_taken(stored, fault):
@@ -195,8 +196,8 @@ def test_a_count_or_setting_of_another_type_is_named_not_taken(stored, fault):
 
 def test_a_count_or_setting_of_another_type_is_refused_where_it_is_written():
     """dump wrote ``"n_queries": "ten"``, which every reader then took out as damaged."""
-    for entry, message in ((ScoreEntry(counts=Counts(queries="ten")), r"Counts.queries \(n_queries\) must be an integer, got 'ten'"),
-                           (ScoreEntry(counts=Counts(queries=-1)), r"Counts.queries \(n_queries\) must be an integer, got -1"),
+    for entry, message in ((ScoreEntry(counts=Counts(queries="ten")), r"Counts.queries \(n_queries\) must be an integer of at least 0, got 'ten'"),
+                           (ScoreEntry(counts=Counts(queries=-1)), r"Counts.queries \(n_queries\) must be an integer of at least 0, got -1"),
                            (ScoreEntry(settings=Settings(mode=3)), r"Settings.mode \(segment_mode\) must be text, got 3")):
         with pytest.raises(TypeError, match=message):
             dump(entry)

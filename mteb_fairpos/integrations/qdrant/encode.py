@@ -177,11 +177,7 @@ def encode_to_parts(
         del driver_model
         runtime.init(address)
         gpus_per_actor = runtime.gpus_for_actors(gpus_per_actor)  # a request the cluster cannot meet is refused here
-        device = getattr(loader, "device", None)
-        if device and str(device).startswith("cuda") and not gpus_per_actor:  # the actors' CUDA would be empty
-            raise runtime.RayUnavailableError(f"device {device!r}, but the Ray actors get no GPU (gpus per actor 0; the "
-                                              "cluster has none, or none was asked for); leave the device out, or "
-                                              "join a cluster with GPUs. Nothing was sent to it.")
+        runtime.require_actor_gpus(getattr(loader, "device", None), gpus_per_actor)
     if target.local:
         Path(target.path).mkdir(parents=True, exist_ok=True)
     target.child(MANIFEST).delete()  # a folder with a manifest is a complete one

@@ -21,6 +21,7 @@ is nothing to look up, so that step is left out.)
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -256,7 +257,8 @@ class FairQdrantIndex:
         collection is created.
         """
         _require_window(window)
-        if isinstance(invalid, (str, bytes)) or not all(isinstance(problem, Problem) for problem in invalid):
+        invalid = [invalid] if isinstance(invalid, (str, bytes)) else list(invalid)  # a generator is read once
+        if not all(isinstance(problem, Problem) for problem in invalid):
             raise TypeError("invalid must be a list of Problem: the records left out before this call, to be reported.")
         docs, problems = _as_documents(documents, on_error)
         require_documents(docs, list(invalid) + problems, f"collection {self.collection!r}")
@@ -426,7 +428,8 @@ def _write(writer: Writer, hashes: _Hashes, encoded: Sequence[EncodedDocument], 
         progress.update(len(encoded))
 
 
-COLLECTION_OPTIONS = frozenset({"shard_number", "replication_factor", "write_consistency_factor", "on_disk_payload"})
+COLLECTION_OPTIONS = frozenset(inspect.signature(FairQdrantIndex.prepare).parameters) - {
+    "self", "uncalibrated", "late_chunks", "store_text"}
 """What :meth:`FairQdrantIndex.prepare` passes on to the collection when it creates one."""
 
 

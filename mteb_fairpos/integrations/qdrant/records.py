@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ...config import whole
 from ...spans import join_segments
 
 OnError = Literal["raise", "skip"]
@@ -163,8 +164,8 @@ def as_record(document: Document, where: str = "document") -> dict[str, Any]:
         if segment.position != place or isinstance(segment.position, bool):
             raise InputError(f"{where} segment {place}: its position is {segment.position!r}, but it is segment "
                              f"{place} of the document; positions are 1, 2, ... in the order of the segments.")
-        spans.append({"start": segment.start, "end": segment.end, "language": segment.language,
-                      "id": segment.segment_id})
+        start, end = (int(at) if whole(at) else at for at in (segment.start, segment.end))  # numpy's integers too
+        spans.append({"start": start, "end": end, "language": segment.language, "id": segment.segment_id})
     return {"id": document.doc_id, "text": document.text, "segments": spans, "metadata": document.metadata}
 
 

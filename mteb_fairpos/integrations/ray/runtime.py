@@ -81,18 +81,20 @@ def check_address(address: str | None, timeout: float = 5.0) -> None:
         _probe_gcs(address, timeout)
 
 
+def _followed(address: str | None) -> str | None:
+    """The address ``ray.init`` joins for ``address``: the one in ``RAY_ADDRESS`` for none or ``"auto"``, where set."""
+    return os.environ.get("RAY_ADDRESS") or address if address in (None, "auto") else address
+
+
 def checked_address(address: str | None) -> str | None:
-    """The address to join, checked (`check_address`): ``address``, or with none the one in ``RAY_ADDRESS`` where it
-    is set, since ``ray.init`` follows it (retrying an unreachable one for minutes)."""
-    if address is None and os.environ.get("RAY_ADDRESS"):
-        address = os.environ["RAY_ADDRESS"]
-        try:
-            check_address(address)
-        except RayUnavailableError as err:
-            raise type(err)(f"RAY_ADDRESS: {err}") from None
-        return address
-    check_address(address)
-    return address
+    """The address to join, checked (`check_address`): ``address``, or for none or ``"auto"`` the one in
+    ``RAY_ADDRESS`` where it is set, since ``ray.init`` follows it (retrying an unreachable one for minutes)."""
+    followed = _followed(address)
+    try:
+        check_address(followed)
+    except RayUnavailableError as err:
+        raise type(err)(f"RAY_ADDRESS: {err}" if followed != address else str(err)) from None
+    return followed
 
 
 def use_cluster_token() -> bool:
@@ -195,13 +197,36 @@ def _probe_gcs(address: str, timeout: float) -> None:
 
 
 def _require_joined(ray: Any, address: str | None) -> None:
-    """Refuse an ``address`` other than the cluster this process has already joined (the work would run there)."""
-    if address in LOCAL_ADDRESSES or address == "auto" or address.startswith("ray://"):
+    """Refuse a ``host:port`` other than the GCS of the cluster this process has already joined (the work would run
+    there). Ports must agree, and hosts too where both resolve and neither is this machine (a local runtime's GCS
+    is named by this node's address, a user may write 127.0.0.1); ``"auto"``, ``ray://`` and local addresses are
+    taken as the joined cluster."""
+    if address in LOCAL_ADDRESSES or address == "auto" or not isinstance(address, str) or address.startswith("ray://"):
         return
     current = ray.get_runtime_context().gcs_address
-    if urlsplit(f"ray://{current}").port != urlsplit(f"ray://{address}").port:
+    joined, asked = urlsplit(f"ray://{current}"), urlsplit(f"ray://{address.strip()}")
+    try:
+        ports_differ = joined.port != asked.port
+    except ValueError:  # not a port: check_address names it
+        check_address(address)
+        raise
+    here = _resolved(ray.util.get_node_ip_address())
+
+    def machine(host: str | None) -> str | None:  # this machine by any of its names is one machine
+        found = _resolved(host)
+        return "here" if found is not None and (found == here or found.startswith("127.")) else found
+
+    hosts = {machine(joined.hostname), machine(asked.hostname)}
+    if ports_differ or (None not in hosts and len(hosts) > 1):
         raise RayUnavailableError(f"this process has already joined the Ray cluster at {current}, not {address}; "
                                   "call ray.shutdown() first to join another.")
+
+
+def _resolved(host: str | None) -> str | None:
+    try:
+        return socket.gethostbyname(host) if host else None
+    except OSError:
+        return None
 
 
 def check_resources(gpus_per_actor: Any) -> None:
@@ -209,22 +234,48 @@ def check_resources(gpus_per_actor: Any) -> None:
     if gpus_per_actor is None:
         return
     if isinstance(gpus_per_actor, bool) or not isinstance(gpus_per_actor, numbers.Real) or not \
-            0 <= gpus_per_actor < float("inf"):
-        raise ValueError(f"gpus_per_actor must be a number of at least 0, or None (one each where the cluster has "
-                         f"GPUs), got {gpus_per_actor!r}.")
+            0 <= gpus_per_actor < float("inf") or (gpus_per_actor > 1 and not float(gpus_per_actor).is_integer()):
+        raise ValueError(f"gpus_per_actor must be a number of at least 0 (a whole one above 1, as Ray schedules them), "
+                         f"or None (one each where the cluster has GPUs), got {gpus_per_actor!r}.")
 
 
 def gpus_for_actors(gpus_per_actor: float | None) -> float:
-    """The GPUs each actor asks for: one where the cluster has any (``None``), else as given; a request the cluster
-    cannot meet is refused here, where Ray would wait for the GPUs for ever."""
+    """The GPUs each actor asks for: one where a node has any (``None``), else as given. A request no node can meet
+    is refused on a machine alone that no autoscaler grows, where Ray would wait for the GPUs for ever; on a cluster
+    it is said, since an autoscaler may add a node that has them."""
     ray = require_ray()
-    available = ray.cluster_resources().get("GPU", 0)
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    largest = max((resources.get("GPU", 0) for resources in nodes), default=0)
     if gpus_per_actor is None:
-        return 1.0 if available >= 1 else 0.0
-    if gpus_per_actor > available:
-        raise RayUnavailableError(f"each actor asks for {gpus_per_actor:g} GPU(s), but the Ray cluster has {available:g}; "
-                                  "give fewer (0 runs on CPUs), or join a cluster with GPUs. Nothing was sent to it.")
+        return 1.0 if largest >= 1 else 0.0
+    if gpus_per_actor <= largest:
+        return float(gpus_per_actor)
+    short = f"each actor asks for {gpus_per_actor:g} GPU(s), but no node of the Ray cluster has more than {largest:g}"
+    if len(nodes) <= 1 and not _autoscaled():
+        raise RayUnavailableError(f"{short}; give fewer (0 runs on CPUs), or join a cluster with GPUs. "
+                                  "Nothing was sent to it.")
+    logging.getLogger(__name__).warning("%s; the actors wait until a node that has them joins.", short)
     return float(gpus_per_actor)
+
+
+def require_actor_gpus(device: str | None, gpus_per_actor: float) -> None:
+    """Refuse a CUDA ``device`` for actors that get no GPU: Ray hides every GPU from them, and each would fail on
+    torch's assertion."""
+    if device and str(device).startswith("cuda") and not gpus_per_actor:
+        raise RayUnavailableError(f"device {device!r}, but the Ray actors get no GPU (gpus per actor 0: no node has "
+                                  "one, or none was asked for); leave the device out, or join a cluster with GPUs. "
+                                  "Nothing was sent to it.")
+
+
+def _autoscaled() -> bool:
+    """Whether an autoscaler reported the cluster's configuration to its GCS (a local runtime has none). Ray's state
+    API for it is not public: where it moves, the cluster is taken as one that may grow, and nothing is refused."""
+    try:
+        from ray._private.state import state
+
+        return state.get_cluster_config() is not None
+    except Exception:  # noqa: BLE001 - any failure of a private API means: unknown
+        return True
 
 
 def auth_refused(address: str, why: str) -> RayAuthenticationError:
@@ -246,15 +297,15 @@ def init(address: str | None = None, *, num_cpus: int | None = None) -> None:
     ``RAY_ADDRESS`` where it is set, as ``ray.init`` does. Ray already up here is used if it is the cluster asked for,
     and refused if it is another."""
     ray = require_ray()
-    address = checked_address(address)
     if num_cpus is not None and (not whole(num_cpus) or num_cpus < 1):
         raise ValueError(f"num_cpus must be a positive integer or None (every core), got {num_cpus!r}.")
-    if ray.is_initialized():
-        _require_joined(ray, address)
+    if ray.is_initialized():  # compared, not probed: a client-mode process may not reach the GCS port
+        _require_joined(ray, _followed(address))
         return
+    address = checked_address(address)
     local = address in LOCAL_ADDRESSES
     # "local" asked for by name starts one even where RAY_ADDRESS is set, as ray.init("local") does
-    target = address if not local else None if address is None else "local"
+    target = "local" if address == "local" else None if local else address
     try:
         with _auth_notices_off():  # a local runtime turns token authentication on by default, and says so
             ray.init(address=target, num_cpus=num_cpus if local else None, include_dashboard=False,

@@ -92,6 +92,8 @@ def run_on_ray(plan: SweepPlan, output_folder: str | Path, *, actors: int = 1, g
     runtime.init(address)
     ray = runtime.require_ray()
     gpus_per_actor = runtime.gpus_for_actors(gpus_per_actor)
+    for point in plan.points:
+        runtime.require_actor_gpus(point.device, gpus_per_actor)
     worker = ray.remote(SweepWorker).options(num_cpus=1, num_gpus=gpus_per_actor, max_restarts=-1, max_task_retries=-1)
     pool = ray.util.ActorPool([worker.remote(batch_size) for _ in range(min(actors, len(flat)))])
     done: list[tuple[str, str, str]] = []
