@@ -684,3 +684,13 @@ def test_settings_a_loaded_model_would_ignore_are_refused(tmp_path, model):
     with pytest.raises(TypeError, match="model must be a Hub id or path, a loaded SentenceTransformer or a callable"):
         encode_to_parts(path, tmp_path / "parts", None, "pages", show_progress=False)
     assert not (tmp_path / "parts").exists()
+
+
+def test_inputs_of_the_wrong_kind_are_named_and_a_generator_is_read_once(tmp_path, minilm_dir):
+    """None failed as 'not iterable', and a generator was spent by the check of the output folder: nothing was read."""
+    for inputs in (None, 123, [None]):
+        with pytest.raises(TypeError, match="inputs are a file, folder or URI, or a list of them"):
+            encode_to_parts(inputs, tmp_path / "o", MINILM_HUB_ID, "p")
+    source = write_jsonl(tmp_path / "d.jsonl", records(3))
+    report = encode_to_parts((path for path in [source]), tmp_path / "parts", MINILM_HUB_ID, "p", show_progress=False)
+    assert report.documents == 3 and report.points > 0

@@ -30,7 +30,7 @@ from ...config import require_positive, whole
 from . import parts as part_files
 from . import store
 from .encoding import ModelLoader, UncalibratedCount, model_name
-from .input import InputRange, InputScan, scan_input
+from .input import InputRange, InputScan, input_items, scan_input
 from .listing import Listing, held, some
 from .points import collection_spec, refuse_no_uncalibrated
 from .records import OnError, Problem
@@ -125,6 +125,7 @@ def encode_to_parts(
         format: ``"jsonl"`` or ``"parquet"`` for every input file (default: each file's suffix).
     """
     start = time.perf_counter()
+    inputs = input_items(inputs)  # read once: a generator would be spent by the first look
     # the point ids are made for the name and the parts may go into an Edge store: a name it refuses would waste the run
     store.check_collection_name(collection, folder=True)
     if engine not in ("local", "ray"):
@@ -200,7 +201,7 @@ def encode_to_parts(
 def _refuse_output_in_input(output: Location, inputs: str | Path | Sequence[str | Path]) -> None:
     """Parts written into an input folder would be read as input by the next run (a folder's files
     are read one level deep, so a subfolder is fine)."""
-    for item in map(locate, [inputs] if isinstance(inputs, (str, Path)) else inputs):
+    for item in map(locate, input_items(inputs)):
         same = type(item.filesystem) is type(output.filesystem) and output.path.rstrip("/") == item.path.rstrip("/")
         if same and item.kind() == pafs.FileType.Directory:
             raise ValueError(f"the output folder {str(output)!r} is the input folder: the next run would read its "

@@ -76,10 +76,20 @@ class InputScan:
         return sum(r.documents for r in self.ranges)
 
 
+def input_items(inputs: Any) -> list[str | Path]:
+    """``inputs`` (one file, folder or URI, or a list of them) as a list, read once; anything else is named."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return [inputs]
+    items = list(inputs) if isinstance(inputs, Iterable) and not isinstance(inputs, (bytes, Mapping)) else None
+    if items is None or not all(isinstance(item, (str, os.PathLike)) for item in items):
+        raise TypeError(f"inputs are a file, folder or URI, or a list of them; got {inputs!r:.80}.")
+    return items
+
+
 def input_files(inputs: str | Path | Sequence[str | Path]) -> tuple[list[Location], list[str]]:
     """The input files (given files, or the JSONL/Parquet files of given folders, sorted by name), and the other
     files of those folders, which are not read (hidden ones aside)."""
-    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    items = input_items(inputs)
     files: list[Location] = []
     unread: list[str] = []
     for item in map(locate, items):
