@@ -165,6 +165,10 @@ def _probe_units(sidecar: Any, task: Any, labels: list[str]) -> dict[str, ProbeR
             raise ValueError(f"subset {subset} has rows in more than one split; the probe evaluates one.")
         ids = [np.asarray(table.column(name).to_pylist(), dtype=kind)
                for name, kind in (("unit", str), ("group", np.int64), ("segment_set", object), ("topic", object))]
+        named, counts = np.unique(ids[0], return_counts=True)
+        if (counts > 1).any():  # pairing would keep one of the rows, unsaid
+            raise ValueError(f"subset {subset} holds observation {str(named[counts > 1][0])!r} {counts.max()} times; each "
+                             "is one row.")
         found[subset] = ProbeRows(*ids, table.column("score").to_numpy().astype(np.float64))
         if "tau" in table.column_names:
             tau = table.column("tau").to_numpy(zero_copy_only=False).astype(np.float64)

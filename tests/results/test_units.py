@@ -478,3 +478,17 @@ def test_a_table_whose_p_values_holm_cannot_bring_below_5_percent_says_so(tmp_pa
     assert four.endswith("\n\nWith 100 resamples a bootstrap p-value is at least 2/(R + 1) = 0.0198, so Holm's adjustment for "
                          "these 4 changes cannot bring one below 0.05; compare fewer at once (--tasks, --models) to test at "
                          "most 2 together.")
+
+
+def test_a_probe_sidecar_that_holds_one_observation_twice_is_named_and_not_used(tmp_path):
+    """Pairing kept one of the two rows without a word; the sidecar is now reported, and the result read without it."""
+    from results_folders import simulated_probe_rows, write_probe_result
+
+    rows = simulated_probe_rows(5)
+    rows["unit"][1] = rows["unit"][0]  # a writer's slip, recorded in the digest
+    write_probe_result(tmp_path, CALIBRATED, COMMIT, {"n3_en": rows}, resamples=50, seed=1)
+    found = collect(tmp_path)
+    (scores,) = found.scores.values()
+    assert scores.units is None
+    assert any("subset n3_en holds observation '0:1' 2 times; each is one row. Not used." in message
+               for _, message in scores.notes)
