@@ -339,7 +339,9 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 
 def format_p(p: float) -> str:
-    """``p<0.001`` or ``p=0.042``, as every table of the results writes a p-value."""
+    """``p<0.001`` or ``p=0.042``, as every table of the results writes a p-value (``p undefined`` for NaN)."""
+    if p != p:
+        return "p undefined"
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 

@@ -275,3 +275,6 @@ def test_holm_adjusts_the_tested_changes_and_leaves_out_those_without_a_test():
     assert holm([0.01, float("nan"), 0.03]) == pytest.approx([0.02, None, 0.03])  # NaN is no test: not in the family
     with pytest.raises(ValueError, match=r"p-values lie in \[0, 1\]; got -0.2"):
         holm([0.01, -0.2])  # it passed through, as -0.2
+    from mteb_fairpos.results.pairing import format_p
+
+    assert (format_p(float("nan")), format_p(0.0004), format_p(0.0421)) == ("p undefined", "p<0.001", "p=0.042")
