@@ -333,8 +333,8 @@ def load(scores: Mapping[str, Any]) -> ScoreEntry:
 def faults(entry: ScoreEntry) -> list[str]:
     """What in a loaded entry is not a score: a position key whose value is of another type (left in ``details``,
     where nothing reads it), a position value or PSI that is infinite or ``NaN`` (``null`` is how a value is
-    stored as empty or undefined). The values are taken out, so that no profile, mean or PSI is computed
-    from them; each is named."""
+    stored as empty or undefined), an interval whose low end lies above its high one. The values are taken out,
+    so that no profile, mean, PSI or interval is computed or drawn from them; each is named."""
     found = [_unfit(key, entry.details[key]) for key in entry.unread]
     for family, profile in entry.profiles.items():
         for label, point in profile.points.items():
@@ -344,6 +344,17 @@ def faults(entry: ScoreEntry) -> list[str]:
     if entry.psi is not None and not math.isfinite(entry.psi):
         found.append(f"psi is {entry.psi}, not a finite number")
         entry.psi = None
+    estimates = [(f"{family + '_' if family else ''}position_{label}", point)
+                 for family, profile in entry.profiles.items() for label, point in profile.points.items()]
+    estimates += [*entry.terms.items(), *((f"change_{figure}", change) for figure, change in entry.changes.items())]
+    for name, estimate in estimates:  # an interval whose ends are reversed would be drawn and read as it stands
+        if (ends := estimate.interval) is not None and ends[0] > ends[1]:
+            found.append(f"{name}'s interval [{ends[0]}, {ends[1]}] has its ends reversed")
+            estimate.ci_low = estimate.ci_high = None
+    for figure, (low, high) in list(entry.intervals.items()):
+        if low > high:  # NaN ends (undefined) compare False and stay
+            found.append(f"{figure}'s interval [{low}, {high}] has its ends reversed")
+            del entry.intervals[figure]
     return found
 
 

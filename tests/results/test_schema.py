@@ -203,6 +203,19 @@ def test_a_count_or_setting_of_another_type_is_refused_where_it_is_written():
             dump(entry)
 
 
+def test_an_interval_with_its_ends_reversed_is_a_fault_and_taken_out():
+    """A stored interval [0.8, 0.6] was read, tabled and drawn as it stood."""
+    from mteb_fairpos.results.schema import faults
+
+    entry = load({"position_1": 0.7, "position_1_ci_low": 0.8, "position_1_ci_high": 0.6, "position_2": 0.5,
+                  "position_2_ci_low": 0.4, "position_2_ci_high": 0.6, "psi": 0.2, "psi_ci_low": 0.3, "psi_ci_high": 0.1,
+                  "harmonic_mean_ci_low": None, "harmonic_mean_ci_high": 0.5})
+    assert faults(entry) == ["position_1's interval [0.8, 0.6] has its ends reversed",
+                             "psi's interval [0.3, 0.1] has its ends reversed"]
+    assert entry.profiles[""].intervals == {"2": (0.4, 0.6)} and "psi" not in entry.intervals
+    assert entry.profiles[""].points["1"].value == 0.7  # the value itself stays
+
+
 def test_a_psi_that_is_nan_is_a_fault_as_an_infinite_one_is():
     from mteb_fairpos.results.schema import faults
 
