@@ -186,8 +186,7 @@ def _typed(record: Counts | Settings, scores: Mapping[str, Any]) -> tuple[set[st
     for name, key, prefix in _keys(type(record)):
         if prefix:
             found = {k: v for k, v in scores.items() if k.startswith(key) and k != key and _is_count(v)}
-            wrong += [k for k, v in scores.items() if k.startswith(key) and k != key and isinstance(v, int)
-                      and not isinstance(v, bool) and v < 0]  # a count below 0, not another key's value
+            wrong += [k for k, v in scores.items() if k.startswith(key) and k != key and _below_zero(v)]  # not another key's
             if found:
                 setattr(record, name, {k[len(key):]: v for k, v in found.items()})
                 taken.update(found)
@@ -360,7 +359,7 @@ def faults(entry: ScoreEntry) -> list[str]:
 
 def _unfit(key: str, raw: Any) -> str:
     """Why a stored value is not what its key holds, in words."""
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw < 0:
+    if _below_zero(raw):
         return f"{key} is {raw}, below 0: no count, size or seed is"
     return f"{key} is {_article(type(raw).__name__)}, not " + (
         _expected().get(key) or f"a number{' or a mapping' if _MAPPING.match(key) else ''}")
@@ -418,6 +417,11 @@ def _estimate(key: str, estimate: Estimate) -> dict[str, Any]:
         if value is not None:
             out[f"{key}_{stat}"] = _defined(value)
     return out
+
+
+def _below_zero(raw: Any) -> bool:
+    """An integer below 0: of a count's type, yet no count, size or seed."""
+    return isinstance(raw, int) and not isinstance(raw, bool) and raw < 0
 
 
 def _is_count(raw: Any) -> bool:

@@ -83,7 +83,7 @@ def check_address(address: str | None, timeout: float = 5.0) -> None:
 
 def _followed(address: str | None) -> str | None:
     """The address ``ray.init`` joins for ``address``: the one in ``RAY_ADDRESS`` for none or ``"auto"``, where set."""
-    return os.environ.get("RAY_ADDRESS") or address if address in (None, "auto") else address
+    return (os.environ.get("RAY_ADDRESS") or address) if address in (None, "auto") else address
 
 
 def checked_address(address: str | None) -> str | None:
