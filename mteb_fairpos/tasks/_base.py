@@ -88,6 +88,35 @@ def first_invalid_utf8(folder: Path) -> str | None:
     return None
 
 
+def first_unreadable(folder: Path) -> str | None:
+    """``"<file> line <n>: ..."`` of the first data file in ``folder`` that is empty, a JSON line that does not
+    parse or a Parquet file whose footer cannot be read; ``None`` when none is (the library's error is all there is)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in (".json", ".jsonl", ".parquet")):
+        if path.stat().st_size == 0:
+            return f"{path} is empty"
+        if path.suffix.lower() == ".parquet":
+            try:
+                pq.read_metadata(path)
+            except (OSError, pa.ArrowException) as err:
+                return f"{path} is not a readable Parquet file ({err})"
+            continue
+        if path.suffix.lower() == ".json":
+            continue  # one document, not lines: the library's error says what is wrong
+        with path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    try:
+                        json.loads(line)
+                    except ValueError as err:
+                        return f"{path} line {number} is not JSON ({err})"
+    return None
+
+
 def without_hub_hint(hub_id: str) -> str:
     """What to do when the hub cannot serve ``hub_id``: point the task at a local copy."""
     return (

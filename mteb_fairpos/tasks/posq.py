@@ -19,11 +19,14 @@ nDCG@10 per position group (``position_<group>``), their harmonic mean (the main
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 from datasets import load_dataset
 
-from ._base import DatasetSchemaError, PositionGroupedRetrieval, check_columns, retrieval_split, unique_passages
+from ..config import require_positive
+from ._base import (DatasetSchemaError, PositionGroupedRetrieval, check_columns, first_unreadable, retrieval_split,
+                    unique_passages)
 from .grouped_metrics import bin_index, bin_label
 from .metadata import FairPosTaskMetadata
 
@@ -49,8 +52,19 @@ _POSQ_CITATION = r"""@inproceedings{zeng2025positionbias,
 
 def load_hf_split(source: str, revision: str | None, split: str, required: tuple[str, ...], name: str) -> Any:
     """One split of a dataset (hub id or local copy), with a clear error for a missing split or column."""
+    import pyarrow as pa
+    from datasets.exceptions import DatasetGenerationError
+
+    local = Path(source)
+    # datasets keys its cache of a local folder by the folder's name and its file patterns, not their contents: a
+    # changed copy, or another copy under the same name, would be served the rows cached from the first one read
+    fresh = {"download_mode": "force_redownload"} if local.is_dir() else {}
     try:
-        data = load_dataset(source, split=split, revision=revision)
+        data = load_dataset(source, split=split, revision=revision, **fresh)
+    except (DatasetGenerationError, StopIteration, pa.ArrowException) as err:  # a damaged file, named where it can be
+        where = first_unreadable(local) if local.is_dir() else None
+        raise DatasetSchemaError(f"{name}: {where}." if where else
+                                 f"{name}: {source} cannot be read ({err.__cause__ or err!r}).") from None
     except ValueError as err:
         if "split" in str(err).lower():
             raise DatasetSchemaError(f"{name}: {source} has no split {split!r} ({err}).") from err
@@ -97,8 +111,8 @@ def _variant(metadata: FairPosTaskMetadata, name: str, description: str) -> Fair
 
 
 def _positive(name: str, value: int | None) -> int | None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}.")
+    if value is not None:
+        require_positive(value, name)
     return value
 
 
@@ -132,18 +146,22 @@ class SQuADPosQ(PositionGroupedRetrieval):
     def _build(self, source: str, revision: str | None) -> tuple[dict[str, Any], dict[str, tuple[str, ...]], dict[str, int]]:
         contexts: list[str] = []
         candidates: list[tuple[str, str, str, str]] = []  # (id, question, context, group)
-        skipped = {"unanswerable": 0, "answer_start_outside_bins": 0, "duplicate_id": 0}
+        skipped = {"unanswerable": 0, "no_question": 0, "answer_start_outside_bins": 0, "duplicate_id": 0}
         seen: set[str] = set()
         for split in SQUAD_SPLITS:
             rows = load_hf_split(source, revision, split, SQUAD_COLUMNS, self.metadata.name)
             columns = rows.select_columns(list(SQUAD_COLUMNS)).to_dict()
-            for qid, context, question, answers in zip(
+            for row, (qid, context, question, answers) in enumerate(zip(
                 columns["id"], columns["context"], columns["question"], columns["answers"]
-            ):
-                contexts.append(context)
+            )):
+                where = f"{self.metadata.name}: split {split!r} of {source}, row {row} (id {qid!r})"
+                contexts.append(_passage(context, where, "context"))
                 starts = (answers or {}).get("answer_start") or []
                 if not starts:
                     skipped["unanswerable"] += 1
+                    continue
+                if not isinstance(question, str) or not question.strip():
+                    skipped["no_question"] += 1
                     continue
                 if qid in seen:
                     skipped["duplicate_id"] += 1
@@ -173,6 +191,14 @@ class SQuADPosQTiny(SQuADPosQ):
         "SQuAD-PosQ restricted to 10,000 answerable questions drawn by a seeded shuffle (seed 42), "
         "retrieving over the full set of distinct contexts.",
     )
+
+
+def _passage(text: Any, where: str, column: str) -> str:
+    """A passage of the corpus as given, or an error naming its row: every passage is embedded, so one
+    without text cannot be skipped without changing the corpus the questions are searched in."""
+    if not isinstance(text, str):
+        raise DatasetSchemaError(f"{where} has no {column} text (it holds {text!r}).")
+    return text
 
 
 def _tags(value: Any) -> list[str]:
@@ -220,19 +246,17 @@ class FineWebPosQ(PositionGroupedRetrieval):
         for row, (question, content, span_class) in enumerate(
             zip(columns["question"], columns["content"], columns["span_class"])
         ):
-            if content is None:
-                raise DatasetSchemaError(f"{self.metadata.name}: row {row} of {source} has no content.")
-            contents.append(content)
+            contents.append(_passage(content, f"{self.metadata.name}: row {row} of {source}", "content"))
             if not question or not str(question).strip():
                 continue  # corpus-only row
             tags = _tags(span_class)
             if not tags:
                 skipped["no_span_class"] += 1
                 continue
-            groups = tuple(dict.fromkeys(FINEWEB_TAGS[t] for t in tags if t in FINEWEB_TAGS))
-            if not groups:
+            if any(tag not in FINEWEB_TAGS for tag in tags):  # a tag half understood would place the question wrongly
                 skipped["unknown_span_class"] += 1
                 continue
+            groups = tuple(dict.fromkeys(FINEWEB_TAGS[tag] for tag in tags))
             candidates.append((f"fwq-{row:0{width}d}", str(question), content, groups))
         if self.per_group is not None:
             candidates = self._sample(candidates, self.per_group)

@@ -44,7 +44,7 @@ def test_squad_grouping_from_local_copy():
     task.load_data()
     split, groups = _split(task), _memberships(task)
     # 12 rows: 2 unanswerable dropped, 1 answer at 3129 is past the last bin [500, 3120]
-    assert _split(task)[SKIPPED] == {"unanswerable": 2, "answer_start_outside_bins": 1, "duplicate_id": 0}
+    assert _split(task)[SKIPPED] == {"unanswerable": 2, "no_question": 0, "answer_start_outside_bins": 1, "duplicate_id": 0}
     assert set(split["queries"]["id"]) == {"sq-t0", "sq-t1", "sq-t2", "sq-t3", "sq-t4", "sq-t5", "sq-v0", "sq-v1", "sq-v2"}
     assert groups["sq-t0"] == ("0-100",)  # answer_start 0
     assert groups["sq-t2"] == ("100-200",)  # exactly 100: one group only (half-open bins)
@@ -207,3 +207,110 @@ def test_a_non_utf8_byte_names_the_file_and_line(tmp_path):
     column = lines[3].index(b"\xff") + 1
     with pytest.raises(DatasetSchemaError, match=rf"train.jsonl line 4, column {column} is not valid UTF-8"):
         FineWebPosQ(data_dir=tmp_path).load_data()
+
+
+def _squad_copy(tmp_path, change):
+    """A copy of the SQuAD fixture whose train rows went through ``change`` (a function of the row list)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "squad"
+    shutil.copytree(SQUAD, copy)
+    train = copy / "squad_v2" / "train-00000-of-00001.parquet"
+    rows = pq.read_table(train).to_pylist()
+    change(rows)
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(train)), train)
+    return copy
+
+
+def test_an_answerable_row_without_a_question_is_a_counted_skip(tmp_path):
+    """A null or blank question was kept as a query, and mteb failed on it deep in its data loader."""
+    before = SQuADPosQ(data_dir=SQUAD)
+    before.load_data()
+    answerable = [i for i, r in enumerate(_train_rows()) if r["answers"]["answer_start"]][:2]
+
+    def blank(rows):
+        rows[answerable[0]]["question"] = None
+        rows[answerable[1]]["question"] = "   "
+
+    task = SQuADPosQ(data_dir=_squad_copy(tmp_path, blank))
+    task.load_data()
+    assert _split(task)[SKIPPED]["no_question"] == 2
+    assert len(_split(task)["queries"]) == len(_split(before)["queries"]) - 2
+    assert all(text.strip() for text in _split(task)["queries"]["text"])
+
+
+def _train_rows():
+    import pyarrow.parquet as pq
+
+    return pq.read_table(SQUAD / "squad_v2" / "train-00000-of-00001.parquet").to_pylist()
+
+
+def test_a_passage_without_text_names_its_row(tmp_path):
+    """Every passage is embedded: a missing one failed in sorting the corpus ('<' not supported), naming nothing."""
+    def no_context(rows):
+        rows[6]["context"] = None
+
+    with pytest.raises(DatasetSchemaError, match=r"split 'train' of .*, row 6 \(id '[^']+'\) has no context text"):
+        SQuADPosQ(data_dir=_squad_copy(tmp_path, no_context)).load_data()
+    rows = [json.loads(line) for line in (FINEWEB / "train.jsonl").read_text().splitlines()]
+    rows[2]["content"] = 12345
+    fineweb = tmp_path / "fineweb"
+    fineweb.mkdir()
+    (fineweb / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DatasetSchemaError, match=rf"FineWebPosQ: row 2 of {fineweb} has no content text \(it holds 12345\)"):
+        FineWebPosQ(data_dir=fineweb).load_data()
+
+
+def test_a_question_with_an_unknown_tag_beside_a_known_one_is_counted(tmp_path):
+    """It was placed in its known tag's group alone, the other tag dropped without a count."""
+    rows = [json.loads(line) for line in (FINEWEB / "train.jsonl").read_text().splitlines()]
+    rows[0]["span_class"] = ["beginning", "ending"]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = FineWebPosQ(data_dir=tmp_path)
+    task.load_data()
+    assert _split(task)[SKIPPED] == {"no_span_class": 0, "unknown_span_class": 1}
+    assert len(_split(task)["queries"]) == 7
+
+
+@pytest.mark.parametrize("damage, named", [
+    (lambda text: text[:-40], r"train.jsonl line 9 is not JSON"),
+    (lambda text: "", r"train.jsonl is empty"),
+], ids=["a line cut short", "an empty file"])
+def test_a_damaged_json_lines_file_is_named(tmp_path, damage, named):
+    """datasets' DatasetGenerationError or a bare StopIteration, naming no file, was all a user saw."""
+    (tmp_path / "train.jsonl").write_text(damage((FINEWEB / "train.jsonl").read_text()))
+    with pytest.raises(DatasetSchemaError, match=rf"FineWebPosQ: {tmp_path}/{named}"):
+        FineWebPosQ(data_dir=tmp_path).load_data()
+
+
+def test_an_empty_parquet_shard_is_named(tmp_path):
+    copy = tmp_path / "squad"
+    shutil.copytree(SQUAD, copy)
+    (copy / "squad_v2" / "train-00000-of-00001.parquet").write_bytes(b"")
+    with pytest.raises(DatasetSchemaError, match=r"SQuADPosQ: .*squad_v2/train-00000-of-00001.parquet is empty"):
+        SQuADPosQ(data_dir=copy).load_data()
+
+
+@pytest.mark.parametrize("task_cls, option", [(SQuADPosQ, "n_queries"), (FineWebPosQ, "per_group")])
+@pytest.mark.parametrize("value", ["4", 2.5, True, 0])
+def test_a_sample_size_must_be_a_positive_integer(task_cls, option, value):
+    """'4' and 2.5 failed inside loading (TypeError), and True ran one query under the name '.queries-True'."""
+    with pytest.raises(ValueError, match=rf"{option} must be a positive integer, got {value!r}"):
+        task_cls(data_dir=SQUAD if task_cls is SQuADPosQ else FINEWEB, **{option: value})
+
+
+def test_a_local_copy_is_read_as_it_is_now_not_as_datasets_cached_another(tmp_path):
+    """datasets keys its cache of a local folder by the folder's name, not its contents: a second copy named
+    alike (or an edited one) was served the first one's rows."""
+    first = SQuADPosQ(data_dir=_squad_copy(tmp_path / "a", lambda rows: None))
+    first.load_data()
+    answerable = next(i for i, r in enumerate(_train_rows()) if r["answers"]["answer_start"])
+
+    def reword(rows):
+        rows[answerable]["question"] = "Which question was asked of the second copy?"
+
+    second = SQuADPosQ(data_dir=_squad_copy(tmp_path / "b", reword))
+    second.load_data()
+    assert "Which question was asked of the second copy?" in list(_split(second)["queries"]["text"])
+    assert "Which question was asked of the second copy?" not in list(_split(first)["queries"]["text"])
