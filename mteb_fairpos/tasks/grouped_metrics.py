@@ -213,7 +213,7 @@ def relative_position(span: Sequence[float], char_length: float) -> float | None
     ``None`` when the position is unusable: no positive length, a span that is not two numbers,
     or a negative midpoint (the benchmark's own analysis drops these queries too).
     """
-    if span is None or len(span) != 2 or char_length is None or not char_length > 0:
+    if span is None or len(span) != 2 or None in span or char_length is None or not char_length > 0:
         return None
     start, end = float(span[0]), float(span[1])
     middle = (start + end) / 2.0

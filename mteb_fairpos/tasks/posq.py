@@ -11,8 +11,8 @@ nDCG@10 per position group (``position_<group>``), their harmonic mean (the main
   3120), so each question is in exactly one group. ``SQuADPosQTiny``: 10,000 questions drawn by a
   seeded shuffle (seed 42); the corpus stays complete.
 * ``FineWebPosQ``: rows with a question are queries, tagged ``beginning`` / ``middle`` / ``end``
-  (``span_class``, one or two tags; a question with two tags counts in both groups); rows without
-  a question are corpus only. ``FineWebPosQTiny``: after a seeded shuffle (seed 42) the first
+  (``span_class``, one or two tags; a question with two tags counts in both groups, one with any
+  other tag is counted and left out); rows without a question are corpus only. ``FineWebPosQTiny``: after a seeded shuffle (seed 42) the first
   1,000 questions of each tag, each question once (as the authors' ``--query_sampling``).
 """
 

@@ -162,7 +162,7 @@ def test_a_language_without_data_is_a_clear_error():
 def test_domain_positions_and_skips():
     data = load_domain(_ref(_loaded(languages=["eng"]), f"eng-Latn.{FIN}"))
     # q-fin-5's relevant document is not in the corpus; q-fin-6 has a zero document length
-    assert data.skipped == {"relevant_doc_missing": 1, "no_qrels": 0, "qrels_of_unknown_query": 0}
+    assert data.skipped == {"no_query_text": 0, "relevant_doc_missing": 1, "no_qrels": 0, "qrels_of_unknown_query": 0}
     assert set(data.split["relevant_docs"]) == {"q-fin-1", "q-fin-2", "q-fin-3", "q-fin-4", "q-fin-6"}
     assert data.positions["q-fin-6"] is None
     assert data.positions["q-fin-1"] == ("Q1", "0.05-0.10")  # span midpoint 10 of 177 chars
@@ -459,3 +459,102 @@ def test_real_mteb_run_keeps_the_domain_choice(tmp_path):
     assert list(sidecar.tables) == [("test", f"deu-Latn.{FIN}")] and sidecar.model == "fair-off/all-MiniLM-L6-v2"
     (scores,) = collect(tmp_path / "results").scores.values()
     assert scores.units is not None and scores.headline["main"].value == pytest.approx(scores.main_score)
+
+
+def _rewritten(tmp_path, name, change, schema=None):
+    """A copy of the fixture whose eng-Latn finance file ``name`` went through ``change`` (a function of its rows)."""
+    import pyarrow as pa
+
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    path = copy / "eng-Latn" / f"IndustryCorpus2_{FIN}" / name
+    rows = pq.read_table(path).to_pylist()
+    change(rows)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema or pq.read_schema(path)), path)
+    return copy
+
+
+def test_a_query_id_given_twice_is_an_error(tmp_path):
+    """The second row replaced the first one's text and position without a count."""
+    def repeat(rows):
+        rows.append({**rows[0], "text": "another question"})
+
+    task = _loaded(data_dir=_rewritten(tmp_path, "queries.parquet", repeat), languages=["eng"])
+    with pytest.raises(DatasetSchemaError, match=rf"eng-Latn/IndustryCorpus2_{FIN}: query id 'q-fin-1' appears twice"):
+        load_domain(_ref(task, f"eng-Latn.{FIN}"))
+
+
+def test_a_query_without_text_is_a_counted_skip_and_a_document_without_text_an_error(tmp_path):
+    """Both were embedded as the empty text, counted nowhere."""
+    def blank(rows):
+        rows[0]["text"], rows[1]["text"] = None, "  "
+
+    before = load_domain(_ref(_loaded(languages=["eng"]), f"eng-Latn.{FIN}"))
+    data = load_domain(_ref(_loaded(data_dir=_rewritten(tmp_path, "queries.parquet", blank), languages=["eng"]),
+                            f"eng-Latn.{FIN}"))
+    assert data.skipped == {**before.skipped, "no_query_text": 2}
+    assert set(data.split["relevant_docs"]) == set(before.split["relevant_docs"]) - {"q-fin-1", "q-fin-2"}
+
+    def no_text(rows):
+        rows[0]["text"] = None
+
+    task = _loaded(data_dir=_rewritten(tmp_path / "corpus", "corpus.parquet", no_text), languages=["eng"])
+    with pytest.raises(DatasetSchemaError, match=rf"IndustryCorpus2_{FIN}: corpus id '[^']+' has no text"):
+        load_domain(_ref(task, f"eng-Latn.{FIN}"))
+
+
+@pytest.mark.parametrize("name, column, kind", [("queries.parquet", "pos_token_length", "numbers"),
+                                                ("qrels/test.parquet", "score", "numbers")])
+def test_a_number_column_of_text_is_named_before_anything_is_embedded(tmp_path, name, column, kind):
+    """It failed while its subset was scored, after the others were embedded, naming no file or column."""
+    import pyarrow as pa
+
+    schema = pq.read_schema(POSIR / "eng-Latn" / f"IndustryCorpus2_{FIN}" / name)
+    schema = schema.set(schema.get_field_index(column), pa.field(column, pa.string()))
+
+    def as_text(rows):
+        for row in rows:
+            row[column] = str(row[column])
+
+    copy = _rewritten(tmp_path, name, as_text, schema)
+    with pytest.raises(DatasetSchemaError, match=rf"{name} of {copy}: column '{column}' holds string, not {kind}"):
+        _loaded(data_dir=copy, languages=["eng"])
+
+
+def test_a_span_with_a_missing_end_leaves_its_query_unplaced(tmp_path):
+    """float(None) failed while the subset was scored."""
+    def cut(rows):
+        rows[0]["pos_char_span"] = [0, None]
+
+    data = load_domain(_ref(_loaded(data_dir=_rewritten(tmp_path, "queries.parquet", cut), languages=["eng"]),
+                            f"eng-Latn.{FIN}"))
+    assert data.positions["q-fin-1"] is None
+
+
+def test_damaged_data_behind_an_intact_footer_is_named(tmp_path):
+    """pyarrow's OSError named no file."""
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    path = copy / "eng-Latn" / f"IndustryCorpus2_{FIN}" / "queries.parquet"
+    column = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    data = bytearray(path.read_bytes())
+    start, size = column.data_page_offset, column.total_compressed_size
+    data[start:start + size] = b"\xab" * size
+    path.write_bytes(bytes(data))
+    task = _loaded(data_dir=copy, languages=["eng"])
+    with pytest.raises(DatasetSchemaError, match=rf"IndustryCorpus2_{FIN}/queries.parquet of {copy}: its data cannot be read"):
+        load_domain(_ref(task, f"eng-Latn.{FIN}"))
+
+
+def test_a_subset_without_a_query_is_left_out_of_the_result(tmp_path, encoder, caplog):
+    """It was written with main score None, and mteb's own TaskResult.get_score() failed on the whole result."""
+    def unknown(rows):
+        for row in rows:
+            row["query-id"] = "elsewhere-" + row["query-id"]
+
+    task = _loaded(data_dir=_rewritten(tmp_path, "qrels/test.parquet", unknown), languages=["eng"], domains=[FIN, MED])
+    result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False).task_results[0]
+    assert [entry["hf_subset"] for entry in result.scores["test"]] == [f"eng-Latn.{MED}"]
+    assert result.get_score() == result.scores["test"][0]["main_score"]
+    assert task.skipped_subsets == [f"eng-Latn.{FIN}"]
+    assert f"eng-Latn.{FIN}: no query left to evaluate; the subset is left out of the result" in caplog.text

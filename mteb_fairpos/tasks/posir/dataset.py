@@ -41,8 +41,9 @@ SPLIT = "test"
 QUERY_COLUMNS = ("_id", "text", "pos_char_span", "pos_char_length", "pos_token_length")
 CORPUS_COLUMNS = ("_id", "text")
 QRELS_COLUMNS = ("query-id", "corpus-id", "score")
-TEXT_COLUMNS = ("text",)
-"""Columns that must hold strings: they are embedded."""
+COLUMN_KINDS = {"text": "strings", "pos_char_span": "lists of numbers", "pos_char_length": "numbers",
+                "pos_token_length": "numbers", "score": "numbers"}
+"""What a column must hold: texts are embedded, the rest is arithmetic (ids are read as text whatever they hold)."""
 QUERIES_FILE = "queries.parquet"
 CORPUS_FILE = "corpus.parquet"
 QRELS_FILE = "qrels/test.parquet"

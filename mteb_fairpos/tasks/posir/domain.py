@@ -46,8 +46,9 @@ class DomainData:
 def load_domain(ref: DomainRef, query_instruction: str = "") -> DomainData:
     """One (language, domain): queries, corpus (of ``ref.corpus_language``), qrels, positions.
 
-    Queries whose relevant document is absent from the corpus, or that have no qrels, are left
-    out and counted; qrels of unknown queries are ignored and counted. ``query_instruction`` is
+    Queries without text, whose relevant document is absent from the corpus, or that have no qrels,
+    are left out and counted; qrels of unknown queries are ignored and counted. A repeated id, or a
+    document without text, is an error naming the folder. ``query_instruction`` is
     prepended to every query text.
     """
     q, c, r = (ref.source.read(*file) for file in ref.files())
@@ -57,10 +58,17 @@ def load_domain(ref: DomainRef, query_instruction: str = "") -> DomainData:
         doc_id = str(doc_id)
         if doc_id in corpus:
             raise DatasetSchemaError(f"PosIR {ref.corpus_language}/{ref.corpus_folder}: corpus id {doc_id!r} appears twice.")
-        corpus[doc_id] = text or ""
+        if text is None:  # every document is searched: one left out would change the ranking of the rest
+            raise DatasetSchemaError(f"PosIR {ref.corpus_language}/{ref.corpus_folder}: corpus id {doc_id!r} has no text.")
+        corpus[doc_id] = text
 
-    skipped = {"relevant_doc_missing": 0, "no_qrels": 0, "qrels_of_unknown_query": 0}
-    query_text = {str(i): t for i, t in zip(q["_id"], q["text"])}
+    skipped = {"no_query_text": 0, "relevant_doc_missing": 0, "no_qrels": 0, "qrels_of_unknown_query": 0}
+    query_text: dict[str, str | None] = {}
+    for qid, text in zip(q["_id"], q["text"]):
+        qid = str(qid)
+        if qid in query_text:  # a second row would replace the first's text and position
+            raise DatasetSchemaError(f"PosIR {ref.language}/{ref.query_folder}: query id {qid!r} appears twice.")
+        query_text[qid] = text
     relevant: dict[str, list[str]] = {}
     for qid, doc_id, score in zip(r["query-id"], r["corpus-id"], r["score"]):
         qid, doc_id = str(qid), str(doc_id)
@@ -76,6 +84,10 @@ def load_domain(ref: DomainRef, query_instruction: str = "") -> DomainData:
         q["_id"], q["pos_char_span"], q["pos_char_length"], q["pos_token_length"]
     ):
         qid = str(qid)
+        text = query_text[qid]
+        if text is None or not text.strip():
+            skipped["no_query_text"] += 1
+            continue
         docs = relevant.get(qid)
         if not docs:
             skipped["no_qrels"] += 1
@@ -83,7 +95,7 @@ def load_domain(ref: DomainRef, query_instruction: str = "") -> DomainData:
         if any(d not in corpus for d in docs):
             skipped["relevant_doc_missing"] += 1
             continue
-        queries[qid] = query_instruction + (query_text[qid] or "")
+        queries[qid] = query_instruction + text
         kept[qid] = docs
         relpos = relative_position(span, char_length)
         bucket = length_bucket(float(token_length)) if token_length is not None else None

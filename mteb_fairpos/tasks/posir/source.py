@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from ...hub import hub_access
 from .._base import DatasetSchemaError, check_columns, without_hub_hint
-from .dataset import TEXT_COLUMNS, domain_of_folder
+from .dataset import COLUMN_KINDS, domain_of_folder
 
 
 class PosIRSource:
@@ -45,6 +45,8 @@ class PosIRSource:
 
     def read(self, language: str, folder: str, name: str, columns: Sequence[str]) -> dict[str, list[Any]]:
         """The given columns of ``{language}/{folder}/{name}`` as Python lists."""
+        import pyarrow as pa
+
         relative = f"{language}/{folder}/{name}"
         if self.local is not None:
             path = self.local / relative
@@ -54,30 +56,30 @@ class PosIRSource:
             with hub_access(f"{relative} of {self.hub_id}", without_hub_hint(self.hub_id)):
                 path = Path(hf_hub_download(self.hub_id, relative, repo_type="dataset", revision=self.revision))
         self.check_file(path, relative, columns)
-        return pq.read_table(path, columns=list(columns)).to_pydict()
+        try:
+            return pq.read_table(path, columns=list(columns)).to_pydict()
+        except (OSError, pa.ArrowException) as err:  # an intact footer over damaged data pages
+            raise DatasetSchemaError(f"PosIR file {relative} of {self}: its data cannot be read ({err}).") from None
 
     def check_file(self, path: Path, relative: str, columns: Sequence[str]) -> None:
-        """The file exists and has ``columns``, its text columns as strings (reads the footer only)."""
+        """The file exists and has ``columns``, each holding what it must (reads the footer only)."""
         if not path.is_file():
             raise DatasetSchemaError(f"PosIR: {path} is missing.")
         schema = self._schema(path, relative)
         check_columns(schema.names, columns, f"PosIR file {relative} of {self}")
-        self.check_text_types(path, relative)
+        self.check_types(path, relative)
 
-    def check_text_types(self, path: Path, relative: str) -> None:
-        """A text column (`TEXT_COLUMNS`) of a present file that holds no strings is an error;
-        cheap enough (the footer only) to run on every local file before anything is embedded."""
-        import pyarrow as pa
-
+    def check_types(self, path: Path, relative: str) -> None:
+        """A column of a present file that holds other than `COLUMN_KINDS` says is an error; cheap enough (the
+        footer only) to run on every local file before anything is embedded."""
         if not path.is_file():
             return  # reported when the subset is read
         schema = self._schema(path, relative)
-        for column in TEXT_COLUMNS:
-            if column in schema.names and not (pa.types.is_string(schema.field(column).type)
-                                               or pa.types.is_large_string(schema.field(column).type)):
+        for column, kind in COLUMN_KINDS.items():
+            if column in schema.names and not _holds(schema.field(column).type, kind):
                 raise DatasetSchemaError(
                     f"PosIR file {relative} of {self}: column {column!r} holds {schema.field(column).type}, "
-                    "not strings; the texts must be UTF-8 strings."
+                    f"not {kind}{'; the texts must be UTF-8 strings' if kind == 'strings' else ''}."
                 )
 
     def _schema(self, path: Path, relative: str) -> Any:
@@ -88,3 +90,17 @@ class PosIRSource:
         except (OSError, pa.ArrowException) as err:
             raise DatasetSchemaError(f"PosIR file {relative} of {self}: not a readable Parquet file ({err}).") from None
 
+
+def _holds(kind: Any, what: str) -> bool:
+    """Whether a column of Arrow type ``kind`` holds ``what`` (a `COLUMN_KINDS` value)."""
+    import pyarrow as pa
+
+    def number(of: Any) -> bool:
+        return pa.types.is_integer(of) or pa.types.is_floating(of) or pa.types.is_decimal(of) or pa.types.is_null(of)
+
+    if what == "strings":
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if what == "lists of numbers":
+        return (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)) and \
+            number(kind.value_type)
+    return number(kind)
