@@ -22,7 +22,8 @@ Three sources:
 Problems in the data are errors (:class:`CorpusError`, naming the file and line) when the input
 is malformed, and reported skips (:attr:`ComparableCorpus.skipped`) when a text is merely
 unusable: a text identical to an earlier topic's text in the same language is dropped, so no
-segment set can ever contain the same segment twice.
+segment set of one language can contain the same segment twice. A text that another topic holds in
+another language is named in a warning (and a mixed set that would hold it twice is an error).
 """
 
 from __future__ import annotations
@@ -159,7 +160,23 @@ def build_corpus(rows: Iterable[tuple[str, Mapping[str, str]]], source: str = "<
                 continue
             kept[lang] = text
         topics.append(Topic(id=topic_id, texts=kept))
+    _name_repeats_across_languages(topics, source)
     return ComparableCorpus(topics=topics, source=source, skipped=dict(skipped))
+
+
+def _name_repeats_across_languages(topics: list[Topic], source: str) -> None:
+    """Warn about texts two topics hold in different languages (an untranslated page): kept, since a set of one
+    language never meets both, but a mixed configuration's set may."""
+    holders: dict[str, list[tuple[str, str]]] = {}
+    for topic in topics:
+        for lang, text in topic.texts.items():
+            holders.setdefault(text, []).append((topic.id, lang))
+    repeats = [found for found in holders.values() if len({topic for topic, _ in found}) > 1]
+    for found in repeats[:5]:
+        logger.warning("%s: topics %s hold the same text in different languages; a mixed set with both is refused.",
+                       source, ", ".join(f"{topic!r} ({lang})" for topic, lang in found))
+    if len(repeats) > 5:
+        logger.warning("%s: %d more texts are held by several topics in different languages.", source, len(repeats) - 5)
 
 
 # --------------------------------------------------------------------------- local files
@@ -219,7 +236,12 @@ def _jsonl_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 def _parquet_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    import pyarrow as pa
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as err:
+        raise CorpusError(f"{path}: not a readable Parquet file ({err}).") from None
     for number, row in enumerate(table.to_pylist(), start=1):
         if isinstance(row.get("texts"), list):  # a Parquet map column arrives as [(key, value), ...]
             row = {**row, "texts": dict(row["texts"])}

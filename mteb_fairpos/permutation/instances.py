@@ -211,6 +211,11 @@ def build_instance(
     for set_index, topics in enumerate(sets):
         for perm in perms:
             keys = tuple((topics[t], lang) for t, lang in zip(perm, languages))
+            if len({texts[key] for key in keys}) < len(keys):  # a text repeated across languages (corpus.py)
+                same = [f"{topic!r} ({lang})" for topic, lang in keys if [texts[k] for k in keys].count(texts[topic, lang]) > 1]
+                raise CorpusError(f"{config.name}: duplicate segments in a set: topics {' and '.join(same)} hold the "
+                                  "same text, which one document would hold twice; give each topic its own text (an "
+                                  "untranslated page?).")
             text, spans = assemble([texts[key] for key in keys], separator)
             instance.documents.append(OrderedDocument(set_index, tuple(perm), keys, text, spans))
     return instance

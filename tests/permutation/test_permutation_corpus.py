@@ -302,3 +302,19 @@ def test_counting_tokens_of_long_texts_warns_about_nothing(capfd, minilm_dir):
 def test_the_same_text_in_texts_and_as_a_column_is_one_text(tmp_path):
     path = _write_jsonl(tmp_path / "both.jsonl", [{"id": "a", "texts": {"en": "Same."}, "text_en": "Same."}])
     assert load_corpus_file(path).topic("a").texts == {"en": "Same."}
+
+
+def test_a_text_another_topic_holds_in_another_language_is_named(caplog):
+    """Kept (a set of one language never meets both), but named: a mixed configuration's set may."""
+    corpus = build_corpus([("a", {"en": "Untranslated words.", "de": "A"}), ("b", {"en": "B", "de": "Untranslated words."}),
+                           ("c", {"en": "Same in both.", "de": "Same in both."})])
+    assert corpus.topic("b").texts["de"] == "Untranslated words." and corpus.skipped == {}
+    assert "topics 'a' (en), 'b' (de) hold the same text in different languages" in caplog.text
+    assert "'c'" not in caplog.text  # one topic's own texts may be alike
+
+
+def test_a_damaged_parquet_corpus_is_a_corpus_error(tmp_path):
+    """pyarrow's ArrowInvalid reached callers that catch CorpusError (the CLI, the task)."""
+    (tmp_path / "corpus.parquet").write_bytes(b"not a parquet file")
+    with pytest.raises(CorpusError, match=r"corpus.parquet: not a readable Parquet file"):
+        load_corpus_file(tmp_path / "corpus.parquet")

@@ -152,3 +152,13 @@ def test_sampled_orders_for_large_n():
     assert inst.orders_per_set == 30 and len(inst.documents) == 60
     with pytest.raises(ValueError, match="5,040 orders"):
         build_instance(LanguageConfig.monolingual(7, "en"), topics, _texts(topics, ("en",)), num_sets=2)
+
+
+def test_a_text_two_topics_hold_in_two_languages_names_them_in_a_mixed_set():
+    """An untranslated page passes the corpus (duplicates are dropped per language), and a mixed set holding both
+    failed in assemble naming neither topic."""
+    texts = _texts(TOPICS[:3])
+    texts[("t01", "de")] = texts[("t00", "en")]
+    with pytest.raises(CorpusError, match=r"n3_en-de: duplicate segments in a set: topics 't00' \(en\) and 't01' "
+                                          r"\(de\) hold the same text"):
+        build_instance(LanguageConfig.parse("n3_en-de"), TOPICS[:3], texts, num_sets=1, orders_per_set=6)
