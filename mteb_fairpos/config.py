@@ -72,7 +72,8 @@ class CalibrationConfig:
     eos_share: SharePolicy = "equal"
 
     def __post_init__(self) -> None:
-        if isinstance(self.basket_size, bool) or not isinstance(self.basket_size, numbers.Integral) or self.basket_size <= 0:
+        if isinstance(self.basket_size, bool) or not isinstance(self.basket_size, numbers.Integral) or \
+                not 0 < self.basket_size < 2**62:  # torch holds positions in int64
             raise ConfigError(f"basket_size must be a positive integer (e.g. 128), got {self.basket_size!r}.")
         object.__setattr__(self, "basket_size", int(self.basket_size))  # numpy's integers too, stored as int
         if isinstance(self.strength, bool) or not isinstance(self.strength, numbers.Real):
@@ -84,7 +85,7 @@ class CalibrationConfig:
         if self.pooling is not None and self.pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {POOLINGS} or None (read from the model), got {self.pooling!r}.")
         for name in ("isolate_bos", "isolate_eos"):
-            if getattr(self, name) not in (None, True, False):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):  # 1 == True, 0.0 == False
                 raise ConfigError(f"{name} must be True, False or None (follow the pooling), got {getattr(self, name)!r}.")
         for name in ("bos_share", "eos_share"):
             object.__setattr__(self, name, _check_policy(name, getattr(self, name)))

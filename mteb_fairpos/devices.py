@@ -11,6 +11,8 @@ def device_problem(device: Any, *, here: bool = True) -> str | None:
     checks that torch knows the kind."""
     import torch
 
+    if isinstance(device, int) and not isinstance(device, bool) and here and not torch.accelerator.is_available():
+        return "a bare index names an accelerator device, and torch sees none"
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError, TypeError):

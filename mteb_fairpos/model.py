@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.base.modules import Transformer
+from sentence_transformers.base.modules import Router, Transformer
 from sentence_transformers.base.modules.module import Module
 from sentence_transformers.sentence_transformer.modules import Pooling
 
@@ -190,6 +190,8 @@ class FairSentenceTransformer(SentenceTransformer):
                 calibrate_encode = model.calibrate_encode if calibrate_encode is None else calibrate_encode
                 calibrate_queries = model.calibrate_queries if calibrate_queries is None else calibrate_queries
         elif isinstance(model, (str, os.PathLike)):
+            if not os.fspath(model).strip():  # sentence-transformers would build an empty model and fail inside it
+                raise ValueError("the model name or path is empty.")
             token = _LOADING.set(True)
             try:
                 with naming_the_model(os.fspath(model)):
@@ -248,7 +250,8 @@ class FairSentenceTransformer(SentenceTransformer):
     def save(self, path: str, *args: Any, **kwargs: Any) -> None:
         """sentence-transformers' ``save``, plus the calibration (a `Calibration` step and a model card section)."""
         key = str(len(self._modules))
-        self._modules[key] = Calibration(str(self.calibration) if self.plan is not None else "none",
+        # the model's calibration, also inside ``calibration_disabled`` (a switch for this thread's passes, not a setting)
+        self._modules[key] = Calibration(str(self.calibration) if self.calibration is not None else "none",
                                          self.calibrate_encode, self.calibrate_queries)
         try:
             super().save(path, *args, **kwargs)
@@ -341,6 +344,11 @@ class FairSentenceTransformer(SentenceTransformer):
         if batch_size is not None and not whole(batch_size):  # 1.5 failed in tqdm; 0 sentence-transformers refuses
             raise TypeError(f"batch_size must be a positive integer, got {batch_size!r}.")
         _check_options(kwargs)
+        self._check_route(kwargs.get("task"))
+        self._check_pool(kwargs.get("pool"))
+        limit = _call_limit(kwargs)
+        if limit is not None:  # what the tokenizer will cut at in this call, checked as max_seq_length is
+            check_max_length(self, limit, option="max_length")
         if isinstance(inputs, (list, tuple)) and not inputs:  # sentence-transformers checks the arguments
             return self._no_rows(super().encode(inputs, *args, **kwargs), kwargs)
         output = kwargs.get("output_value", "sentence_embedding")
@@ -353,7 +361,27 @@ class FairSentenceTransformer(SentenceTransformer):
                 raise ValueError(f"the model's output holds no {output!r}; output_value is 'sentence_embedding', "
                                  "'token_embeddings' or None (all of them).") from None
             finally:
-                self._warn(tally)
+                self._warn(tally, limit or self.max_seq_length)
+
+    def _check_route(self, task: Any) -> None:
+        """Without a Router, a ``task`` other than ``document`` or ``query`` is a typo that would run plain."""
+        if task not in (None, "document", "query") and not any(isinstance(module, Router) for module in self):
+            raise ValueError(f"task must be 'document', 'query' or None (this model has no Router), got {task!r}.")
+
+    def start_multi_process_pool(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """sentence-transformers' pool, marked with whether its workers calibrate: they hold the model as it was
+        when the pool started, inside or outside ``calibration_disabled``."""
+        pool = super().start_multi_process_pool(*args, **kwargs)
+        pool[_POOL_CALIBRATES] = self.plan is not None
+        return pool
+
+    def _check_pool(self, pool: Any) -> None:
+        """A pool started on the other side of ``calibration_disabled`` would embed as it did then."""
+        started = pool.get(_POOL_CALIBRATES) if isinstance(pool, dict) else None
+        if started is not None and started != (self.plan is not None):
+            raise ValueError(f"this pool was started {'outside' if started else 'inside'} calibration_disabled() and "
+                             f"its workers {'calibrate' if started else 'do not calibrate'}; start a pool "
+                             f"{'inside' if started else 'outside'} the block for this call.")
 
     def _no_rows(self, empty: Any, kwargs: dict[str, Any]) -> Any:
         """No input: the ``(0, width)`` matrix a call with inputs would stack its rows into (its width after
@@ -374,11 +402,13 @@ class FairSentenceTransformer(SentenceTransformer):
             return torch.empty(0, width, dtype=getattr(torch, dtype), device=empty.device)
         return np.empty((0, width), dtype=dtype)
 
-    def _warn(self, tally: Tally) -> None:
-        """The warnings of one ``encode`` call: how many inputs were truncated, how many documents left uncalibrated."""
+    def _warn(self, tally: Tally, limit: int) -> None:
+        """The warnings of one ``encode`` call: how many inputs were truncated (at ``limit`` tokens), how many
+        documents left uncalibrated."""
         if tally.truncated:
             warnings.warn(
-                f"{tally.truncated} input(s) exceeded the model's maximum of {self.max_seq_length} tokens "
+                f"{tally.truncated} input(s) exceeded {'the model' if limit == self.max_seq_length else 'this call'}'s "
+                f"maximum of {limit} tokens "
                 "and were truncated; their embeddings cover only the first tokens.",
                 TruncationWarning,
                 stacklevel=_caller_level(),
@@ -398,7 +428,7 @@ class FairSentenceTransformer(SentenceTransformer):
         mask = features.get("attention_mask")
         if mask is not None and mask.device.type == "cpu" and self._calibrates(kwargs.get("task")):
             features[HOST_LAYOUT] = self.plan.host_layout(mask)  # here, before the batch goes to the device
-        limit = self.max_seq_length
+        limit = _call_limit(kwargs) or self.max_seq_length
         if mask is not None and limit and mask.shape[1] >= limit:  # a row may have been cut: counted in forward
             features[TRUNCATION] = functools.partial(
                 self._truncated_count, inputs, getattr(features, "encodings", None), mask, limit, kwargs.get("prompt"),
@@ -436,10 +466,33 @@ def position_limit(model: SentenceTransformer) -> int | None:
     return table.num_embeddings - (table.padding_idx + 1 if table.padding_idx is not None else 0)
 
 
+_POOL_CALIBRATES = "mteb_fairpos_calibrates"
+"""The key that marks a pool started by `FairSentenceTransformer` with whether its workers calibrate."""
+
+
+def _call_limit(kwargs: dict[str, Any]) -> int | None:
+    """The tokens one call cuts its texts at, where it sets its own (sentence-transformers' ``max_length`` or
+    ``processing_kwargs`` for text); ``None``: the model's ``max_seq_length``."""
+    processing = kwargs.get("processing_kwargs") or {}
+    for given in (((processing.get("text") or {}).get("max_length")), (processing.get("common") or {}).get("max_length"),
+                  kwargs.get("max_length")):
+        if given is not None:
+            return given
+    return None
+
+
 def set_max_length(model: SentenceTransformer, tokens: int, option: str = "--max-length") -> None:
-    """Cut ``model``'s inputs at ``tokens`` tokens, refusing more than it has positions for (torch would fail deep
-    inside the model, on the first input that long) and too few to hold one token beside the special tokens the
-    tokenizer adds (the model would read no text, or the tokenizer would not cut at all)."""
+    """Cut ``model``'s inputs at ``tokens`` tokens, checked by `check_max_length`."""
+    check_max_length(model, tokens, option)
+    model.max_seq_length = tokens
+
+
+def check_max_length(model: SentenceTransformer, tokens: Any, option: str) -> None:
+    """Refuse to cut inputs at more tokens than ``model`` has positions for (torch would fail deep inside the model,
+    on the first input that long), or at too few to hold one token beside the special tokens the tokenizer adds (the
+    model would read no text, or the tokenizer would not cut at all)."""
+    if not whole(tokens):
+        raise ValueError(f"{option} must be a whole number of tokens, got {tokens!r}.")
     limit = position_limit(model)
     if limit is not None and tokens > limit:
         raise ValueError(f"{option} {tokens}: this model embeds at most {limit} tokens (its position table); give "
@@ -449,7 +502,6 @@ def set_max_length(model: SentenceTransformer, tokens: int, option: str = "--max
     if tokens <= special:
         raise ValueError(f"{option} {tokens}: the tokenizer adds {special} special token(s) to every input, so the model "
                          f"would read no text; give at least {special + 1}.")
-    model.max_seq_length = tokens
 
 
 def _checked_settings(config: Any, where: str) -> dict[str, Any]:
@@ -476,7 +528,7 @@ def _saved_config(saved: Calibration) -> CalibrationConfig | None:
 
 
 def _card_section(path: str, model: FairSentenceTransformer) -> str:
-    state = f"`{model.calibration}`" if model.plan is not None else "none (the plain model)"
+    state = f"`{model.calibration}`" if model.calibration is not None else "none (the plain model)"
     return (
         "\n\n## Attention calibration (mteb-fairpos)\n\n"
         f"This model's documents are embedded with inference-time attention calibration {state} "

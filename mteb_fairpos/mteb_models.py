@@ -42,7 +42,7 @@ from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderW
 from mteb.types import PromptType
 
 from .config import CalibrationConfig, ConfigError
-from .offline import minilm_path
+from .offline import MINILM_HUB_ID, minilm_path
 from .grid import PAPER_GRID
 
 if TYPE_CHECKING:
@@ -269,14 +269,23 @@ class FairEncoder(SentenceTransformerEncoderWrapper):
         **kwargs: Any,
     ) -> None:
         calibration = _calibration(calibration)
+        _check_name(model_name, calibration)
         _check_remote_code(model_name, trust_remote_code, kwargs)
+        for flag, value in (("calibrate_queries", calibrate_queries), ("calibrate_other", calibrate_other)):
+            if not isinstance(value, bool):  # "false" is true
+                raise TypeError(f"{model_name}: {flag} must be True or False, got {value!r}.")
+        weights_revision = _weights_revision(model_name, revision, weights_revision)
+        if "embed_dim" in kwargs:  # mteb's name for the dimensions kept, as its own wrapper reads it
+            kwargs["truncate_dim"] = kwargs.pop("embed_dim")
         self.model_name = model_name
         self.calibration = calibration
         self.calibrated_sides = frozenset(
             side for side, on in (("document", True), ("query", calibrate_queries), ("other", calibrate_other)) if on
         ) if calibration is not None else frozenset()
 
-        path = minilm_path() if offline_weights else (hub_id or model_name)
+        # the package's copy of all-MiniLM-L6-v2 stands in for that checkpoint only, never for another one named
+        offline = offline_weights and hub_id in (None, MINILM_HUB_ID)
+        path = minilm_path() if offline else (hub_id or model_name)
         if padding_side is not None:
             kwargs.setdefault("tokenizer_kwargs", {}).setdefault("padding_side", padding_side)
         if weights_revision and not os.path.isdir(path):
@@ -349,6 +358,9 @@ class FairInstructEncoder(FairEncoder, InstructSentenceTransformerModel):
     def __init__(self, model_name: str, revision: str | None = None, *, instructions: str, **kwargs: Any) -> None:
         if instructions not in INSTRUCTION_TEMPLATES:
             raise ValueError(f"unknown instruction style {instructions!r}; known: {sorted(INSTRUCTION_TEMPLATES)}.")
+        if given := [name for name in ("model_prompts", "document_prompt") if kwargs.get(name) is not None]:
+            raise ValueError(f"{model_name} takes task instructions ({instructions}), not prompts: {', '.join(given)} "
+                             "would not be used.")
         super().__init__(model_name, revision, **kwargs)
         self.instruction_template = INSTRUCTION_TEMPLATES[instructions]
 
@@ -361,6 +373,38 @@ class FairInstructEncoder(FairEncoder, InstructSentenceTransformerModel):
         route = prompt_type.value if prompt_type is not None else None
         return InstructSentenceTransformerModel.encode(self, inputs, task_metadata=task_metadata,
                                                        prompt_type=prompt_type, task=route, **kwargs)
+
+
+def _check_name(model_name: str, calibration: CalibrationConfig | None) -> None:
+    """A registered name stands for one calibration: another one given (mteb's ``get_model(name, calibration=...)``)
+    would run under a name that says otherwise, and pair as the twin it is not."""
+    try:
+        _, named = parse_name(model_name)
+    except KeyError:  # not a registered model's name (a checkpoint's entry names its own)
+        return
+    if str(named) != str(calibration):
+        wanted = twin_name(base_model(model_name)) if calibration is None else calibrated_name(base_model(model_name), calibration)
+        raise ValueError(f"{model_name} stands for calibration {'off' if named is None else named}; for "
+                         f"{'off' if calibration is None else calibration}, load {wanted} (the calibration is part of "
+                         "the name).")
+
+
+def _weights_revision(model_name: str, revision: str | None, weights_revision: str | None) -> str | None:
+    """The weights' commit: mteb passes the entry's revision, which is it. A calibration given as the revision (as
+    earlier releases named them) would be ignored, and a commit other than the pinned one would not be loaded."""
+    if revision is None or revision == weights_revision:
+        return weights_revision
+    try:
+        CalibrationConfig.parse(revision)
+    except ConfigError:
+        pass
+    else:
+        raise ValueError(f"{model_name}: revision {revision!r} is a calibration config; give it as calibration= (or in "
+                         "the name, fair/<model>-<config>). The revision is the weights' commit.")
+    if weights_revision is not None:
+        raise ValueError(f"{model_name}: revision {revision!r} is not the weights' pinned commit {weights_revision!r}; "
+                         "give one of them.")
+    return revision
 
 
 def _calibration(value: str | CalibrationConfig | None) -> CalibrationConfig | None:
@@ -414,11 +458,20 @@ def _weights_key(path: str, device: str | None, max_seq_length: int | None, kwar
 def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
     from sentence_transformers import SentenceTransformer
 
-    from .model import set_max_length
+    from .devices import device_problem
+    from .model import naming_the_model, set_max_length
 
-    model = SentenceTransformer(path, device=device, **kwargs)
+    if device is not None and (problem := device_problem(device)):  # torch's own answer is an assertion
+        raise ValueError(f"device {device!r}: {problem}.")
+    with naming_the_model(path):
+        try:
+            model = SentenceTransformer(path, device=device, **kwargs)
+        except TypeError as err:  # an option neither FairEncoder nor sentence-transformers takes (a typo)
+            if "unexpected keyword argument" not in str(err):
+                raise
+            raise TypeError(f"{err}: not an option of FairEncoder (see its arguments) nor of SentenceTransformer.") from None
     if max_seq_length is not None:
-        set_max_length(model, int(max_seq_length), option="max_seq_length")
+        set_max_length(model, max_seq_length, option="max_seq_length")
     return model
 
 

@@ -36,7 +36,7 @@ HEADS = (32, 64, 128, 256)
 """The head sizes of the supported architectures (MiniLM 32, gte and bge 64, Qwen3 128) and the largest CONFIGS takes."""
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 SHARES = ("original", "equal")
-"""The default share policies of the two isolated tokens (docs/method.md#s1-1)."""
+"""The default share policies of the two isolated tokens (docs/method.md#s1-3)."""
 
 
 BASKET = 128

@@ -169,3 +169,17 @@ def test_layers_given_as_an_array_are_refused_with_the_allowed_forms():
 
     with pytest.raises(ConfigError, match=r"layers must be 'last_half', 'last', .*got array\(\[1, 2\]\)"):
         CalibrationConfig(layers=np.array([1, 2]))
+
+
+@pytest.mark.parametrize("flag", ["isolate_bos", "isolate_eos"])
+@pytest.mark.parametrize("value", [1, 0.0, "yes"])
+def test_isolation_flags_are_booleans(flag, value):
+    """1 and 0.0 passed (1 == True) and were stored as given."""
+    with pytest.raises(ConfigError, match=f"{flag} must be True, False or None"):
+        CalibrationConfig(**{flag: value})
+
+
+def test_a_basket_beyond_what_torch_counts_is_refused():
+    """10**30 passed and failed at encode time (an OverflowError)."""
+    with pytest.raises(ConfigError, match="basket_size must be a positive integer"):
+        CalibrationConfig(basket_size=10**30)

@@ -240,6 +240,7 @@ def test_a_saved_calibration_that_is_missing_or_damaged_is_named_not_dropped(min
 @pytest.mark.parametrize(("model", "error", "message"), [
     ("./no-such-model", FileNotFoundError, "cannot load the model './no-such-model': no such folder."),
     (None, TypeError, "model must be a model name or path, or a loaded SentenceTransformer; got NoneType."),
+    ("", ValueError, "the model name or path is empty."),  # an AttributeError inside sentence-transformers
 ])
 def test_a_model_that_is_not_there_is_named(model, error, message):
     with pytest.raises(error, match=re.escape(message)):
@@ -328,3 +329,57 @@ def test_multi_process_encoding_with_a_real_two_process_pool(minilm):
     np.testing.assert_allclose(pooled, single, atol=1e-5)
     assert np.abs(single - minilm.encode_document(texts)).max() > 1e-3  # the workers really calibrated
     np.testing.assert_allclose(minilm.encode_document(texts, device=["cpu", "cpu"]), minilm.encode_document(texts), atol=1e-5)
+
+
+def test_saving_inside_calibration_disabled_keeps_the_calibration(minilm, tmp_path):
+    """The block is a switch for this thread's passes: saving inside it wrote 'none', and the folder came back plain."""
+    fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=32, strength=1.0))
+    with fair.calibration_disabled():
+        fair.save(str(tmp_path / "saved"))
+    back = FairSentenceTransformer(str(tmp_path / "saved"), device="cpu")
+    assert str(back.calibration) == str(fair.calibration)
+    assert f"`{fair.calibration}`" in (tmp_path / "saved" / "README.md").read_text()
+
+
+def test_a_route_other_than_document_or_query_is_named(fair):
+    """task='documents' ran plain without a word: a model without a Router has no such route."""
+    np.testing.assert_array_equal(fair.encode([LONG], task="document"), fair.encode_document([LONG]))
+    with pytest.raises(ValueError, match=r"task must be 'document', 'query' or None \(this model has no Router\), "
+                                         r"got 'documents'"):
+        fair.encode([LONG], task="documents")
+
+
+def test_a_calls_own_max_length_is_checked_and_reported(fair):
+    """sentence-transformers' per-call override cut texts without the truncation warning, and one beyond the position
+    table failed deep in transformers."""
+    with pytest.warns(TruncationWarning, match="1 input\\(s\\) exceeded this call's maximum of 64 tokens"):
+        cut = fair.encode_document([LONG], processing_kwargs={"text": {"max_length": 64}})
+    assert np.abs(cut - fair.encode_document([LONG])).max() > 1e-3  # it did cut
+    with pytest.raises(ValueError, match="max_length 2000: this model embeds at most 512 tokens"):
+        fair.encode_document([LONG], processing_kwargs={"text": {"max_length": 2000}})
+
+
+@pytest.mark.slow
+def test_a_pool_embeds_as_it_was_started_and_is_refused_on_the_other_side_of_calibration_disabled(minilm):
+    """The workers hold the model as pickled when the pool started: one started outside the block calibrated inside
+    it, and one started inside stayed plain after it."""
+    fair = FairSentenceTransformer(minilm, CalibrationConfig(basket_size=32, strength=1.0))
+    texts = [LONG, SEGMENTS[0]]
+    outside = fair.start_multi_process_pool(["cpu"])
+    try:
+        np.testing.assert_allclose(fair.encode_document(texts, pool=outside), fair.encode_document(texts), atol=1e-5)
+        with fair.calibration_disabled(), pytest.raises(ValueError, match=(
+                r"this pool was started outside calibration_disabled\(\) and its workers calibrate; start a pool "
+                "inside the block")):
+            fair.encode_document(texts, pool=outside)
+    finally:
+        fair.stop_multi_process_pool(outside)
+    with fair.calibration_disabled():
+        inside = fair.start_multi_process_pool(["cpu"])
+    try:
+        with fair.calibration_disabled():
+            np.testing.assert_allclose(fair.encode_document(texts, pool=inside), minilm.encode_document(texts), atol=1e-5)
+        with pytest.raises(ValueError, match=r"started inside calibration_disabled\(\) and its workers do not calibrate"):
+            fair.encode_document(texts, pool=inside)
+    finally:
+        fair.stop_multi_process_pool(inside)

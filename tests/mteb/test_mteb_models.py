@@ -65,7 +65,7 @@ def test_documents_calibrated_queries_not(encoders):
     np.testing.assert_allclose(_encode(fair, SHORT, "query"), _encode(twin, SHORT, "query"), atol=1e-5)
     # inputs without a prompt type (STS, clustering, the permutation probe) count as documents
     assert np.abs(_encode(fair, LONG, None) - docs_twin).max() > 1e-3
-    # inputs shorter than a basket are left as they are (docs/method.md#s1-3)
+    # inputs shorter than a basket are left as they are (docs/method.md#s1-2)
     np.testing.assert_allclose(_encode(fair, SHORT, "document"), _encode(twin, SHORT, "document"), atol=1e-5)
 
 
@@ -87,7 +87,7 @@ def test_prompts_and_pass_through(encoders, monkeypatch):
 
     fair, _ = encoders
     meta = fairpos_tiny_tasks.FairPosTinyRetrieval.metadata
-    e5_style = FairEncoder("fair/test", "b128_lhalf_a0.5", device="cpu", offline_weights=True,
+    e5_style = FairEncoder("fair/test", calibration="b128_lhalf_a0.5", device="cpu", offline_weights=True,
                            model_prompts={"query": "query: ", "document": "passage: ", "FairPosTinyRetrieval-query": "q: "})
     assert e5_style.prompt_for(meta, PromptType.document) == "passage: "
     assert e5_style.prompt_for(meta, PromptType.query) == "q: "  # task-specific prompt wins (mteb's order)
@@ -159,3 +159,73 @@ def test_a_fair_model_pickles_with_its_calibration():
     with copy.model.calibration_disabled():  # the copy really calibrates
         plain = copy.model.encode_document([text])
     assert not np.allclose(_encode(copy, [text], "document"), plain, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------- loader arguments
+def test_a_calibration_other_than_the_names_is_refused(encoders):
+    """mteb.get_model merges loader arguments over the entry's: fair-off/ ran calibrated, and still paired as the twin."""
+    import mteb
+
+    with pytest.raises(ValueError, match=r"fair-off/all-MiniLM-L6-v2 stands for calibration off; for b32_lhalf_a1, load "
+                                         r"fair/all-MiniLM-L6-v2-b32_lhalf_a1 \(the calibration is part of the name\)"):
+        mteb.get_model("fair-off/all-MiniLM-L6-v2", calibration="b32_lhalf_a1", device="cpu")
+    with pytest.raises(ValueError, match="fair/all-MiniLM-L6-v2 stands for calibration b128_lhalf_a0.5; for off, load "
+                                         "fair-off/all-MiniLM-L6-v2"):
+        mteb.get_model("fair/all-MiniLM-L6-v2", calibration="off", device="cpu")
+    same = mteb.get_model("fair/all-MiniLM-L6-v2", calibration="b128_lhalf_a0.5", device="cpu")  # the name's own
+    assert str(same.calibration) == "b128_lhalf_a0.5"
+
+
+@pytest.mark.parametrize("flag, value", [("calibrate_queries", "false"), ("calibrate_other", 0.0)])
+def test_side_flags_are_booleans(flag, value):
+    """'false' is true: query calibration ran."""
+    from mteb_fairpos.mteb_models import FairEncoder
+
+    with pytest.raises(TypeError, match=f"fair/test: {flag} must be True or False, got {value!r}"):
+        FairEncoder("fair/test", device="cpu", offline_weights=True, **{flag: value})
+
+
+def test_an_instruction_model_refuses_prompts_it_would_not_use():
+    """FairInstructEncoder stored them and sent mteb's instruction alone, under a result folder named after them."""
+    from mteb_fairpos.mteb_models import FairInstructEncoder
+
+    with pytest.raises(ValueError, match=r"fair/test takes task instructions \(qwen3\), not prompts: document_prompt"):
+        FairInstructEncoder("fair/test", device="cpu", offline_weights=True, instructions="qwen3", document_prompt="p: ")
+
+
+def test_the_revision_is_the_weights_commit_never_a_config():
+    """A config given as the revision (earlier releases' place for it) ran the default config instead."""
+    from mteb_fairpos.mteb_models import FairEncoder
+
+    with pytest.raises(ValueError, match="revision 'b32_llast_a1' is a calibration config; give it as calibration="):
+        FairEncoder("fair/test", "b32_llast_a1", device="cpu", offline_weights=True)
+    with pytest.raises(ValueError, match="revision 'abc' is not the weights' pinned commit 'def'"):
+        FairEncoder("fair/test", "abc", weights_revision="def", device="cpu", offline_weights=True)
+
+
+def test_another_checkpoint_named_is_loaded_not_the_bundled_minilm(tmp_path, minilm_dir):
+    """The bundled weights stood in for any hub_id given to the MiniLM entry, recorded as an experiment all the same."""
+    import mteb
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(minilm_dir, device="cpu", truncate_dim=16).save(str(tmp_path / "other"))
+    encoder = mteb.get_model("fair/all-MiniLM-L6-v2", hub_id=str(tmp_path / "other"), device="cpu")
+    assert encoder.model.truncate_dim == 16
+
+
+def test_loader_options_are_checked_as_the_model_checks_them():
+    """Each failed deep in torch, sentence-transformers or int()."""
+    import mteb
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda': cuda was asked for but torch sees no CUDA device"):
+            mteb.get_model("fair/all-MiniLM-L6-v2", device="cuda")
+    if not torch.accelerator.is_available():  # what `mteb run --device 0` passes
+        with pytest.raises(ValueError, match="device 0: a bare index names an accelerator device, and torch sees none"):
+            mteb.get_model("fair/all-MiniLM-L6-v2", device=0)
+    with pytest.raises(ValueError, match="max_seq_length must be a whole number of tokens, got 'long'"):
+        mteb.get_model("fair/all-MiniLM-L6-v2", max_seq_length="long", device="cpu")
+    with pytest.raises(TypeError, match="'calibrate_querys': not an option of FairEncoder"):
+        mteb.get_model("fair/all-MiniLM-L6-v2", calibrate_querys=True, device="cpu")
+    assert mteb.get_model("fair/all-MiniLM-L6-v2", embed_dim=384, device="cpu").model.truncate_dim == 384  # mteb's name

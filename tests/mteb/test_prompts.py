@@ -55,7 +55,7 @@ def test_prompts_are_what_mtebs_wrapper_gives(minilm_dir, prompts):
 
     from mteb_fairpos.mteb_models import FairEncoder
 
-    ours = FairEncoder("fair/test", "b128_lhalf_a0.5", device="cpu", offline_weights=True, model_prompts=prompts)
+    ours = FairEncoder("fair/test", calibration="b128_lhalf_a0.5", device="cpu", offline_weights=True, model_prompts=prompts)
     with pytest.warns(UserWarning) if prompts else _nothing():  # mteb says the checkpoint's prompts are replaced
         mtebs = SentenceTransformerEncoderWrapper(SentenceTransformer(minilm_dir, device="cpu"), model_prompts=prompts)
     for prompt_type in _prompt_types():
@@ -70,7 +70,7 @@ def test_instructions_are_what_mtebs_qwen3_loader_gives(minilm_dir):
 
     from mteb_fairpos.mteb_models import FairInstructEncoder
 
-    ours = FairInstructEncoder("fair/test", "b128_lhalf_a0.5", device="cpu", offline_weights=True, instructions="qwen3")
+    ours = FairInstructEncoder("fair/test", calibration="b128_lhalf_a0.5", device="cpu", offline_weights=True, instructions="qwen3")
     mtebs = q3e_instruct_loader(minilm_dir, revision=None, device="cpu")
     for prompt_type in _prompt_types():
         sent = _sent(ours, prompt_type)
