@@ -99,6 +99,26 @@ def naming_the_model(name: str) -> Iterator[None]:
         raise ValueError(f"cannot load the model {name!r}: {err}") from err
 
 
+def load_checkpoint(path: str, **kwargs: Any) -> SentenceTransformer:
+    """A checkpoint by name or path, as sentence-transformers loads it and named where it fails (`naming_the_model`);
+    a folder `FairSentenceTransformer` saved comes back plain, its calibration set aside, where sentence-transformers
+    would ask for ``trust_remote_code``. For the callers that apply a calibration of their own, or none."""
+    with naming_the_model(path):
+        if _saved_by_us(path):
+            return FairSentenceTransformer(path, None, **kwargs)
+        return SentenceTransformer(path, **kwargs)
+
+
+def _saved_by_us(path: str) -> bool:
+    """Whether ``path`` is a folder whose pipeline lists this module's `Calibration` step."""
+    modules = os.path.join(os.path.expanduser(path), "modules.json")
+    try:
+        with open(modules, encoding="utf-8") as handle:
+            return f"{__name__}.Calibration" in handle.read()
+    except OSError:  # no such folder or file: a hub id, or not a model (sentence-transformers says which)
+        return False
+
+
 class UncalibratedWarning(UserWarning):
     """Some documents were left uncalibrated: their content is shorter than one basket.
 

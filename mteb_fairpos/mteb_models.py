@@ -456,20 +456,17 @@ def _weights_key(path: str, device: str | None, max_seq_length: int | None, kwar
 
 
 def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length: int | None = None, **kwargs: Any):
-    from sentence_transformers import SentenceTransformer
-
     from .devices import device_problem
-    from .model import naming_the_model, set_max_length
+    from .model import load_checkpoint, set_max_length
 
     if device is not None and (problem := device_problem(device)):  # torch's own answer is an assertion
         raise ValueError(f"device {device!r}: {problem}.")
-    with naming_the_model(path):
-        try:
-            model = SentenceTransformer(path, device=device, **kwargs)
-        except TypeError as err:  # an option neither FairEncoder nor sentence-transformers takes (a typo)
-            if "unexpected keyword argument" not in str(err):
-                raise
-            raise TypeError(f"{err}: not an option of FairEncoder (see its arguments) nor of SentenceTransformer.") from None
+    try:
+        model = load_checkpoint(path, device=device, **kwargs)
+    except TypeError as err:  # an option neither FairEncoder nor sentence-transformers takes (a typo)
+        if "unexpected keyword argument" not in str(err):
+            raise
+        raise TypeError(f"{err}: not an option of FairEncoder (see its arguments) nor of SentenceTransformer.") from None
     if max_seq_length is not None:
         set_max_length(model, max_seq_length, option="max_seq_length")
     return model

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from .calibration import basket_layout, first_valid, last_valid
 from .config import POOLINGS, CalibrationConfig, LayerSpec, Pooling, require_positive
-from .model import model_inputs, naming_the_model
+from .model import load_checkpoint, model_inputs
 from .reference import eager_session, hf_model, resolve_pooling, softmax_op
 
 
@@ -152,8 +152,7 @@ def attention_profile(
     from sentence_transformers import SentenceTransformer
 
     if isinstance(model, str):
-        with naming_the_model(model):
-            model = SentenceTransformer(model, device="cpu")
+        model = load_checkpoint(model, device="cpu")
     if not isinstance(model, SentenceTransformer):
         raise TypeError(f"attention_profile needs a SentenceTransformer or a model path, got {type(model).__name__}.")
     if not isinstance(texts, (str, Iterable)):  # a list, an array, a generator: as encode takes them

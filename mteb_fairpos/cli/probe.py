@@ -107,9 +107,7 @@ def _sets(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     import mteb
     from mteb.cache import ResultCache
-    from sentence_transformers import SentenceTransformer
-
-    from ..model import naming_the_model
+    from ..model import load_checkpoint
     from ..mteb_models import LoadedWeights
     from ..results import collect, load
     from ..results.tables import effect_tables, main_table, profile_tables
@@ -121,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
     subsets = _ordered(_readable(args.subsets))
     model_name = args.model or minilm_path()
     device = args.device or ("cpu" if args.model is None else None)
-    with naming_the_model(model_name):
-        base = SentenceTransformer(model_name, device=device)
+    base = load_checkpoint(model_name, device=device)
     experiment = _model_settings(base, args)
     weights = LoadedWeights()  # every config wraps this one loaded copy
     weights.add(base, model_name, device=device, max_seq_length=experiment.get("max_seq_length"))

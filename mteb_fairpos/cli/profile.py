@@ -51,9 +51,7 @@ def _figure_file(text: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sentence_transformers import SentenceTransformer
-
-    from ..model import naming_the_model, set_max_length
+    from ..model import load_checkpoint, set_max_length
     from ..profile import attention_profile, format_profile, plot_profile
 
     if args.json is not None and args.json.resolve() == args.output.resolve():
@@ -67,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--basket-size must be a positive integer, got {args.basket_size}.")
     layers = None if args.layers == "all" else parse_layers(args.layers)
     path = args.model or minilm_path()
-    with naming_the_model(path):
-        model = SentenceTransformer(path, device=args.device)
+    model = load_checkpoint(path, device=args.device)
     if args.max_length:
         set_max_length(model, args.max_length)
     profile = attention_profile(model, texts, basket_size=args.basket_size, layers=layers,

@@ -229,3 +229,20 @@ def test_loader_options_are_checked_as_the_model_checks_them():
     with pytest.raises(TypeError, match="'calibrate_querys': not an option of FairEncoder"):
         mteb.get_model("fair/all-MiniLM-L6-v2", calibrate_querys=True, device="cpu")
     assert mteb.get_model("fair/all-MiniLM-L6-v2", embed_dim=384, device="cpu").model.truncate_dim == 384  # mteb's name
+
+
+def test_a_folder_fair_sentence_transformer_saved_loads_where_a_checkpoint_is_read(tmp_path, minilm):
+    """The fair/ loader, attention_profile and the CLI read checkpoints with a plain SentenceTransformer, which asked
+    for trust_remote_code (an option none of them takes) before a saved calibration step."""
+    import mteb
+
+    from mteb_fairpos import CalibrationConfig, FairSentenceTransformer
+    from mteb_fairpos.profile import attention_profile
+
+    FairSentenceTransformer(minilm, CalibrationConfig(basket_size=32)).save(str(tmp_path / "saved"))
+    encoder = mteb.get_model("fair/all-MiniLM-L6-v2", hub_id=str(tmp_path / "saved"), device="cpu")
+    assert str(encoder.model.calibration) == "b128_lhalf_a0.5"  # the name's calibration, not the folder's
+    np.testing.assert_allclose(encoder.model.encode_query(SHORT), minilm.encode_query(SHORT), atol=1e-6)
+    saved = attention_profile(str(tmp_path / "saved"), [LONG[0]], basket_size=32)
+    plain = attention_profile(minilm, [LONG[0]], basket_size=32)
+    np.testing.assert_allclose(saved.baskets, plain.baskets, atol=1e-6)  # the same weights, measured uncalibrated
