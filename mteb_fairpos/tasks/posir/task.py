@@ -12,7 +12,7 @@ from typing import Any
 from mteb.timing import TimingStack
 
 from .._base import DatasetSchemaError, PositionGroupedRetrieval, resolve_data_dir
-from ...results.schema import Counts, ScoreEntry, dump
+from ...results.schema import Counts, ScoreEntry, dump, load
 from ...results import units
 from ...retrieval_intervals import relevant_clusters
 from ..grouped_metrics import add_to_cells, cell_figures, empty_cells, per_query_scores
@@ -190,7 +190,7 @@ class PosIR(PositionGroupedRetrieval):
         mteb's own aggregation of the result fail. Each is named in a warning and in `skipped_subsets`; a later
         run tries it again (mteb finds it missing)."""
         scores = dict(super().evaluate(model, split, subsets_to_run, **kwargs))
-        for subset in [subset for subset, entry in scores.items() if entry.get("n_queries") == 0]:
+        for subset in [subset for subset, entry in scores.items() if load(entry).counts.queries == 0]:
             logger.warning("%s %s: no query left to evaluate; the subset is left out of the result.",
                            self.metadata.name, subset)
             del scores[subset]
