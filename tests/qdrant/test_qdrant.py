@@ -522,6 +522,27 @@ def test_queries_naming_unknown_documents_or_positions_are_refused(index):
         index.discoverability(queries=[{"doc_id": "city", "position": 9, "query": "snow"}])
 
 
+def test_documents_other_than_the_indexed_ones_are_refused_as_the_queries_source(index, model):
+    """Same ids and segment counts, other texts: they were embedded as queries and scored against the indexed vectors
+    (recall fell, and nothing said why)."""
+    from dataclasses import replace
+
+    from mteb_fairpos.integrations.qdrant import Document
+
+    docs, _ = parse_documents(RECORDS)
+    index.index(docs, show_progress=False)
+    assert index.discoverability(documents=docs, ks=(1,)).rows  # the indexed ones are accepted
+    reworded = [Document(d.doc_id, d.text.replace("a", "o"), d.segments) for d in docs]  # same spans, other text
+    with pytest.raises(InputError, match=r"document\(s\) given differ from the ones indexed under their ids"):
+        index.discoverability(documents=reworded)
+    with FairQdrantIndex(model, "notext") as plain:  # without stored text, the segment spans still tell
+        plain.index(docs, store_text=False, show_progress=False)
+        shifted = [Document(d.doc_id, " " + d.text, tuple(replace(s, start=s.start + 1, end=s.end + 1) for s in d.segments))
+                   for d in docs]
+        with pytest.raises(InputError, match="differ from the ones indexed"):
+            plain.discoverability(documents=shifted)
+
+
 def test_a_huge_document_is_not_tokenized_in_full(model):
     """Only a prefix a little past the maximum is tokenized; the model reads the same tokens."""
     segment = "The harbour wakes before dawn and the boats come in with their catch. " * 6000  # ~420 kB

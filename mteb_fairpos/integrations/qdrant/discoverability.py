@@ -182,6 +182,8 @@ def discoverability(
     layouts = _stored_layouts(index, sorted({q.doc_id for q in items}))
     if queries is not None or documents is not None:
         _check_targets(index, items, layouts)
+    if documents is not None:
+        _check_documents(index, documents, layouts)
     report = DiscoverabilityReport(index.collection, spec.model, spec.calibration, ks, depth)
     seen = []
     for q in items:
@@ -237,6 +239,28 @@ def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery], layou
     if beyond:
         listed = [f"{doc_id!r} position {position} (it has {segments[doc_id]})" for doc_id, position in beyond]
         raise InputError(f"{len(beyond)} quer(ies) name a position the document does not have: {some(listed, 5)}.")
+
+
+def _check_documents(index: SearchableIndex, documents: Sequence[Any], layouts: dict[str, list[dict[str, Any]]]) -> None:
+    """Documents given as the queries' source must be the ones indexed: others with the same ids and segment counts
+    would be scored against vectors of other texts. Their segments' character spans are compared with the stored
+    ones, and their text with the stored text where the collection keeps it."""
+    stored_text: dict[str, Any] = {}
+    ids = sorted({d.doc_id for d in documents})
+    for begin in range(0, len(ids), 1000):
+        points = [store.point_id(index.collection, doc_id, 0) for doc_id in ids[begin:begin + 1000]]
+        for point in index.store.retrieve(index.collection, points, payload=["doc_id", "text"]):
+            stored_text[str(point.payload["doc_id"])] = point.payload.get("text")
+    differ = []
+    for doc in documents:
+        spans = [[s.start, s.end] for s in doc.segments]
+        if spans != [list(seg.get("char_span") or []) for seg in layouts[doc.doc_id]] or \
+                stored_text.get(doc.doc_id) not in (None, doc.text):
+            differ.append(doc.doc_id)
+    if differ:
+        raise InputError(f"{len(differ)} document(s) given differ from the ones indexed under their ids (their text or "
+                         f"segment spans): {some(differ, 5, quote=True)}; give the documents as indexed, or index them "
+                         "again.")
 
 
 def stored_segment_queries(index: SearchableIndex) -> list[PositionQuery]:
