@@ -35,6 +35,11 @@ def require_confidence(confidence: object) -> None:
         raise ValueError(f"confidence must lie strictly between 0 and 1; got {confidence!r}.")
 
 
+MAX_RESAMPLES = 1_000_000
+"""The most resamples one bootstrap draws: each is a row of counts over every unit (8 bytes a unit), and a percentile
+interval or a p-value gains nothing measurable beyond this."""
+
+
 def require_resampling(resampling: object) -> None:
     """Refuse anything but a :class:`Resampling` where one is needed (``None`` failed on an attribute)."""
     if not isinstance(resampling, Resampling):
@@ -53,6 +58,8 @@ class Resampling:
         # checked here, not by numpy after every document was embedded; numpy's integers are stored as int
         if not whole(self.resamples) or self.resamples < 1:
             raise ValueError(f"resamples must be an integer of at least 1; got {self.resamples!r}.")
+        if self.resamples > MAX_RESAMPLES:
+            raise ValueError(f"resamples must be at most {MAX_RESAMPLES:,}; got {self.resamples:,}.")
         if not whole(self.seed) or self.seed < 0:
             raise ValueError(f"the resampling seed must be an integer of at least 0; got {self.seed!r}.")
         require_confidence(self.confidence)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LAYER_GRAMMAR, CalibrationConfig, parse_layers
+from ..resampling import MAX_RESAMPLES
 
 DEFAULT_STORE = "qdrant-local"
 
@@ -176,9 +177,10 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write consistency of a new collection (server)")
 
 
-def _number_of(what: str, cast: Callable[[str], float] = int, *, zero: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number above zero (``zero``: at least zero), refused with a message that says
-    what it counts."""
+def _number_of(what: str, cast: Callable[[str], float] = int, *, zero: bool = False,
+               most: int = 2**63 - 1) -> Callable[[str], float]:
+    """An argparse type: a finite number above zero (``zero``: at least zero) and, for a count, at most ``most`` (the
+    engines hold counts and positions in 64 bits), refused with a message that says what it counts."""
 
     def parse(text: str) -> float:
         try:
@@ -187,6 +189,8 @@ def _number_of(what: str, cast: Callable[[str], float] = int, *, zero: bool = Fa
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
             raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        if cast is int and value > most:
+            raise argparse.ArgumentTypeError(f"expected {what} of at most {most:,}, got {value}")
         return value
 
     return parse
@@ -195,6 +199,8 @@ def _number_of(what: str, cast: Callable[[str], float] = int, *, zero: bool = Fa
 _positive = _number_of("a positive number of tokens")
 positive_int = _number_of("a positive integer")
 """A count that must be at least 1 (batch sizes, parts, actors, streams)."""
+resamples = _number_of("a positive number of resamples", most=MAX_RESAMPLES)
+"""Bootstrap resamples, bounded as `Resampling` bounds them: refused before any model loads."""
 non_negative_int = _number_of("a non-negative integer", zero=True)
 """A count that may be 0 (retries)."""
 _seconds = _number_of("a positive number of seconds", float)

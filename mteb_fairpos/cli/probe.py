@@ -42,6 +42,7 @@ from .options import (
     non_negative_int,
     positive_int,
     removed_if_left_empty,
+    resamples,
     seed,
 )
 
@@ -85,7 +86,7 @@ def add_probe_options(parser: argparse.ArgumentParser, *, calibrations: list[str
                         help="texts outside the window: drop them (filter, the paper) or keep their leading sentences (lead); "
                         "default: the task's")
     parser.add_argument("--seed", type=seed, default=42, help="draws the segment sets (default 42)")
-    parser.add_argument("--resamples", type=positive_int, default=2000,
+    parser.add_argument("--resamples", type=resamples, default=2000,
                         help="bootstrap resamples behind the fairness intervals and the paired changes (default 2000)")
     parser.add_argument("--bootstrap-seed", type=non_negative_int, default=0,
                         help="seed of the bootstrap; the same seed gives the same intervals (default 0)")

@@ -173,6 +173,14 @@ def test_a_refusal_is_one_line_and_help_still_the_whole_usage(capsys):
         (["probe", "--sets", "1"], "argument --sets: expected at least 2 segment sets (the intervals resample them), got 1"),
         (["probe", "--seed", "-1"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got -1"),
         (["probe", "--seed", "4294967296"], "argument --seed: expected a seed, an integer from 0 to 4294967295, got 4294967296"),
+        # beyond what the engines count: an OverflowError traceback (Edge), a Rust binding's message, or a numpy
+        # MemoryError after every document was embedded
+        (["search", "q", "-c", "c", "--limit", str(2**64)],
+         f"argument --limit: expected a positive integer of at most 9,223,372,036,854,775,807, got {2**64}"),
+        (["search", "q", "-c", "c", "--position", str(2**63)], "argument --position: expected a positive integer of at most"),
+        (["discoverability", "-c", "c", "--ks", "1", str(2**64)], "argument --ks: expected a positive integer of at most"),
+        (["probe", "--resamples", "1000000000000"],
+         "argument --resamples: expected a positive number of resamples of at most 1,000,000, got 1000000000000"),
     ],
 )
 def test_a_number_out_of_range_is_refused_at_parse_time(capsys, argv, message):

@@ -154,3 +154,12 @@ def test_helpers_refuse_what_numpy_would_fail_on_or_turn_around():
         with pytest.raises(TypeError, match="a profile is a list of numbers"):
             psi(text)
     assert psi(value for value in (0.5, 0.25)) == 0.5  # any iterable of numbers
+
+
+def test_more_resamples_than_a_bootstrap_can_hold_are_refused_when_set():
+    """10**12 passed, and numpy failed to allocate 14.6 TiB after every document was embedded."""
+    from mteb_fairpos.resampling import MAX_RESAMPLES, Resampling
+
+    assert Resampling(resamples=MAX_RESAMPLES).resamples == MAX_RESAMPLES
+    with pytest.raises(ValueError, match="resamples must be at most 1,000,000; got 1,000,000,000,000"):
+        Resampling(resamples=10**12)
