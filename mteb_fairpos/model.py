@@ -81,6 +81,9 @@ class CalibratedModelError(RuntimeError):
     """A saved calibrated model was loaded by a plain SentenceTransformer, which would drop the calibration."""
 
 
+_NAMED = "cannot load the model "
+
+
 @contextlib.contextmanager
 def naming_the_model(name: str) -> Iterator[None]:
     """Load the model ``name`` inside this block: a failure to load it names it, since the Hub's message
@@ -91,12 +94,12 @@ def naming_the_model(name: str) -> Iterator[None]:
         raise FileNotFoundError(f"cannot load the model {name!r}: no such folder.")
     try:
         yield
-    except OSError as err:
-        raise OSError(f"cannot load the model {name!r}: {err}") from err
     except (ConfigError, UnsupportedModelError):
         raise
-    except ValueError as err:
-        raise ValueError(f"cannot load the model {name!r}: {err}") from err
+    except (OSError, ValueError) as err:
+        if str(err).startswith(_NAMED):  # named by a block inside this one
+            raise
+        raise (OSError if isinstance(err, OSError) else ValueError)(f"{_NAMED}{name!r}: {err}") from err
 
 
 def load_checkpoint(path: str, **kwargs: Any) -> SentenceTransformer:

@@ -9,6 +9,7 @@ segment's standalone (uncalibrated) vector, by position. The report is computed 
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 from ..fairness import min_max_ratio
@@ -36,8 +37,6 @@ def format_report(report: SegmentReport) -> str:
         lines.append(f"{position:>8}  {before:>12.4f}  {after:>10.4f}  {after - before:>+7.4f}")
     before, after = min_max_ratio(report.uncalibrated), min_max_ratio(report.calibrated)
     lines.append(f"min/max   {_ratio(before):>12}  {_ratio(after):>10}")
-    if report.truncated_positions:
-        lines.append(f"warning: the model's maximum length cut segment(s) {report.truncated_positions}.")
     return "\n".join(lines)
 
 
@@ -46,18 +45,19 @@ def _ratio(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..model import FairSentenceTransformer, naming_the_model, set_max_length
+    from ..model import FairSentenceTransformer, set_max_length
 
     segments = list(args.segment) + (read_segments(args.file) if args.file else [])
     check_segments(segments)  # before the model loads
     config = calibration_from_args(args)
     name = args.model or minilm_path()
-    with naming_the_model(name):
-        model = FairSentenceTransformer(name, config, **({"device": args.device} if args.device else {}))
+    model = FairSentenceTransformer(name, config, **({"device": args.device} if args.device else {}))
     if args.max_length:
         set_max_length(model, args.max_length)
     report = segment_report(model, segments)
     print(f"model: {args.model or 'all-MiniLM-L6-v2 (offline)'}   calibration: {model.calibration}")
     print("cosine(document, standalone segment), segments embedded uncalibrated:")
     print(format_report(report))
+    if report.truncated_positions:  # on stderr, as the command's other warnings
+        warnings.warn(f"the model's maximum length cut segment(s) {report.truncated_positions}.", stacklevel=1)
     return 0

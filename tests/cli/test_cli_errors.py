@@ -318,3 +318,11 @@ def test_a_warning_about_the_data_is_printed_once_per_run(tmp_path, caplog, mini
     assert len(results) == 2  # both configs were scored on the data the warning is about
     for path in results:  # and each result still carries the note
         assert any("rest on 3 clusters" in n for n in json.loads(path.read_text())["scores"]["test"][0]["notes"])
+
+@pytest.mark.parametrize("argv", [["segments", "--segment", "a", "--segment", "b", "-m", "{tmp}"],
+                                  ["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "-m", "{tmp}", "--quiet"]])
+def test_a_model_that_fails_to_load_is_named_once(tmp_path, capsys, argv):
+    """Two nested loading blocks each named it: 'cannot load the model X: cannot load the model X: ...'."""
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "segments": ["One.", "Two."]}\n')
+    assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
+    assert capsys.readouterr().err.count("cannot load the model") == 1

@@ -84,9 +84,18 @@ def test_a_warning_is_one_line_naming_the_command(minilm):
 
 
 def test_cut_segments_are_reported(capsys, minilm):
+    """As the command's other warnings: one line on stderr naming the command (it was a line of the table on stdout)."""
+    import warnings
+
     long = [s * 4 for s in SEGMENTS]
-    assert main(["segments", *sum((["--segment", s] for s in long), [])]) == 0
-    assert "maximum length cut segment(s) [2, 3]" in capsys.readouterr().out
+    shown = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: shown.append(
+            warnings.formatwarning(message, category, filename, lineno, line))  # what would reach stderr
+        assert main(["segments", *sum((["--segment", s] for s in long), [])]) == 0
+    assert "mteb-fairpos segments: warning: the model's maximum length cut segment(s) [2, 3].\n" in shown
+    assert "cut segment" not in capsys.readouterr().out
 
 
 def test_strength_zero_reports_no_change_on_a_prompted_model(minilm):
