@@ -166,6 +166,11 @@ def build(folders: Sequence[str | Path], site: str | Path, *, tasks: Sequence[st
     """Read every results folder and lay it out for a page written to ``site``."""
     if isinstance(folders, (str, bytes, Path)):  # read letter by letter, '/' first
         raise TypeError(f"folders is a list of results folders; got the path {str(folders)!r} (write [{str(folders)!r}]).")
+    given: dict[str, str | Path] = {}
+    for folder in folders:  # one folder twice would report each of its results as a duplicate of itself
+        if (real := os.path.realpath(folder)) in given:
+            raise ValueError(f"results folder {str(folder)!r} is given twice (as {str(given[real])!r} too); give each once.")
+        given[real] = folder
     site = check_folder(site)  # before the folders are read
     scores: dict[tuple[ModelKey, str], TaskScores] = {}
     sources: dict[tuple[ModelKey, str], Source] = {}

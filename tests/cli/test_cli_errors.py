@@ -50,6 +50,8 @@ from mteb_fairpos.cli import errors, main, options
         (["compare", "{tmp}/empty", "-o", "{tmp}/empty/tables"],
          "-o/--output '{tmp}/empty/tables' is inside the results folder '{tmp}/empty': what it writes would be read"),
         (["leaderboard", "{tmp}/empty", "-o", "{tmp}/empty"], "-o/--output '{tmp}/empty' is inside the results"),
+        (["leaderboard", "{tmp}/empty", "{tmp}/../" + "{name}/empty", "-o", "{tmp}/site"],
+         "results folder '{tmp}/../{name}/empty' is given twice (as '{tmp}/empty' too); give each once"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--json", "{tmp}/p.png"],
          "-o and --json both name '{tmp}/p.png': the JSON would overwrite the figure; give two files"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "--max-length", "2"],
@@ -91,9 +93,12 @@ def test_bad_input_of_any_command_is_one_line_and_status_2(tmp_path, capsys, arg
     (tmp_path / "blank.jsonl").write_text("\n")
     (tmp_path / "typo.jsonl").write_text('{"doc_id": "a", "position": 1, "qury": "One."}\n')
     (tmp_path / "twice.jsonl").write_text('{"doc_id": "a", "position": 1, "query": "One."}\n' * 2)
-    assert main([arg.replace("{tmp}", str(tmp_path)) for arg in argv]) == errors.BAD_INPUT
+    def filled(text):
+        return text.replace("{tmp}", str(tmp_path)).replace("{name}", tmp_path.name)
+
+    assert main([filled(arg) for arg in argv]) == errors.BAD_INPUT
     err = capsys.readouterr().err
-    assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and message.replace("{tmp}", str(tmp_path)) in err
+    assert err.startswith(f"mteb-fairpos {argv[0]}: error: ") and filled(message) in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 
