@@ -48,7 +48,7 @@ def opened_store(args: argparse.Namespace, *, existing: bool = False) -> Abstrac
         api_key = args.api_key if args.api_key is not None else os.environ.get("QDRANT_API_KEY")
         timeout = {} if args.timeout is None else {"timeout": args.timeout}  # else open_store's default
         return removed_if_failed(None, lambda: _store().open_store(url=args.url, api_key=api_key, **timeout))
-    refuse_ignored([flag for flag in ("--api-key", "--timeout", *CLUSTER_FLAGS)
+    refuse_ignored([flag for flag in ("--api-key", "--timeout", "--parallel", *CLUSTER_FLAGS)
                     if getattr(args, flag[2:].replace("-", "_"), None) is not None],
                    "a server", "give --url as well (an embedded store is one shard in this process)")
     if args.backend == "edge" and args.path == ":memory:":

@@ -58,6 +58,10 @@ from mteb_fairpos.cli import errors, main, options
          "--max-length 2: the tokenizer adds 2 special token(s) to every input, so the model would read no text; give at least 3"),
         (["load", "{tmp}/empty", "--path", "{tmp}/store", "--shard-number", "3"],
          "--shard-number applies to a server; give --url as well"),
+        (["load", "{tmp}/empty", "--path", "{tmp}/store", "--parallel", "8"],  # an embedded store took one stream
+         "--parallel applies to a server; give --url as well"),
+        (["load", "{tmp}/empty", "--path", "{tmp}/store", "--backend", "local", "--on-disk-payload"],
+         "--on-disk-payload: qdrant-client's local mode keeps payloads in memory"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/store", "--replication-factor", "2",
           "--write-consistency-factor", "2", "--quiet"], "--replication-factor/--write-consistency-factor apply to a"),
         (["search", "q", "-c", "c", "--path", "{tmp}/store", "--timeout", "5", "--api-key", "k"],
