@@ -234,6 +234,9 @@ def _task_and_corpus(args: argparse.Namespace) -> tuple[type, Any]:
     from ..tasks.permutation import DEMO_SUBSETS, PermutationFairness, PermutationFairnessManpages, PermutationFairnessManpagesDemo
 
     source = getattr(args, "corpus", None)
+    if getattr(args, "corpus_revision", None) is not None and (source is None or Path(source).exists()):
+        raise ValueError("--corpus-revision applies to a Hugging Face corpus (--corpus owner/name); "
+                         f"{'the bundled corpus' if source is None else repr(source)} is read as it is.")
     if source is None:  # the demo's three subsets are a task of their own, which the run then completes
         return (PermutationFairnessManpagesDemo if set(args.subsets) == set(DEMO_SUBSETS) else PermutationFairnessManpages), None
     if Path(source).exists():

@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-o and --json both name {str(args.json)!r}: the JSON would overwrite the figure; give two files.")
     texts = list(args.text) + (read_segments(args.file) if args.file else [])
     if not texts:
-        raise ValueError("give at least one --text or a --file of texts.")
+        raise ValueError(f"--file {str(args.file)!r} holds no text." if args.file else
+                         "give at least one --text or a --file of texts.")
     if any(not t.strip() for t in texts):
         raise ValueError("texts must not be empty.")
     if args.basket_size <= 0:
