@@ -25,6 +25,8 @@ from mteb_fairpos.cli import errors, main, options
         (["search", "q", "-c", "c", "--path", "{tmp}/typo"], "no local Qdrant store"),
         (["load", "{tmp}/file", "--path", "{tmp}/store"], "is a file; give the part folder"),
         (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/file", "--quiet"], "is a file; a Qdrant Edge store is a folder"),
+        (["index", "{tmp}/docs.jsonl", "-c", "c", "--path", "{tmp}/file/sub", "--quiet"],  # was errno 20's text
+         "'{tmp}/file/sub': '{tmp}/file' is a file, so no store folder can be made below it"),
         (["encode", "{tmp}/docs.jsonl", "-o", "{tmp}/parts", "-c", "c", "-m", "fair/no-such-model", "--quiet"],
          "cannot load the model 'fair/no-such-model'"),
         (["profile", "--text", "t", "-o", "{tmp}/p.png", "-m", "no-such/model"], "cannot load the model 'no-such/model'"),

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from qdrant_client import models
@@ -106,6 +107,8 @@ def open_store(
     if path is not None and not str(path).strip():  # '' would be the current folder, among whatever it holds
         raise ValueError("path is empty; give the store's folder (or None for a local-mode store in memory).")
     if path is not None and str(path) != ":memory:":
+        if file := next((up for up in Path(path).expanduser().absolute().parents if up.is_file()), None):
+            raise QdrantIndexError(f"{str(path)!r}: {str(file)!r} is a file, so no store folder can be made below it.")
         refuse_foreign(path)
     if embedded_backend(path, backend) == "edge":
         if path is None or str(path) == ":memory:":
