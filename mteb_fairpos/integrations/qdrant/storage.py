@@ -165,13 +165,13 @@ def locate(target: str | Path | Location) -> Location:
         return Location(filesystem, path.rstrip("/"), text.rstrip("/"))
     import fsspec
 
-    try:
-        filesystem = fsspec.filesystem(protocol)
-    except (ImportError, ValueError) as err:
+    try:  # the host and options the URI holds go to the filesystem (ftp:// needs its host)
+        filesystem, path = fsspec.core.url_to_fs(text)
+    except (ImportError, ValueError, TypeError, OSError) as err:
         raise StorageError(f"{text!r}: no filesystem for {protocol}:// ({_reason(err)}); give a local path, "
                            "s3://, gs://, or an fsspec protocol whose package is installed.") from None
     handler = pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
-    return Location(handler, filesystem._strip_protocol(text).rstrip("/"), text.rstrip("/"))
+    return Location(handler, path.rstrip("/"), text.rstrip("/"))
 
 
 def _reason(err: BaseException) -> str:
