@@ -34,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from ..integrations.qdrant import store
     from ..integrations.qdrant.copy import copy_collection
 
+    if args.target == ":memory:":  # the copy would be gone when the command ends
+        raise ValueError("the target ':memory:' keeps nothing after the command; give a folder.")
     if not store.holds_store(args.source):
         raise FileNotFoundError(f"no store at {args.source!r} to copy from (a folder holding Qdrant Edge's "
                                 "<collection>.collection.json or local mode's meta.json).")

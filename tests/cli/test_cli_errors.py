@@ -16,6 +16,8 @@ from mteb_fairpos.cli import errors, main, options
     ("argv", "message"),
     [
         (["copy", "{tmp}/no-store", "{tmp}/target", "-c", "c"], "no store at"),
+        (["copy", "{tmp}/store", ":memory:", "-c", "c", "--quiet"],  # it reported points copied into nothing
+         "the target ':memory:' keeps nothing after the command; give a folder"),
         (["sweep", "-m", "fair/no-such-model", "-t", "FairPosTinyRetrieval", "-o", "{tmp}/r"], "no-such-model"),
         (["profile", "-o", "{tmp}/p.png"], "give at least one --text or a --file"),
         (["profile", "-o", "{tmp}/p.png", "--file", "{tmp}/blank.jsonl"], "--file '{tmp}/blank.jsonl' holds no text."),
