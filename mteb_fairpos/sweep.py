@@ -219,7 +219,8 @@ def run_sweep(plan: SweepPlan, cache: Any, *, weights: LoadedWeights | None = No
         for unit in units:
             try:
                 mteb.evaluate(encoder, plan.tasks[unit.task], cache=cache, overwrite_strategy=overwrite_strategy,
-                              encode_kwargs=dict(encode_kwargs or {}), show_progress_bar=show_progress)
+                              encode_kwargs={"show_progress_bar": show_progress, **(encode_kwargs or {})},
+                              show_progress_bar=show_progress)  # mteb's bars: its encode and search read the first
             except Exception as err:  # noqa: BLE001 -- the unit fails, the others go on
                 failures.append(Failure(unit.task, one_line(err), meta.name, unit.subsets))
     return failures

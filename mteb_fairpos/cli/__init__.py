@@ -69,12 +69,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _silence_progress_bars() -> None:
-    """``--quiet`` means no progress bars from the libraries either (model loading, Hub downloads)."""
+    """``--quiet`` means no progress bars from the libraries either (model loading, Hub downloads, datasets' own)."""
+    import datasets
     from huggingface_hub.utils import disable_progress_bars
     from transformers.utils.logging import disable_progress_bar
 
     disable_progress_bars()
     disable_progress_bar()
+    datasets.disable_progress_bars()
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ def test_sweep_runs_and_resumes(tmp_path, capsys, monkeypatch):
             "--strengths", "1", "--output-folder", str(tmp_path), "--batch-size", "4", "--device", "cpu", "--quiet",
             "--csv", str(tmp_path / "sweep.csv")]
     assert main(args) == 0
-    first = capsys.readouterr().out
+    captured = capsys.readouterr()
+    first = captured.out
+    assert "%|" not in captured.err  # --quiet: no bar of mteb's search or datasets' formatting either
     assert "[1/3] fair-off/all-MiniLM-L6-v2: running" in first  # one model name per config
     assert "[3/3] fair/all-MiniLM-L6-v2-b64_lhalf_a1: running" in first
     table = first[first.index(f"### {TASK}"):]

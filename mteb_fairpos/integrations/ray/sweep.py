@@ -40,7 +40,8 @@ class SweepWorker:
 
         register()
         self.weights = LoadedWeights()  # for the worker's life: every grid point reuses the loaded checkpoint
-        self.encode_kwargs = {"batch_size": batch_size} if batch_size else {}
+        # no bars in the actors: mteb's encode and search read this one
+        self.encode_kwargs = {"show_progress_bar": False, **({"batch_size": batch_size} if batch_size else {})}
 
     def evaluate(self, number: int, point: SweepPoint, template: Any, subset: str, folder: str) -> tuple[int, str | None]:
         """Evaluate one subset of a task (rebuilt from its unloaded ``template``) into ``folder``;
