@@ -237,3 +237,18 @@ def test_bad_uri_missing_bucket_and_missing_credentials_are_one_clear_error(buck
     assert f"s3://{bucket}/in" in text and "AWS_ACCESS_KEY_ID" in text and "refused" in text
     assert len(text.strip().splitlines()) == 1 and SECRET not in text
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_an_unreachable_gcs_location_is_retried_for_seconds_not_minutes():
+    """pyarrow retries GCS for 15 minutes by default: an unreachable gs:// input or output hung the command. Read
+    through the filesystem's own settings (what it pickles with); no bucket is reached here."""
+    from datetime import timedelta
+
+    from mteb_fairpos.integrations.qdrant.storage import GCS_RETRY_SECONDS, locate
+
+    def retried(uri):
+        return locate(uri).filesystem.__reduce__()[1][0]["retry_time_limit"]
+
+    assert retried("gs://bucket/in/docs.jsonl") == timedelta(seconds=GCS_RETRY_SECONDS)
+    assert retried("gs://bucket/in/docs.jsonl?retry_limit_seconds=4") == timedelta(seconds=4)  # the URI's own wins
+    assert locate("gs://bucket/in/docs.jsonl").path == "bucket/in/docs.jsonl"

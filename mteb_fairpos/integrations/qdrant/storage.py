@@ -157,7 +157,9 @@ def locate(target: str | Path | Location) -> Location:
         rest = text[scheme.end():]
         if not rest.split("/", 1)[0]:
             raise StorageError(f"{text!r}: the URI names no bucket; write {protocol}://BUCKET/PATH.")
-        uri = f"{text}{'&' if '?' in text else '?'}allow_delayed_open=true" if protocol == "s3" else text
+        uri = _with_option(text, "allow_delayed_open", "true") if protocol == "s3" else text
+        if protocol in ("gs", "gcs"):  # pyarrow retries an unreachable GCS for 15 minutes by default; s3 gives up in seconds
+            uri = _with_option(uri, "retry_limit_seconds", str(GCS_RETRY_SECONDS))
         try:  # delayed open: a small object is one PUT, and nothing is visible before it is complete
             filesystem, path = pafs.FileSystem.from_uri(uri)
         except (OSError, ValueError) as err:
@@ -172,6 +174,17 @@ def locate(target: str | Path | Location) -> Location:
                            "s3://, gs://, or an fsspec protocol whose package is installed.") from None
     handler = pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
     return Location(handler, path.rstrip("/"), text.rstrip("/"))
+
+
+GCS_RETRY_SECONDS = 15
+"""How long a gs:// location is retried before it is reported unreachable (unless its URI sets retry_limit_seconds)."""
+
+
+def _with_option(uri: str, name: str, value: str) -> str:
+    """``uri`` with the query option ``name``, unless it sets one itself."""
+    if f"{name}=" in uri.partition("?")[2]:
+        return uri
+    return f"{uri}{'&' if '?' in uri else '?'}{name}={value}"
 
 
 def _reason(err: BaseException) -> str:
