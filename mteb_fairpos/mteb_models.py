@@ -225,8 +225,9 @@ class FairEncoder(SentenceTransformerEncoderWrapper):
     ``b128_lhalf_a0.5``, or ``"off"`` for the uncalibrated twin.
 
     Args:
-        model_name: the mteb model name (``fair/...``); only used in messages.
-        revision: the weights' revision mteb passes (the checkpoint's own is ``weights_revision``).
+        model_name: the mteb model name (``fair/...``): a registered one must stand for ``calibration``.
+        revision: the weights' revision mteb passes: ``weights_revision`` where one is pinned (anything else is
+            refused), else a description of the weights loaded.
         calibration: the config (text form or object), ``"off"`` or ``None`` for the twin.
         device: torch device.
         hub_id: the checkpoint to load (Hugging Face id or local path).
@@ -390,8 +391,10 @@ def _check_name(model_name: str, calibration: CalibrationConfig | None) -> None:
 
 
 def _weights_revision(model_name: str, revision: str | None, weights_revision: str | None) -> str | None:
-    """The weights' commit: mteb passes the entry's revision, which is it. A calibration given as the revision (as
-    earlier releases named them) would be ignored, and a commit other than the pinned one would not be loaded."""
+    """The weights' commit to load: the pinned one. mteb passes the entry's revision, which is that commit, or, for a
+    checkpoint's entry that pins none (``probe -m``), the commit of the weights already loaded. A calibration given as
+    the revision (as earlier releases named them) would be ignored, and a commit other than the pinned one would not
+    be loaded: both are refused."""
     if revision is None or revision == weights_revision:
         return weights_revision
     try:
@@ -404,7 +407,7 @@ def _weights_revision(model_name: str, revision: str | None, weights_revision: s
     if weights_revision is not None:
         raise ValueError(f"{model_name}: revision {revision!r} is not the weights' pinned commit {weights_revision!r}; "
                          "give one of them.")
-    return revision
+    return None
 
 
 def _calibration(value: str | CalibrationConfig | None) -> CalibrationConfig | None:
