@@ -31,6 +31,11 @@ def whole(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def boolean(value: object) -> bool:
+    """Whether ``value`` is a flag: ``True`` or ``False``, numpy's too (not 1, 0.0 or the text "false")."""
+    return isinstance(value, bool) or type(value).__name__ == "bool" and type(value).__module__ == "numpy"
+
+
 def require_positive(value: object, name: str) -> None:
     """Refuse ``value`` unless it is a positive integer, naming the argument ``name``."""
     if not whole(value) or value < 1:  # type: ignore[operator]
@@ -85,8 +90,10 @@ class CalibrationConfig:
         if self.pooling is not None and self.pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {POOLINGS} or None (read from the model), got {self.pooling!r}.")
         for name in ("isolate_bos", "isolate_eos"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):  # 1 == True, 0.0 == False
-                raise ConfigError(f"{name} must be True, False or None (follow the pooling), got {getattr(self, name)!r}.")
+            value = getattr(self, name)
+            if value is not None and not boolean(value):  # 1 == True, 0.0 == False: not flags
+                raise ConfigError(f"{name} must be True, False or None (follow the pooling), got {value!r}.")
+            object.__setattr__(self, name, None if value is None else bool(value))
         for name in ("bos_share", "eos_share"):
             object.__setattr__(self, name, _check_policy(name, getattr(self, name)))
         fixed = [p for p in (self.bos_share, self.eos_share) if isinstance(p, float)]

@@ -41,7 +41,7 @@ from mteb.models.model_meta import ModelMeta
 from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 from mteb.types import PromptType
 
-from .config import CalibrationConfig, ConfigError
+from .config import CalibrationConfig, ConfigError, boolean
 from .offline import MINILM_HUB_ID, minilm_path
 from .grid import PAPER_GRID
 
@@ -226,8 +226,7 @@ class FairEncoder(SentenceTransformerEncoderWrapper):
 
     Args:
         model_name: the mteb model name (``fair/...``): a registered one must stand for ``calibration``.
-        revision: the weights' revision mteb passes: ``weights_revision`` where one is pinned (anything else is
-            refused), else a description of the weights loaded.
+        revision: the weights' revision mteb passes (what loads is ``weights_revision``); a config is refused.
         calibration: the config (text form or object), ``"off"`` or ``None`` for the twin.
         device: torch device.
         hub_id: the checkpoint to load (Hugging Face id or local path).
@@ -273,9 +272,9 @@ class FairEncoder(SentenceTransformerEncoderWrapper):
         _check_name(model_name, calibration)
         _check_remote_code(model_name, trust_remote_code, kwargs)
         for flag, value in (("calibrate_queries", calibrate_queries), ("calibrate_other", calibrate_other)):
-            if not isinstance(value, bool):  # "false" is true
+            if not boolean(value):  # "false" is true
                 raise TypeError(f"{model_name}: {flag} must be True or False, got {value!r}.")
-        weights_revision = _weights_revision(model_name, revision, weights_revision)
+        _check_revision(model_name, revision)
         if "embed_dim" in kwargs:  # mteb's name for the dimensions kept, as its own wrapper reads it
             kwargs["truncate_dim"] = kwargs.pop("embed_dim")
         self.model_name = model_name
@@ -379,6 +378,8 @@ class FairInstructEncoder(FairEncoder, InstructSentenceTransformerModel):
 def _check_name(model_name: str, calibration: CalibrationConfig | None) -> None:
     """A registered name stands for one calibration: another one given (mteb's ``get_model(name, calibration=...)``)
     would run under a name that says otherwise, and pair as the twin it is not."""
+    if not model_name.startswith((CALIBRATED_ORG + "/", TWIN_ORG + "/")):  # not a registry name
+        return
     try:
         _, named = parse_name(model_name)
     except KeyError:  # not a registered model's name (a checkpoint's entry names its own)
@@ -390,24 +391,18 @@ def _check_name(model_name: str, calibration: CalibrationConfig | None) -> None:
                          "the name).")
 
 
-def _weights_revision(model_name: str, revision: str | None, weights_revision: str | None) -> str | None:
-    """The weights' commit to load: the pinned one. mteb passes the entry's revision, which is that commit, or, for a
-    checkpoint's entry that pins none (``probe -m``), the commit of the weights already loaded. A calibration given as
-    the revision (as earlier releases named them) would be ignored, and a commit other than the pinned one would not
-    be loaded: both are refused."""
-    if revision is None or revision == weights_revision:
-        return weights_revision
+def _check_revision(model_name: str, revision: str | None) -> None:
+    """mteb passes the entry's revision: the weights' pinned commit, or, for a checkpoint's entry that pins none
+    (``probe -m``), the commit of the weights already loaded; what loads is ``weights_revision``. A calibration given
+    as the revision (as earlier releases named them) would be ignored: it is refused."""
+    if revision is None:
+        return
     try:
         CalibrationConfig.parse(revision)
     except ConfigError:
-        pass
-    else:
-        raise ValueError(f"{model_name}: revision {revision!r} is a calibration config; give it as calibration= (or in "
-                         "the name, fair/<model>-<config>). The revision is the weights' commit.")
-    if weights_revision is not None:
-        raise ValueError(f"{model_name}: revision {revision!r} is not the weights' pinned commit {weights_revision!r}; "
-                         "give one of them.")
-    return None
+        return
+    raise ValueError(f"{model_name}: revision {revision!r} is a calibration config; give it as calibration= (or in "
+                     "the name, fair/<model>-<config>). The revision is the weights' commit.")
 
 
 def _calibration(value: str | CalibrationConfig | None) -> CalibrationConfig | None:
@@ -467,9 +462,9 @@ def _load_sentence_transformer(path: str, *, device: str | None, max_seq_length:
     try:
         model = load_checkpoint(path, device=device, **kwargs)
     except TypeError as err:  # an option neither FairEncoder nor sentence-transformers takes (a typo)
-        if "unexpected keyword argument" not in str(err):
+        if not str(err).startswith("SentenceTransformer.__init__() got an unexpected keyword argument"):
             raise
-        raise TypeError(f"{err}: not an option of FairEncoder (see its arguments) nor of SentenceTransformer.") from None
+        raise TypeError(f"{err}: not an option of FairEncoder (see its arguments) nor of SentenceTransformer.") from err
     if max_seq_length is not None:
         set_max_length(model, max_seq_length, option="max_seq_length")
     return model

@@ -40,6 +40,14 @@ MAX_RESAMPLES = 1_000_000
 interval or a p-value gains nothing measurable beyond this."""
 
 
+def drawable(resampling: Resampling) -> Resampling:
+    """``resampling`` for a bootstrap still to be drawn, refused above `MAX_RESAMPLES` before any work (a stored
+    result's settings are read as they are)."""
+    if resampling.resamples > MAX_RESAMPLES:
+        raise ValueError(f"resamples must be at most {MAX_RESAMPLES:,}; got {resampling.resamples:,}.")
+    return resampling
+
+
 def require_resampling(resampling: object) -> None:
     """Refuse anything but a :class:`Resampling` where one is needed (``None`` failed on an attribute)."""
     if not isinstance(resampling, Resampling):
@@ -58,8 +66,6 @@ class Resampling:
         # checked here, not by numpy after every document was embedded; numpy's integers are stored as int
         if not whole(self.resamples) or self.resamples < 1:
             raise ValueError(f"resamples must be an integer of at least 1; got {self.resamples!r}.")
-        if self.resamples > MAX_RESAMPLES:
-            raise ValueError(f"resamples must be at most {MAX_RESAMPLES:,}; got {self.resamples:,}.")
         if not whole(self.seed) or self.seed < 0:
             raise ValueError(f"the resampling seed must be an integer of at least 0; got {self.seed!r}.")
         require_confidence(self.confidence)

@@ -219,11 +219,23 @@ def run_sweep(plan: SweepPlan, cache: Any, *, weights: LoadedWeights | None = No
         for unit in units:
             try:
                 mteb.evaluate(encoder, plan.tasks[unit.task], cache=cache, overwrite_strategy=overwrite_strategy,
-                              encode_kwargs={"show_progress_bar": show_progress, **(encode_kwargs or {})},
-                              show_progress_bar=show_progress)  # mteb's bars: its encode and search read the first
+                              encode_kwargs={**({} if show_progress else {"show_progress_bar": False}), **(encode_kwargs or {})},
+                              show_progress_bar=show_progress)  # quiet: mteb's encode and search read the first
             except Exception as err:  # noqa: BLE001 -- the unit fails, the others go on
                 failures.append(Failure(unit.task, one_line(err), meta.name, unit.subsets))
+                continue
+            if left := left_out(plan.tasks[unit.task], unit.subsets):
+                failures.append(Failure(unit.task, LEFT_OUT, meta.name, left))
     return failures
+
+
+LEFT_OUT = "no query left to evaluate; left out of the result"
+"""Why a subset a task evaluated did not land though nothing failed (PosIR: a subset with no query left to score)."""
+
+
+def left_out(task: Any, subsets: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``subsets`` the task evaluated and left out of its result (`LEFT_OUT`)."""
+    return tuple(subset for subset in subsets if subset in getattr(task, "skipped_subsets", ()))
 
 
 def read_results(plan: SweepPlan, cache: Any) -> list[tuple[SweepPoint, Any]]:

@@ -59,7 +59,7 @@ from ..permutation.instances import LanguageConfig
 from ..permutation.languages import LanguageTagError, mteb_language
 from ..permutation.probe import Observations, ProbeSession, ProbeSettings
 from ..permutation.selection import SelectionSettings
-from ..resampling import Resampling
+from ..resampling import Resampling, drawable
 from ..results import units
 from ..results.schema import load
 from .metadata import FairPosTaskMetadata
@@ -197,8 +197,8 @@ class AbsTaskPermutationFairness(AbsTask):
                 length_tolerance=length_tolerance,
                 mode=segment_mode,  # type: ignore[arg-type]
             ),
-            resampling=Resampling(resamples=Resampling.resamples if resamples is None else resamples,
-                                  seed=Resampling.seed if resampling_seed is None else resampling_seed),
+            resampling=drawable(Resampling(resamples=Resampling.resamples if resamples is None else resamples,
+                                           seed=Resampling.seed if resampling_seed is None else resampling_seed)),
         )
         with _quiet_beta_notice():
             super().__init__(seed=seed)

@@ -56,11 +56,9 @@ def load_hf_split(source: str, revision: str | None, split: str, required: tuple
     from datasets.exceptions import DatasetGenerationError
 
     local = Path(source)
-    # datasets keys its cache of a local folder by the folder's name and its file patterns, not their contents: a
-    # changed copy, or another copy under the same name, would be served the rows cached from the first one read
-    fresh = {"download_mode": "force_redownload"} if local.is_dir() else {}
     try:
-        data = load_dataset(source, split=split, revision=revision, **fresh)
+        data = load_dataset(source, split=split, revision=revision,
+                            **({"cache_dir": local_cache(local)} if local.is_dir() else {}))
     except (DatasetGenerationError, StopIteration, pa.ArrowException) as err:  # a damaged file, named where it can be
         where = first_unreadable(local) if local.is_dir() else None
         raise DatasetSchemaError(f"{name}: {where}." if where else
@@ -71,6 +69,21 @@ def load_hf_split(source: str, revision: str | None, split: str, required: tuple
         raise
     check_columns(data.column_names, required, f"{name} split {split!r} of {source}")
     return data
+
+
+def local_cache(folder: Path) -> str:
+    """Where datasets caches a local copy: a folder of its own for these files as they are now. datasets keys its
+    cache of a local folder by the folder's name and file patterns, not their contents, so a changed copy, or another
+    copy under the same name, would be served the rows cached from the first one read."""
+    import hashlib
+
+    import datasets
+
+    digest = hashlib.sha256(str(folder.resolve()).encode("utf-8"))
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        digest.update(f"\0{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode("utf-8"))
+    return str(Path(datasets.config.HF_DATASETS_CACHE) / "mteb-fairpos-local" / digest.hexdigest()[:20])
 
 
 def _take_seeded(items: list[Any], n: int | None, seed: int = TINY_SEED) -> list[Any]:

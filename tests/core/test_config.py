@@ -179,6 +179,13 @@ def test_isolation_flags_are_booleans(flag, value):
         CalibrationConfig(**{flag: value})
 
 
+def test_numpy_booleans_are_flags_and_stored_as_bools():
+    import numpy as np
+
+    config = CalibrationConfig(isolate_bos=np.True_, isolate_eos=np.False_)
+    assert config.isolate_bos is True and config.isolate_eos is False
+
+
 def test_a_basket_beyond_what_torch_counts_is_refused():
     """10**30 passed and failed at encode time (an OverflowError)."""
     with pytest.raises(ConfigError, match="basket_size must be a positive integer"):

@@ -156,10 +156,13 @@ def test_helpers_refuse_what_numpy_would_fail_on_or_turn_around():
     assert psi(value for value in (0.5, 0.25)) == 0.5  # any iterable of numbers
 
 
-def test_more_resamples_than_a_bootstrap_can_hold_are_refused_when_set():
-    """10**12 passed, and numpy failed to allocate 14.6 TiB after every document was embedded."""
-    from mteb_fairpos.resampling import MAX_RESAMPLES, Resampling
+def test_more_resamples_than_a_bootstrap_can_hold_are_refused_when_set_up():
+    """10**12 passed, and numpy failed to allocate 14.6 TiB after every document was embedded; a stored result's
+    settings are still read as they are."""
+    from mteb_fairpos.resampling import MAX_RESAMPLES, drawable
+    from mteb_fairpos.tasks.permutation import PermutationFairnessSample
 
-    assert Resampling(resamples=MAX_RESAMPLES).resamples == MAX_RESAMPLES
+    assert drawable(Resampling(resamples=MAX_RESAMPLES)).resamples == MAX_RESAMPLES
     with pytest.raises(ValueError, match="resamples must be at most 1,000,000; got 1,000,000,000,000"):
-        Resampling(resamples=10**12)
+        PermutationFairnessSample(resamples=10**12)
+    assert Resampling(resamples=10**7).resamples == 10**7  # as a stored result records it

@@ -143,3 +143,26 @@ def test_a_plan_refuses_what_would_lose_or_repeat_results_and_is_run_under_its_o
                              ({"gpus_per_actor": "0"}, "gpus_per_actor must be a number of at least 0")):
         with pytest.raises(ValueError, match=message):
             run_on_ray(plan, tmp_path / "results", show_progress=False, **options)
+
+
+def test_a_subset_with_no_query_left_is_named_not_counted_as_landed(tmp_path):
+    """PosIR leaves such a subset out of its result; the sweep reported the unit as done although nothing landed."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from mteb.cache import ResultCache
+
+    from mteb_fairpos.sweep import plan_sweep, run_sweep
+    from mteb_fairpos.tasks.posir import PosIR
+
+    copy = tmp_path / "posir"
+    shutil.copytree(POSIR, copy)
+    qrels = copy / "deu-Latn" / "IndustryCorpus2_finance_economics" / "qrels" / "test.parquet"
+    rows = [{**row, "query-id": "elsewhere-" + row["query-id"]} for row in pq.read_table(qrels).to_pylist()]
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(qrels)), qrels)
+    cache = ResultCache(tmp_path / "results")
+    plan = plan_sweep(_points()[:1], [PosIR(data_dir=copy, languages=["deu"])], cache)
+    failures = run_sweep(plan, cache, show_progress=False)
+    assert [(f.task, f.subsets, f.error) for f in failures] == [
+        ("PosIR", (HELD[0],), "no query left to evaluate; left out of the result")]

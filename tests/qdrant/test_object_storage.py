@@ -212,7 +212,7 @@ def test_bad_uri_missing_bucket_and_missing_credentials_are_one_clear_error(buck
         scan_input("nosuch://bucket/docs.jsonl")
     # the URI's host reaches the filesystem (fsspec's FTPFileSystem needs it: a TypeError naming no option, and a
     # traceback from its __del__); nothing listens on port 9 here
-    with pytest.raises(StorageError, match=r"'ftp://127.0.0.1:9/docs.jsonl': no filesystem for ftp:// \(.*refused"):
+    with pytest.raises(StorageError, match=r"'ftp://127.0.0.1:9/docs.jsonl': cannot reach it \(.*refused"):
         scan_input("ftp://127.0.0.1:9/docs.jsonl")
     assert "Traceback" not in capsys.readouterr().err
 

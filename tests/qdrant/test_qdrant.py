@@ -535,6 +535,9 @@ def test_documents_other_than_the_indexed_ones_are_refused_as_the_queries_source
     reworded = [Document(d.doc_id, d.text.replace("a", "o"), d.segments) for d in docs]  # same spans, other text
     with pytest.raises(InputError, match=r"document\(s\) given differ from the ones indexed under their ids"):
         index.discoverability(documents=reworded)
+    # with queries given, the documents are not their source and are not read
+    report = index.discoverability(queries=[{"doc_id": "city", "position": 1, "query": "snow"}], documents=reworded)
+    assert [(d, p) for d, p, _ in report.ranks["calibrated"]] == [("city", 1)]
     with FairQdrantIndex(model, "notext") as plain:  # without stored text, the segment spans still tell
         plain.index(docs, store_text=False, show_progress=False)
         shifted = [Document(d.doc_id, " " + d.text, tuple(replace(s, start=s.start + 1, end=s.end + 1) for s in d.segments))

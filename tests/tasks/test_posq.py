@@ -314,3 +314,8 @@ def test_a_local_copy_is_read_as_it_is_now_not_as_datasets_cached_another(tmp_pa
     second.load_data()
     assert "Which question was asked of the second copy?" in list(_split(second)["queries"]["text"])
     assert "Which question was asked of the second copy?" not in list(_split(first)["queries"]["text"])
+    for name in ("train-00000-of-00001.parquet", "validation-00000-of-00001.parquet"):  # the first copy, edited
+        (tmp_path / "a" / "squad" / "squad_v2" / name).write_bytes((tmp_path / "b" / "squad" / "squad_v2" / name).read_bytes())
+    edited = SQuADPosQ(data_dir=tmp_path / "a" / "squad")
+    edited.load_data()
+    assert "Which question was asked of the second copy?" in list(_split(edited)["queries"]["text"])

@@ -179,11 +179,13 @@ def discoverability(
     if not items:
         raise ValueError("there are no queries: " + ("none were given." if queries is not None else "the documents given hold none."
                          if documents is not None else f"collection {index.collection!r} holds no documents."))
-    layouts = _stored_layouts(index, sorted({q.doc_id for q in items}))
+    sourced = queries is None and documents is not None  # the documents given are the queries' source
+    stored = _stored_payloads(index, sorted({q.doc_id for q in items}), ["segments", "text"] if sourced else ["segments"])
+    layouts = {doc_id: list(payload.get("segments") or []) for doc_id, payload in stored.items()}
     if queries is not None or documents is not None:
         _check_targets(index, items, layouts)
-    if documents is not None:
-        _check_documents(index, documents, layouts)
+    if sourced:
+        _check_documents(documents, stored)
     report = DiscoverabilityReport(index.collection, spec.model, spec.calibration, ks, depth)
     seen = []
     for q in items:
@@ -216,14 +218,15 @@ def discoverability(
     return report
 
 
-def _stored_layouts(index: SearchableIndex, doc_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """The stored segment layout (position, coverage, ...) of each of ``doc_ids`` that is indexed."""
-    layouts: dict[str, list[dict[str, Any]]] = {}
+def _stored_payloads(index: SearchableIndex, doc_ids: Sequence[str], fields: list[str]) -> dict[str, dict[str, Any]]:
+    """The document point's ``fields`` (the segment layout: position, coverage, ...; the text) of each of ``doc_ids``
+    that is indexed."""
+    payloads: dict[str, dict[str, Any]] = {}
     for begin in range(0, len(doc_ids), 1000):
         ids = [store.point_id(index.collection, doc_id, 0) for doc_id in doc_ids[begin:begin + 1000]]
-        for point in index.store.retrieve(index.collection, ids, payload=["doc_id", "segments"]):
-            layouts[str(point.payload["doc_id"])] = list(point.payload.get("segments") or [])
-    return layouts
+        for point in index.store.retrieve(index.collection, ids, payload=["doc_id", *fields]):
+            payloads[str(point.payload["doc_id"])] = point.payload
+    return payloads
 
 
 def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery], layouts: dict[str, list[dict[str, Any]]]) -> None:
@@ -241,21 +244,16 @@ def _check_targets(index: SearchableIndex, items: Sequence[PositionQuery], layou
         raise InputError(f"{len(beyond)} quer(ies) name a position the document does not have: {some(listed, 5)}.")
 
 
-def _check_documents(index: SearchableIndex, documents: Sequence[Any], layouts: dict[str, list[dict[str, Any]]]) -> None:
-    """Documents given as the queries' source must be the ones indexed: others with the same ids and segment counts
-    would be scored against vectors of other texts. Their segments' character spans are compared with the stored
-    ones, and their text with the stored text where the collection keeps it."""
-    stored_text: dict[str, Any] = {}
-    ids = sorted({d.doc_id for d in documents})
-    for begin in range(0, len(ids), 1000):
-        points = [store.point_id(index.collection, doc_id, 0) for doc_id in ids[begin:begin + 1000]]
-        for point in index.store.retrieve(index.collection, points, payload=["doc_id", "text"]):
-            stored_text[str(point.payload["doc_id"])] = point.payload.get("text")
+def _check_documents(documents: Sequence[Any], stored: dict[str, dict[str, Any]]) -> None:
+    """Documents given as the queries' source must be the ones indexed (``stored``: their points' payloads): others
+    with the same ids and segment counts would be scored against vectors of other texts. Their segments' character
+    spans are compared with the stored ones, and their text with the stored text where the collection keeps it."""
     differ = []
     for doc in documents:
+        payload = stored[doc.doc_id]
         spans = [[s.start, s.end] for s in doc.segments]
-        if spans != [list(seg.get("char_span") or []) for seg in layouts[doc.doc_id]] or \
-                stored_text.get(doc.doc_id) not in (None, doc.text):
+        if spans != [list(seg.get("char_span") or []) for seg in payload.get("segments") or []] or \
+                payload.get("text") not in (None, doc.text):
             differ.append(doc.doc_id)
     if differ:
         raise InputError(f"{len(differ)} document(s) given differ from the ones indexed under their ids (their text or "

@@ -169,7 +169,9 @@ def locate(target: str | Path | Location) -> Location:
 
     try:  # the host and options the URI holds go to the filesystem (ftp:// needs its host)
         filesystem, path = fsspec.core.url_to_fs(text)
-    except (ImportError, ValueError, TypeError, OSError) as err:
+    except OSError as err:  # the filesystem connects as it is made (ftp://)
+        raise StorageError(f"{text!r}: cannot reach it ({_reason(err)}).") from None
+    except (ImportError, ValueError, TypeError) as err:
         raise StorageError(f"{text!r}: no filesystem for {protocol}:// ({_reason(err)}); give a local path, "
                            "s3://, gs://, or an fsspec protocol whose package is installed.") from None
     handler = pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...config import require_positive
 from ...results.output import check_folder
-from ...sweep import Failure, SweepPlan, SweepPoint, one_line, planned_strategy
+from ...sweep import LEFT_OUT, Failure, SweepPlan, SweepPoint, left_out, one_line, planned_strategy
 from . import runtime
 
 UNITS_FOLDER = ".fairpos-units"
@@ -66,7 +66,7 @@ class SweepWorker:
                           overwrite_strategy="only-missing", encode_kwargs=dict(self.encode_kwargs), show_progress_bar=False)
         except Exception as err:  # noqa: BLE001 -- reported to the driver in one line
             return number, one_line(err)
-        return number, None
+        return number, LEFT_OUT if left_out(task, [subset]) else None
 
 
 def run_on_ray(plan: SweepPlan, output_folder: str | Path, *, actors: int = 1, gpus_per_actor: float | None = None,

@@ -89,7 +89,8 @@ class PosIR(PositionGroupedRetrieval):
             self.metadata = self.metadata.model_copy(update={"dataset": {**self.metadata.dataset, "revision": revision}})
         self._corpus_cache = CorpusCache()
         self.skipped_subsets: list[str] = []
-        """Selected subsets the data lacked at the last `load_data` (also logged as a warning)."""
+        """Selected subsets the data lacked at the last `load_data`, and those `evaluate` left out (no query left);
+        each also logged as a warning."""
 
     def filter_languages(
         self,
