@@ -81,9 +81,6 @@ class CalibratedModelError(RuntimeError):
     """A saved calibrated model was loaded by a plain SentenceTransformer, which would drop the calibration."""
 
 
-_NAMED = "cannot load the model "
-
-
 @contextlib.contextmanager
 def naming_the_model(name: str) -> Iterator[None]:
     """Load the model ``name`` inside this block: a failure to load it names it, since the Hub's message
@@ -97,15 +94,18 @@ def naming_the_model(name: str) -> Iterator[None]:
     except (ConfigError, UnsupportedModelError):
         raise
     except (OSError, ValueError) as err:
-        if str(err).startswith(_NAMED):  # named by a block inside this one
+        if getattr(err, "names_the_model", False):  # named by a block inside this one
             raise
-        raise (OSError if isinstance(err, OSError) else ValueError)(f"{_NAMED}{name!r}: {err}") from err
+        named = (OSError if isinstance(err, OSError) else ValueError)(f"cannot load the model {name!r}: {err}")
+        named.names_the_model = True
+        raise named from err
 
 
 def load_checkpoint(path: str, **kwargs: Any) -> SentenceTransformer:
     """A checkpoint by name or path, as sentence-transformers loads it and named where it fails (`naming_the_model`);
     a folder `FairSentenceTransformer` saved comes back plain, its calibration set aside, where sentence-transformers
     would ask for ``trust_remote_code``. For the callers that apply a calibration of their own, or none."""
+    path = os.path.expanduser(path)
     with naming_the_model(path):
         if _saved_by_us(path):
             return FairSentenceTransformer(path, None, **kwargs)
@@ -401,10 +401,12 @@ class FairSentenceTransformer(SentenceTransformer):
     def _check_pool(self, pool: Any) -> None:
         """A pool started on the other side of ``calibration_disabled`` would embed as it did then."""
         started = pool.get(_POOL_CALIBRATES) if isinstance(pool, dict) else None
-        if started is not None and started != (self.plan is not None):
-            raise ValueError(f"this pool was started {'outside' if started else 'inside'} calibration_disabled() and "
-                             f"its workers {'calibrate' if started else 'do not calibrate'}; start a pool "
-                             f"{'inside' if started else 'outside'} the block for this call.")
+        if started is None or started == (self.plan is not None):
+            return
+        raise ValueError("this pool was started outside calibration_disabled() and its workers calibrate; start a pool "
+                         "inside the block for this call." if started else
+                         "this pool was started inside calibration_disabled() and its workers do not calibrate; start "
+                         "a pool outside the block for this call.")
 
     def _no_rows(self, empty: Any, kwargs: dict[str, Any]) -> Any:
         """No input: the ``(0, width)`` matrix a call with inputs would stack its rows into (its width after
@@ -497,11 +499,9 @@ def _call_limit(kwargs: dict[str, Any]) -> int | None:
     """The tokens one call cuts its texts at, where it sets its own (sentence-transformers' ``max_length`` or
     ``processing_kwargs`` for text); ``None``: the model's ``max_seq_length``."""
     processing = kwargs.get("processing_kwargs") or {}
-    for given in (((processing.get("text") or {}).get("max_length")), (processing.get("common") or {}).get("max_length"),
-                  kwargs.get("max_length")):
-        if given is not None:
-            return given
-    return None
+    text = (processing.get("text") or {}).get("max_length")
+    common = (processing.get("common") or {}).get("max_length")
+    return next((given for given in (text, common, kwargs.get("max_length")) if given is not None), None)
 
 
 def set_max_length(model: SentenceTransformer, tokens: int, option: str = "--max-length") -> None:

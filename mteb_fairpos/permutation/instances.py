@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -211,8 +212,9 @@ def build_instance(
     for set_index, topics in enumerate(sets):
         for perm in perms:
             keys = tuple((topics[t], lang) for t, lang in zip(perm, languages))
-            if len({texts[key] for key in keys}) < len(keys):  # a text repeated across languages (corpus.py)
-                same = [f"{topic!r} ({lang})" for topic, lang in keys if [texts[k] for k in keys].count(texts[topic, lang]) > 1]
+            held = Counter(texts[key] for key in keys)
+            if len(held) < len(keys):  # a text repeated across languages (corpus.py)
+                same = [f"{topic!r} ({lang})" for topic, lang in keys if held[texts[topic, lang]] > 1]
                 raise CorpusError(f"{config.name}: duplicate segments in a set: topics {' and '.join(same)} hold the "
                                   "same text, which one document would hold twice; give each topic its own text (an "
                                   "untranslated page?).")
