@@ -13,6 +13,8 @@ import numbers
 from dataclasses import dataclass, fields
 from typing import Literal, Union
 
+import numpy as np
+
 Pooling = Literal["cls", "last", "mean"]
 POOLINGS: tuple[str, ...] = ("cls", "last", "mean")
 
@@ -33,7 +35,7 @@ def whole(value: object) -> bool:
 
 def boolean(value: object) -> bool:
     """Whether ``value`` is a flag: ``True`` or ``False``, numpy's too (not 1, 0.0 or the text "false")."""
-    return isinstance(value, bool) or type(value).__name__ == "bool" and type(value).__module__ == "numpy"
+    return isinstance(value, (bool, np.bool_))
 
 
 def require_positive(value: object, name: str) -> None:

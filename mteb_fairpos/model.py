@@ -114,7 +114,7 @@ def load_checkpoint(path: str, **kwargs: Any) -> SentenceTransformer:
 
 def _saved_by_us(path: str) -> bool:
     """Whether ``path`` is a folder whose pipeline lists this module's `Calibration` step."""
-    modules = os.path.join(os.path.expanduser(path), "modules.json")
+    modules = os.path.join(path, "modules.json")
     try:
         with open(modules, encoding="utf-8") as handle:
             return f"{__name__}.Calibration" in handle.read()

@@ -381,11 +381,11 @@ def _check_name(model_name: str, calibration: CalibrationConfig | None) -> None:
     if not model_name.startswith((CALIBRATED_ORG + "/", TWIN_ORG + "/")):  # not a registry name
         return
     try:
-        _, named = parse_name(model_name)
+        base, named = parse_name(model_name)
     except KeyError:  # not a registered model's name (a checkpoint's entry names its own)
         return
     if str(named) != str(calibration):
-        wanted = twin_name(base_model(model_name)) if calibration is None else calibrated_name(base_model(model_name), calibration)
+        wanted = twin_name(base) if calibration is None else calibrated_name(base, calibration)
         raise ValueError(f"{model_name} stands for calibration {'off' if named is None else named}; for "
                          f"{'off' if calibration is None else calibration}, load {wanted} (the calibration is part of "
                          "the name).")
